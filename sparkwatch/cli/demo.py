@@ -1,0 +1,10 @@
+"""`sparkwatch demo` (placeholder until implemented)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("demo", help="demo")
+    parser.set_defaults(func=lambda args: 0)

@@ -1,0 +1,10 @@
+"""`sparkwatch history` (placeholder until implemented)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("history", help="history")
+    parser.set_defaults(func=lambda args: 0)

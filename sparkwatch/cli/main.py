@@ -1,0 +1,56 @@
+"""The ``sparkwatch`` command line: one sub-command per module, each with ``register()``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from sparkwatch import __version__
+
+# Each module defines register(subparsers) and sets a `func(args) -> int` default on its parser.
+COMMAND_MODULES = (
+    "sparkwatch.cli.demo",
+    "sparkwatch.cli.history",
+    "sparkwatch.cli.db",
+)
+
+
+class CliError(Exception):
+    """An error to show the user as one clear line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparkwatch",
+        description="Observability for Spark Structured Streaming state.",
+    )
+    parser.add_argument("--version", action="version", version=f"sparkwatch {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"sparkwatch {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""A prometheus_client custom collector over :class:`MetricState`, registered on an injected registry.
+
+Everything is computed at scrape time from the folded state, never on the event path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from sparkwatch.metrics import catalogue as cat
+from sparkwatch.metrics.catalogue import Kind, MetricDef
+from sparkwatch.metrics.custom import KNOWN, split_instance_key
+from sparkwatch.metrics.state import MetricState, QueryState
+from sparkwatch.metrics.stats import ListenerStats
+from sparkwatch.model.events import QueryProgress, SourceProgress, StateOperator
+
+MAX_SOURCE_LABEL = 120
+"""Source descriptions are stable per query but can be long; cut to keep label values sane."""
+
+_FAMILY_TYPES: dict[Kind, Callable[..., Metric]] = {
+    Kind.GAUGE: GaugeMetricFamily,
+    Kind.COUNTER: CounterMetricFamily,
+    Kind.HISTOGRAM: HistogramMetricFamily,
+    Kind.INFO: InfoMetricFamily,
+}
+
+
+class Families:
+    """Lazily created metric families keyed by their definition, yielded in catalogue order."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, Metric] = {}
+
+    def add(self, metric: MetricDef, labels: Iterable[str], value: float) -> None:
+        family = self._family(metric)
+        values = list(labels)
+        if metric.kind is Kind.INFO:
+            family.add_metric(values, {})  # type: ignore[attr-defined]
+        else:
+            family.add_metric(values, value)  # type: ignore[attr-defined]
+
+    def add_histogram(
+        self, metric: MetricDef, labels: Iterable[str], buckets: list[tuple[str, int]], total: float
+    ) -> None:
+        self._family(metric).add_metric(list(labels), buckets, total)  # type: ignore[attr-defined]
+
+    def __iter__(self) -> Iterator[Metric]:
+        for metric in cat.ALL:
+            family = self._families.get(metric.name)
+            if family is not None:
+                yield family
+
+    def _family(self, metric: MetricDef) -> Metric:
+        family = self._families.get(metric.name)
+        if family is None:
+            family = _FAMILY_TYPES[metric.kind](metric.family, metric.help, labels=metric.labels)
+            self._families[metric.name] = family
+        return family
+
+
+class SparkwatchCollector(Collector):
+    """Exposes the catalogue for every query in ``state`` plus the listeners' own counters."""
+
+    def __init__(
+        self,
+        state: MetricState,
+        listener_stats: Callable[[], Iterable[ListenerStats]] | None = None,
+    ) -> None:
+        self._state = state
+        self._listener_stats = listener_stats
+
+    def describe(self) -> Iterable[Metric]:
+        # Families depend on what queries exist; skip the registry's collect-at-register probe.
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        out = Families()
+        self._state.evict()
+        with self._state.read() as (apps, queries):
+            for app in apps:
+                out.add(cat.APP_INFO, (app.name, app.id, app.spark_version), 1)
+            for query in queries:
+                add_query(out, query)
+        if self._listener_stats is not None:
+            for stats in self._listener_stats():
+                add_listener(out, stats)
+        return list(out)
+
+
+def add_listener(out: Families, s: ListenerStats) -> None:
+    app = (s.app.name, s.app.id)
+    out.add(cat.LISTENER_INFO, (*app, s.mode, s.version), 1)
+    for kind, n in sorted(s.received.items()):
+        out.add(cat.LISTENER_EVENTS_RECEIVED, (*app, kind), n)
+    for stage in sorted(set(s.dropped) | set(s.queues)):
+        out.add(cat.LISTENER_EVENTS_DROPPED, (*app, stage), s.dropped.get(stage, 0))
+    for sink, n in sorted(s.delivery_failures.items()):
+        out.add(cat.LISTENER_DELIVERY_FAILURES, (*app, sink), n)
+    out.add(cat.LISTENER_PARSE_ERRORS, app, s.parse_errors)
+    for queue, (size, capacity) in sorted(s.queues.items()):
+        out.add(cat.LISTENER_QUEUE_SIZE, (*app, queue), size)
+        out.add(cat.LISTENER_QUEUE_CAPACITY, (*app, queue), capacity)
+
+
+def query_labels(q: QueryState) -> tuple[str, str, str, str]:
+    return (q.app.name, q.app.id, q.query_id, q.name)
+
+
+def add_query(out: Families, q: QueryState) -> None:
+    labels = query_labels(q)
+    out.add(cat.QUERY_INFO, (*labels, q.run_id), 1)
+    out.add(cat.QUERY_ACTIVE, labels, 1 if q.active else 0)
+    out.add(cat.QUERY_IDLE, labels, 1 if q.idle else 0)
+    out.add(cat.QUERY_FAILED, labels, 1 if q.failed else 0)
+    out.add(cat.QUERY_RUNS, labels, q.runs)
+    out.add(cat.QUERY_FAILURES, labels, q.failures)
+    if q.start_time is not None:
+        out.add(cat.QUERY_START_TIME, labels, q.start_time)
+    if q.last_event_timestamp is not None:
+        out.add(cat.QUERY_LAST_EVENT, labels, q.last_event_timestamp)
+    out.add(cat.QUERY_BATCHES, labels, q.batches)
+    out.add(cat.QUERY_INPUT_ROWS, labels, q.input_rows)
+    out.add_histogram(
+        cat.QUERY_BATCH_DURATION, labels, q.batch_duration.buckets(), q.batch_duration.total
+    )
+    for phase, hist in sorted(q.phase_duration.items()):
+        out.add_histogram(cat.QUERY_PHASE_DURATION, (*labels, phase), hist.buckets(), hist.total)
+    _add_event_time(out, q, labels)
+    p = q.last_progress
+    if p is None:
+        return
+    _add_progress(out, p, labels)
+    for op in p.state_operators:
+        add_operator(out, q, op, (*labels, op.name, str(op.index)))
+    for src in p.sources:
+        _add_source(out, q, src, labels)
+    if p.sink is not None:
+        out.add(cat.SINK_INFO, (*labels, p.sink.description), 1)
+        if p.sink.num_output_rows >= 0:
+            out.add(cat.SINK_OUTPUT_ROWS, labels, q.sink_output_rows)
+        for key, number in _numeric_items(p.sink.metrics):
+            out.add(cat.SINK_METRIC, (*labels, key), number)
+
+
+def _add_progress(out: Families, p: QueryProgress, labels: tuple[str, ...]) -> None:
+    out.add(cat.QUERY_LAST_PROGRESS, labels, p.timestamp)
+    out.add(cat.QUERY_BATCH_ID, labels, p.batch_id)
+    out.add(cat.QUERY_LAST_INPUT_ROWS, labels, p.num_input_rows)
+    if p.input_rows_per_second is not None:
+        out.add(cat.QUERY_INPUT_RATE, labels, p.input_rows_per_second)
+    if p.processed_rows_per_second is not None:
+        out.add(cat.QUERY_PROCESSED_RATE, labels, p.processed_rows_per_second)
+    out.add(cat.QUERY_LAST_BATCH_DURATION, labels, p.batch_duration_ms / 1000.0)
+    for phase, ms in sorted(p.duration_ms.items()):
+        out.add(cat.QUERY_LAST_PHASE_DURATION, (*labels, phase), ms / 1000.0)
+    watermark = p.event_time.watermark
+    if watermark is not None:
+        out.add(cat.QUERY_WATERMARK, labels, watermark)
+        if watermark > 0:  # batch 0 reports the epoch: no watermark yet, no meaningful lag
+            out.add(cat.QUERY_WATERMARK_LAG, labels, p.timestamp - watermark)
+    for observation, columns in sorted(p.observed_metrics.items()):
+        for column, value in sorted(columns.items()):
+            number = _number(value)
+            if number is not None:
+                out.add(cat.QUERY_OBSERVED_METRIC, (*labels, observation, column), number)
+
+
+def _add_event_time(out: Families, q: QueryState, labels: tuple[str, ...]) -> None:
+    et = q.last_event_time
+    if et is None or et.max is None:
+        return
+    out.add(cat.QUERY_EVENT_TIME_MAX, labels, et.max)
+    if et.min is not None:
+        out.add(cat.QUERY_EVENT_TIME_MIN, labels, et.min)
+        out.add(cat.QUERY_EVENT_TIME_SKEW, labels, et.max - et.min)
+    if et.avg is not None:
+        out.add(cat.QUERY_EVENT_TIME_AVG, labels, et.avg)
+    if q.last_progress is not None:
+        out.add(cat.QUERY_EVENT_TIME_LAG, labels, q.last_progress.timestamp - et.max)
+
+
+def add_operator(out: Families, q: QueryState, op: StateOperator, labels: tuple[str, ...]) -> None:
+    out.add(cat.STATE_ROWS, labels, op.num_rows_total)
+    out.add(cat.STATE_MEMORY, labels, op.memory_used_bytes)
+    out.add(cat.STATE_LAST_ROWS_UPDATED, labels, op.num_rows_updated)
+    out.add(cat.STATE_LAST_ROWS_REMOVED, labels, op.num_rows_removed)
+    out.add(cat.STATE_LAST_ROWS_DROPPED, labels, op.num_rows_dropped_by_watermark)
+    out.add(cat.STATE_LAST_UPDATE_TIME, labels, op.all_updates_time_ms / 1000.0)
+    out.add(cat.STATE_LAST_REMOVAL_TIME, labels, op.all_removals_time_ms / 1000.0)
+    out.add(cat.STATE_LAST_COMMIT_TIME, labels, op.commit_time_ms / 1000.0)
+    out.add(cat.STATE_SHUFFLE_PARTITIONS, labels, op.num_shuffle_partitions)
+    out.add(cat.STATE_STORE_INSTANCES, labels, op.num_state_store_instances)
+    totals = q.operators.get((op.index, op.name))
+    if totals is not None:
+        out.add(cat.STATE_ROWS_UPDATED, labels, totals.rows_updated)
+        out.add(cat.STATE_ROWS_REMOVED, labels, totals.rows_removed)
+        out.add(cat.STATE_ROWS_DROPPED, labels, totals.rows_dropped)
+        out.add(cat.STATE_UPDATE_TIME, labels, totals.update_ms / 1000.0)
+        out.add(cat.STATE_REMOVAL_TIME, labels, totals.removal_ms / 1000.0)
+        out.add(cat.STATE_COMMIT_TIME, labels, totals.commit_ms / 1000.0)
+        for key, total in totals.custom.items():
+            out.add(KNOWN[key].metric, labels, total)
+    _add_custom_levels(out, op, labels)
+
+
+def _add_custom_levels(out: Families, op: StateOperator, labels: tuple[str, ...]) -> None:
+    instances: dict[str, list[float]] = {}
+    for key, value in op.custom_metrics.items():
+        known = KNOWN.get(key)
+        if known is not None:
+            if not known.per_batch:
+                out.add(known.metric, labels, value * known.scale)
+            continue
+        split = split_instance_key(key)
+        if split is not None:
+            instances.setdefault(split[0], []).append(float(value))
+        else:
+            out.add(cat.STATE_CUSTOM_METRIC, (*labels, key), value)
+    for metric, values in sorted(instances.items()):
+        out.add(cat.STATE_INSTANCE_METRIC_MIN, (*labels, metric), min(values))
+        out.add(cat.STATE_INSTANCE_METRIC_MAX, (*labels, metric), max(values))
+        out.add(cat.STATE_INSTANCE_METRIC_REPORTED, (*labels, metric), len(values))
+
+
+def source_label(src: SourceProgress) -> str:
+    return src.description[:MAX_SOURCE_LABEL]
+
+
+def _add_source(out: Families, q: QueryState, src: SourceProgress, qlabels: tuple[str, ...]) -> None:
+    labels = (*qlabels, str(src.index), source_label(src))
+    out.add(cat.SOURCE_INPUT_ROWS, labels, q.source_rows.get((src.index, src.description), 0))
+    if src.input_rows_per_second is not None:
+        out.add(cat.SOURCE_INPUT_RATE, labels, src.input_rows_per_second)
+    if src.processed_rows_per_second is not None:
+        out.add(cat.SOURCE_PROCESSED_RATE, labels, src.processed_rows_per_second)
+    backlog = {
+        "minOffsetsBehindLatest": cat.SOURCE_MIN_BEHIND,
+        "maxOffsetsBehindLatest": cat.SOURCE_MAX_BEHIND,
+        "avgOffsetsBehindLatest": cat.SOURCE_AVG_BEHIND,
+    }
+    for key, number in _numeric_items(src.metrics):
+        metric = backlog.get(key)
+        if metric is not None:
+            out.add(metric, labels, number)
+        else:
+            out.add(cat.SOURCE_METRIC, (*labels, key), number)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def _numeric_items(metrics: dict[str, str] | Any) -> list[tuple[str, float]]:
+    out = []
+    for key, value in sorted(metrics.items()):
+        number = _number(value)
+        if number is not None:
+            out.append((key, number))
+    return out

@@ -1,0 +1,265 @@
+"""The latest state of every query, folded from events, that the exposition reads.
+
+One :class:`MetricState` serves the embedded exporter (one app) and the collector (many apps).
+Per-batch amounts are accumulated here into counters; a progress already applied for the same
+(run id, batch id) is ignored, so retried deliveries never double-count.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from sparkwatch.metrics.catalogue import BATCH_DURATION_BUCKETS, PHASE_DURATION_BUCKETS
+from sparkwatch.metrics.custom import KNOWN
+from sparkwatch.model.events import (
+    AppInfo,
+    EventTime,
+    ParsedEvent,
+    QueryIdle,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
+)
+
+
+@dataclass(slots=True)
+class Histogram:
+    """Cumulative histogram over fixed upper bounds (seconds)."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.counts:
+            self.counts = [0] * len(self.bounds)
+
+    def observe(self, value: float) -> None:
+        self.total += value
+        self.count += 1
+        for i, bound in enumerate(self.bounds):
+            if value <= bound:
+                self.counts[i] += 1
+
+    def buckets(self) -> list[tuple[str, int]]:
+        out = [(_bound_label(b), c) for b, c in zip(self.bounds, self.counts, strict=True)]
+        out.append(("+Inf", self.count))
+        return out
+
+
+def _bound_label(bound: float) -> str:
+    return repr(float(bound))
+
+
+@dataclass(slots=True)
+class OperatorTotals:
+    """Counters of one state operator (identified by plan position and name)."""
+
+    rows_updated: int = 0
+    rows_removed: int = 0
+    rows_dropped: int = 0
+    update_ms: int = 0
+    removal_ms: int = 0
+    commit_ms: int = 0
+    custom: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class QueryState:
+    app: AppInfo
+    query_id: str
+    name: str
+    run_id: str = ""
+    start_time: float | None = None
+    active: bool = True
+    idle: bool = False
+    failed: bool = False
+    exception: str | None = None
+    error_class: str | None = None
+    terminated_at: float | None = None
+    last_seen: float = 0.0
+    """Wall-clock time of the last event applied (for eviction of vanished queries)."""
+    last_event_timestamp: float | None = None
+    last_progress: QueryProgress | None = None
+    last_event_time: EventTime | None = None
+    """eventTime of the last batch that had data (min/max/avg are absent on empty batches)."""
+    runs: int = 0
+    failures: int = 0
+    batches: int = 0
+    input_rows: int = 0
+    sink_output_rows: int = 0
+    operators: dict[tuple[int, str], OperatorTotals] = field(default_factory=dict)
+    source_rows: dict[tuple[int, str], int] = field(default_factory=dict)
+    batch_duration: Histogram = field(default_factory=lambda: Histogram(BATCH_DURATION_BUCKETS))
+    phase_duration: dict[str, Histogram] = field(default_factory=dict)
+    applied_batches: dict[str, int] = field(default_factory=dict)
+    """Highest batch id applied per run id."""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.app.id, self.query_id)
+
+
+class MetricState:
+    """Thread-safe fold of events into per-query state; read under :meth:`read`."""
+
+    def __init__(
+        self,
+        terminated_grace_seconds: float = 300.0,
+        stale_seconds: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._queries: dict[tuple[str, str], QueryState] = {}
+        self._apps: dict[str, AppInfo] = {}
+        self._grace = terminated_grace_seconds
+        self._stale = stale_seconds
+        self._clock = clock
+
+    def apply(self, parsed: ParsedEvent) -> bool:
+        """Fold one event in; False when it was a duplicate progress and changed nothing."""
+        with self._lock:
+            self._apps[parsed.app.id] = parsed.app
+            event = parsed.event
+            state = self._query(parsed.app, event.query_id, getattr(event, "name", None))
+            state.last_seen = self._clock()
+            if isinstance(event, QueryProgress):
+                return _apply_progress(state, event)
+            if isinstance(event, QueryStarted):
+                _apply_started(state, event)
+            elif isinstance(event, QueryIdle):
+                _apply_idle(state, event)
+            elif isinstance(event, QueryTerminated):
+                _apply_terminated(state, event, self._clock())
+            return True
+
+    def apply_all(self, events: Iterable[ParsedEvent]) -> int:
+        return sum(1 for e in events if self.apply(e))
+
+    def evict(self) -> int:
+        """Forget terminated queries after the grace period and vanished ones after stale_seconds."""
+        now = self._clock()
+        with self._lock:
+            doomed = [
+                key
+                for key, q in self._queries.items()
+                if (q.terminated_at is not None and now - q.terminated_at >= self._grace)
+                or (self._stale is not None and now - q.last_seen >= self._stale)
+            ]
+            for key in doomed:
+                del self._queries[key]
+            live_apps = {app_id for app_id, _ in self._queries}
+            for app_id in list(self._apps):
+                if app_id not in live_apps:
+                    del self._apps[app_id]
+            return len(doomed)
+
+    def read(self) -> _Reader:
+        """Context manager holding the lock while the exposition walks the state."""
+        return _Reader(self)
+
+    def query(self, app_id: str, query_id: str) -> QueryState | None:
+        with self._lock:
+            return self._queries.get((app_id, query_id))
+
+    def _query(self, app: AppInfo, query_id: str, name: str | None) -> QueryState:
+        state = self._queries.get((app.id, query_id))
+        if state is None:
+            state = QueryState(app=app, query_id=query_id, name=name or "")
+            self._queries[(app.id, query_id)] = state
+        elif name:
+            state.name = name
+        return state
+
+
+class _Reader:
+    def __init__(self, owner: MetricState) -> None:
+        self._owner = owner
+
+    def __enter__(self) -> tuple[list[AppInfo], list[QueryState]]:
+        self._owner._lock.acquire()
+        return list(self._owner._apps.values()), list(self._owner._queries.values())
+
+    def __exit__(self, *exc: object) -> None:
+        self._owner._lock.release()
+
+
+def _start_run(state: QueryState, run_id: str, start_time: float | None) -> None:
+    state.run_id = run_id
+    state.runs += 1
+    state.start_time = start_time
+    state.active, state.idle, state.failed = True, False, False
+    state.exception = state.error_class = None
+    state.terminated_at = None
+
+
+def _apply_started(state: QueryState, event: QueryStarted) -> None:
+    if event.run_id != state.run_id:
+        _start_run(state, event.run_id, event.timestamp)
+    else:
+        state.start_time = event.timestamp
+
+
+def _apply_idle(state: QueryState, event: QueryIdle) -> None:
+    if event.run_id != state.run_id:
+        # Listener attached after the query started: the first event we see opens the run.
+        _start_run(state, event.run_id, None)
+    state.idle = True
+    state.last_event_timestamp = event.timestamp
+
+
+def _apply_terminated(state: QueryState, event: QueryTerminated, now: float) -> None:
+    if event.run_id != state.run_id:
+        _start_run(state, event.run_id, None)
+    state.active, state.idle = False, False
+    state.failed = event.exception is not None
+    state.exception, state.error_class = event.exception, event.error_class
+    if state.failed:
+        state.failures += 1
+    state.terminated_at = now
+
+
+def _apply_progress(state: QueryState, p: QueryProgress) -> bool:
+    if p.run_id != state.run_id:
+        _start_run(state, p.run_id, None)
+    last = state.applied_batches.get(p.run_id)
+    if last is not None and p.batch_id <= last:
+        return False
+    state.applied_batches = {p.run_id: p.batch_id}
+    state.last_progress = p
+    state.idle = False
+    state.last_event_timestamp = p.timestamp
+    if p.event_time.max is not None:
+        state.last_event_time = p.event_time
+    state.batches += 1
+    state.input_rows += p.num_input_rows
+    if p.sink is not None and p.sink.num_output_rows >= 0:
+        state.sink_output_rows += p.sink.num_output_rows
+    state.batch_duration.observe(p.batch_duration_ms / 1000.0)
+    for phase, ms in p.duration_ms.items():
+        hist = state.phase_duration.get(phase)
+        if hist is None:
+            hist = state.phase_duration[phase] = Histogram(PHASE_DURATION_BUCKETS)
+        hist.observe(ms / 1000.0)
+    for src in p.sources:
+        key = (src.index, src.description)
+        state.source_rows[key] = state.source_rows.get(key, 0) + src.num_input_rows
+    for op in p.state_operators:
+        totals = state.operators.get((op.index, op.name))
+        if totals is None:
+            totals = state.operators[(op.index, op.name)] = OperatorTotals()
+        totals.rows_updated += op.num_rows_updated
+        totals.rows_removed += op.num_rows_removed
+        totals.rows_dropped += op.num_rows_dropped_by_watermark
+        totals.update_ms += op.all_updates_time_ms
+        totals.removal_ms += op.all_removals_time_ms
+        totals.commit_ms += op.commit_time_ms
+        for key, value in op.custom_metrics.items():
+            known = KNOWN.get(key)
+            if known is not None and known.per_batch:
+                totals.custom[key] = totals.custom.get(key, 0.0) + value * known.scale
+    return True

@@ -1,0 +1,304 @@
+"""The one parser from Spark's event JSON to the event model.
+
+Tolerant of what Spark legitimately omits (NaN rates, empty maps, no-data batches, batch 0, fields
+that differ between 3.5 and 4.x) and strict about what is wrong: a value of the wrong type raises
+:class:`EventParseError` naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sparkwatch.model.events import (
+    AppInfo,
+    Envelope,
+    EventKind,
+    EventTime,
+    JsonValue,
+    ParsedEvent,
+    QueryEvent,
+    QueryIdle,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
+    SinkProgress,
+    SourceProgress,
+    StateOperator,
+)
+
+
+class EventParseError(ValueError):
+    """Spark event JSON that cannot be turned into an event; the message names the field."""
+
+
+def parse_timestamp(value: str, where: str) -> float:
+    """Spark's ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`` (UTC) to epoch seconds."""
+    if not isinstance(value, str):
+        raise EventParseError(f"{where}: expected an ISO-8601 timestamp string, got {value!r}")
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise EventParseError(f"{where}: not an ISO-8601 timestamp: {value!r}") from None
+
+
+def _obj(data: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise EventParseError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _required_str(data: Mapping[str, Any], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise EventParseError(f"{where}.{key}: required string is missing or not a string")
+    return value
+
+
+def _opt_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise EventParseError(f"{where}.{key}: expected a string or null, got {value!r}")
+
+
+def _int(data: Mapping[str, Any], key: str, where: str, default: int = 0) -> int:
+    value = data.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise EventParseError(f"{where}.{key}: expected an integer, got {value!r}")
+    return int(value)
+
+
+def _rate(data: Mapping[str, Any], key: str, where: str) -> float | None:
+    """Rates are omitted by Spark when NaN or infinite; some writers send them as strings."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise EventParseError(f"{where}.{key}: expected a number, got {value!r}")
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _number_map(data: Mapping[str, Any], key: str, where: str) -> dict[str, int | float]:
+    raw = data.get(key) or {}
+    out: dict[str, int | float] = {}
+    for name, value in _obj(raw, f"{where}.{key}").items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise EventParseError(f"{where}.{key}.{name}: expected a number, got {value!r}")
+        out[str(name)] = value
+    return out
+
+
+def _string_map(data: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
+    raw = data.get(key) or {}
+    return {str(k): "" if v is None else str(v) for k, v in _obj(raw, f"{where}.{key}").items()}
+
+
+def _opt_time(data: Mapping[str, Any], key: str, where: str) -> float | None:
+    value = data.get(key)
+    return None if value is None else parse_timestamp(value, f"{where}.{key}")
+
+
+def parse_state_operator(data: Any, index: int) -> StateOperator:
+    where = f"stateOperators[{index}]"
+    op = _obj(data, where)
+    return StateOperator(
+        index=index,
+        # 3.4/3.5 session windows report "defaultName"; keep what Spark says, the catalogue maps it.
+        name=str(op.get("operatorName") or "unknown"),
+        num_rows_total=_int(op, "numRowsTotal", where),
+        num_rows_updated=_int(op, "numRowsUpdated", where),
+        all_updates_time_ms=_int(op, "allUpdatesTimeMs", where),
+        num_rows_removed=_int(op, "numRowsRemoved", where),
+        all_removals_time_ms=_int(op, "allRemovalsTimeMs", where),
+        commit_time_ms=_int(op, "commitTimeMs", where),
+        memory_used_bytes=_int(op, "memoryUsedBytes", where),
+        num_rows_dropped_by_watermark=_int(op, "numRowsDroppedByWatermark", where),
+        num_shuffle_partitions=_int(op, "numShufflePartitions", where),
+        num_state_store_instances=_int(op, "numStateStoreInstances", where),
+        custom_metrics=_number_map(op, "customMetrics", where),
+    )
+
+
+def parse_source(data: Any, index: int) -> SourceProgress:
+    where = f"sources[{index}]"
+    src = _obj(data, where)
+    return SourceProgress(
+        index=index,
+        description=str(src.get("description") or ""),
+        start_offset=src.get("startOffset"),
+        end_offset=src.get("endOffset"),
+        latest_offset=src.get("latestOffset"),
+        num_input_rows=_int(src, "numInputRows", where),
+        input_rows_per_second=_rate(src, "inputRowsPerSecond", where),
+        processed_rows_per_second=_rate(src, "processedRowsPerSecond", where),
+        metrics=_string_map(src, "metrics", where),
+    )
+
+
+def parse_sink(data: Any) -> SinkProgress | None:
+    if data is None:
+        return None
+    sink = _obj(data, "sink")
+    return SinkProgress(
+        description=str(sink.get("description") or ""),
+        num_output_rows=_int(sink, "numOutputRows", "sink", default=-1),
+        metrics=_string_map(sink, "metrics", "sink"),
+    )
+
+
+def parse_event_time(data: Any) -> EventTime:
+    et = _obj(data or {}, "eventTime")
+    return EventTime(
+        min=_opt_time(et, "min", "eventTime"),
+        max=_opt_time(et, "max", "eventTime"),
+        avg=_opt_time(et, "avg", "eventTime"),
+        watermark=_opt_time(et, "watermark", "eventTime"),
+    )
+
+
+def _list(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key) or []
+    if not isinstance(value, list):
+        raise EventParseError(f"progress.{key}: expected a JSON array, got {type(value).__name__}")
+    return value
+
+
+def parse_progress(data: Any) -> QueryProgress:
+    """A ``StreamingQueryProgress`` JSON object (also accepts Spark's ``{"progress": ...}``)."""
+    p = _obj(data, "progress")
+    if "progress" in p and "batchId" not in p:
+        p = _obj(p["progress"], "progress")
+    where = "progress"
+    observed = _obj(p.get("observedMetrics") or {}, "progress.observedMetrics")
+    return QueryProgress(
+        query_id=_required_str(p, "id", where),
+        run_id=_required_str(p, "runId", where),
+        name=_opt_str(p, "name", where),
+        timestamp=parse_timestamp(p.get("timestamp"), "progress.timestamp"),
+        batch_id=_int(p, "batchId", where, default=-1),
+        batch_duration_ms=_int(p, "batchDuration", where),
+        num_input_rows=_int(p, "numInputRows", where),
+        input_rows_per_second=_rate(p, "inputRowsPerSecond", where),
+        processed_rows_per_second=_rate(p, "processedRowsPerSecond", where),
+        duration_ms={k: int(v) for k, v in _number_map(p, "durationMs", where).items()},
+        event_time=parse_event_time(p.get("eventTime")),
+        state_operators=tuple(
+            parse_state_operator(op, i) for i, op in enumerate(_list(p, "stateOperators"))
+        ),
+        sources=tuple(parse_source(s, i) for i, s in enumerate(_list(p, "sources"))),
+        sink=parse_sink(p.get("sink")),
+        observed_metrics={
+            str(k): dict(_obj(v, f"progress.observedMetrics.{k}")) for k, v in observed.items()
+        },
+    )
+
+
+def parse_started(data: Any) -> QueryStarted:
+    d = _obj(data, "started")
+    tags = d.get("jobTags") or []
+    return QueryStarted(
+        query_id=_required_str(d, "id", "started"),
+        run_id=_required_str(d, "runId", "started"),
+        name=_opt_str(d, "name", "started"),
+        timestamp=parse_timestamp(d.get("timestamp"), "started.timestamp"),
+        job_tags=tuple(sorted(str(t) for t in tags)),
+    )
+
+
+def parse_idle(data: Any) -> QueryIdle:
+    d = _obj(data, "idle")
+    return QueryIdle(
+        query_id=_required_str(d, "id", "idle"),
+        run_id=_required_str(d, "runId", "idle"),
+        timestamp=parse_timestamp(d.get("timestamp"), "idle.timestamp"),
+    )
+
+
+def parse_terminated(data: Any) -> QueryTerminated:
+    d = _obj(data, "terminated")
+    return QueryTerminated(
+        query_id=_required_str(d, "id", "terminated"),
+        run_id=_required_str(d, "runId", "terminated"),
+        exception=_opt_str(d, "exception", "terminated"),
+        error_class=_opt_str(d, "errorClassOnException", "terminated"),
+    )
+
+
+_PARSERS = {
+    EventKind.STARTED: parse_started,
+    EventKind.PROGRESS: parse_progress,
+    EventKind.IDLE: parse_idle,
+    EventKind.TERMINATED: parse_terminated,
+}
+
+
+def parse_payload(kind: EventKind | str, payload: Any) -> QueryEvent:
+    try:
+        parser = _PARSERS[EventKind(kind)]
+    except ValueError:
+        known = ", ".join(k.value for k in EventKind)
+        raise EventParseError(f"kind: unknown event kind {kind!r} (expected one of {known})") from None
+    return parser(payload)
+
+
+def parse_envelope(envelope: Envelope) -> ParsedEvent:
+    return ParsedEvent(envelope=envelope, event=parse_payload(envelope.kind, envelope.payload))
+
+
+def envelope_from_json(
+    kind: EventKind | str, raw_json: str, app: AppInfo, received_at: float
+) -> Envelope:
+    """Build an envelope from the JSON string the listener took from Spark, unwrapping progress."""
+    try:
+        payload = json.loads(raw_json)
+    except json.JSONDecodeError as exc:
+        raise EventParseError(f"{kind}: event is not valid JSON ({exc.msg} at {exc.pos})") from None
+    payload = _obj(payload, str(kind))
+    if kind == EventKind.PROGRESS and "progress" in payload and "batchId" not in payload:
+        payload = _obj(payload["progress"], "progress")
+    return Envelope(kind=EventKind(kind), app=app, received_at=received_at, payload=payload)
+
+
+def envelope_to_dict(envelope: Envelope) -> dict[str, JsonValue]:
+    """The wire form of an envelope (pushed to the collector, kept in spools)."""
+    return {
+        "kind": envelope.kind.value,
+        "app": {
+            "name": envelope.app.name,
+            "id": envelope.app.id,
+            "spark_version": envelope.app.spark_version,
+        },
+        "received_at": envelope.received_at,
+        "payload": envelope.payload,
+    }
+
+
+def envelope_from_dict(data: Any) -> Envelope:
+    """Inverse of :func:`envelope_to_dict`, validating the envelope (not yet the payload)."""
+    d = _obj(data, "event")
+    app = _obj(d.get("app"), "event.app")
+    received_at = d.get("received_at")
+    if isinstance(received_at, bool) or not isinstance(received_at, int | float):
+        raise EventParseError(f"event.received_at: expected epoch seconds, got {received_at!r}")
+    kind = d.get("kind")
+    if kind not in {k.value for k in EventKind}:
+        raise EventParseError(f"event.kind: unknown event kind {kind!r}")
+    return Envelope(
+        kind=EventKind(kind),
+        app=AppInfo(
+            name=_required_str(app, "name", "event.app"),
+            id=_required_str(app, "id", "event.app"),
+            spark_version=str(app.get("spark_version") or ""),
+        ),
+        received_at=float(received_at),
+        payload=_obj(d.get("payload"), "event.payload"),
+    )

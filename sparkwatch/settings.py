@@ -1,0 +1,156 @@
+"""Typed settings, read once at the edge: keyword overrides > env vars > Spark conf > defaults.
+
+Every setting has an env var ``SPARKWATCH_<NAME>`` and a Spark conf key ``spark.sparkwatch.<key>``;
+the README's configuration table is generated from :data:`LISTENER_FIELDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+DEFAULT_HISTORY_URL = "sqlite:///sparkwatch.db"
+DEFAULT_METRICS_PORT = 9750
+OFF_WORDS = {"", "off", "none", "false", "0", "disabled"}
+
+
+class SettingsError(ValueError):
+    """A setting with a bad value; the message names the setting and where it came from."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSettings:
+    enabled: bool = True
+    mode: str = "auto"
+    metrics_enabled: bool = True
+    metrics_address: str = "0.0.0.0"
+    metrics_port: int = DEFAULT_METRICS_PORT
+    history_url: str | None = DEFAULT_HISTORY_URL
+    history_migrate: bool = True
+    history_batch_size: int = 500
+    history_flush_seconds: float = 1.0
+    history_queue_capacity: int = 10_000
+    queue_capacity: int = 10_000
+    terminated_grace_seconds: float = 300.0
+    app_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    conf_key: str
+    parse: Callable[[str], Any]
+    help: str
+
+    @property
+    def env(self) -> str:
+        return "SPARKWATCH_" + self.name.upper()
+
+
+def _bool(raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true/false")
+
+
+def _port(raw: str) -> int:
+    port = int(raw)
+    if not 0 <= port <= 65535:
+        raise ValueError("expected a port number 0-65535")
+    return port
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError("expected a positive integer")
+    return value
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if not value > 0:
+        raise ValueError("expected a positive number")
+    return value
+
+
+def _mode(raw: str) -> str:
+    if raw not in ("auto", "jvm", "public"):
+        raise ValueError("expected auto, jvm or public")
+    return raw
+
+
+def _optional_url(raw: str) -> str | None:
+    return None if raw.strip().lower() in OFF_WORDS else raw.strip()
+
+
+def _text(raw: str) -> str | None:
+    return raw or None
+
+
+LISTENER_FIELDS: tuple[Field, ...] = (
+    Field("enabled", "enabled", _bool, "Attach at all (false makes attach() a no-op)."),
+    Field("mode", "mode", _mode,
+          "How events are received: jvm (raw JVM events, classic mode), public (PySpark's "
+          "listener API, Spark Connect), auto (jvm when the JVM is reachable)."),
+    Field("metrics_enabled", "metrics.enabled", _bool, "Serve Prometheus /metrics in the driver."),
+    Field("metrics_address", "metrics.address", str, "Address the /metrics endpoint binds."),
+    Field("metrics_port", "metrics.port", _port, "Port of /metrics (0 picks a free port)."),
+    Field("history_url", "history.url", _optional_url,
+          "SQLAlchemy URL of the SQL history (sqlite:///file.db, postgresql+psycopg://...); "
+          "'off' disables it."),
+    Field("history_migrate", "history.migrate", _bool,
+          "Upgrade the history schema to the latest migration on attach (from the writer thread)."),
+    Field("history_batch_size", "history.batchSize", _positive_int, "Events per history write."),
+    Field("history_flush_seconds", "history.flushSeconds", _positive_float,
+          "Longest time an event waits before it is written."),
+    Field("history_queue_capacity", "history.queueCapacity", _positive_int,
+          "Events buffered for the history writer; beyond it new events are dropped and counted."),
+    Field("queue_capacity", "queueCapacity", _positive_int,
+          "Events buffered between Spark's callback thread and the listener's worker."),
+    Field("terminated_grace_seconds", "terminatedGraceSeconds", _positive_float,
+          "How long a terminated query's series stay in /metrics."),
+    Field("app_name", "appName", _text, "Override the app name label (default: spark.app.name)."),
+)
+
+
+def _defaults() -> ListenerSettings:
+    return ListenerSettings()
+
+
+def load_listener_settings(
+    env: Mapping[str, str] | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> ListenerSettings:
+    """Resolve settings; a bad value raises :class:`SettingsError` naming the setting and source."""
+    known = {f.name for f in fields(ListenerSettings)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise SettingsError(
+            f"unknown sparkwatch setting(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+        )
+    values: dict[str, Any] = {}
+    for f in LISTENER_FIELDS:
+        raw, origin = _lookup(f, env or {}, spark_conf or {})
+        if raw is None:
+            continue
+        try:
+            values[f.name] = f.parse(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{origin}={raw!r}: {exc}") from None
+    values.update(overrides)
+    return replace(_defaults(), **values)
+
+
+def _lookup(f: Field, env: Mapping[str, str], conf: Mapping[str, str]) -> tuple[str | None, str]:
+    if f.env in env:
+        return env[f.env], f.env
+    key = "spark.sparkwatch." + f.conf_key
+    if key in conf:
+        return conf[key], key
+    return None, ""
