@@ -143,7 +143,15 @@ def load_listener_settings(
             values[f.name] = f.parse(raw)
         except ValueError as exc:
             raise SettingsError(f"{origin}={raw!r}: {exc}") from None
-    values.update(overrides)
+    by_name = {f.name: f for f in LISTENER_FIELDS}
+    for name, value in overrides.items():
+        # Strings from code go through the same parser as env/conf ("off", "9750", ...).
+        if isinstance(value, str):
+            try:
+                value = by_name[name].parse(value)
+            except ValueError as exc:
+                raise SettingsError(f"{name}={value!r}: {exc}") from None
+        values[name] = value
     return replace(_defaults(), **values)
 
 

@@ -1,0 +1,180 @@
+"""``sparkwatch.attach(spark)``: wire receiver, intake, exporter and history for one session."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from sparkwatch import __version__
+from sparkwatch.listener.exporter import MetricsServer, serve_metrics
+from sparkwatch.listener.history_sink import HistorySink
+from sparkwatch.listener.intake import Handler, Intake
+from sparkwatch.listener.receivers import JvmReceiver, make_public_listener, register_jvm
+from sparkwatch.metrics.exposition import SparkwatchCollector
+from sparkwatch.metrics.state import MetricState
+from sparkwatch.metrics.stats import ListenerCounters, ListenerStats
+from sparkwatch.model.events import AppInfo
+from sparkwatch.settings import LISTENER_FIELDS, ListenerSettings, load_listener_settings
+
+log = logging.getLogger(__name__)
+
+
+class Attachment:
+    """A listener attached to one SparkSession, with its exporter state and history writer."""
+
+    def __init__(self, settings: ListenerSettings, app: AppInfo, registry: CollectorRegistry) -> None:
+        self.settings = settings
+        self.app = app
+        self.registry = registry
+        self.state = MetricState(terminated_grace_seconds=settings.terminated_grace_seconds)
+        self.counters = ListenerCounters()
+        self.mode = "off"
+        self.history: HistorySink | None = None
+        self.intake: Intake | None = None
+        self.server: MetricsServer | None = None
+        self._remove: Callable[[], None] | None = None
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self.server.port if self.server else None
+
+    def stats(self) -> ListenerStats:
+        queues = {}
+        if self.intake is not None:
+            queues[Intake.QUEUE] = self.intake.queue_state()
+        if self.history is not None:
+            queues[HistorySink.QUEUE] = self.history.queue_state()
+        return self.counters.snapshot(self.app, self.mode, __version__, queues)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every event received so far is exported and written; False on timeout."""
+        if self.intake is None or not self.intake.flush(timeout):
+            return self.intake is None
+        return self.history is None or self.history.flush(timeout)
+
+    def detach(self, timeout: float = 10.0) -> None:
+        """Stop receiving, write what is queued (within ``timeout``), stop serving /metrics."""
+        if self._remove is not None:
+            try:
+                self._remove()
+            except Exception:  # noqa: BLE001 - the session may already be gone
+                log.debug("sparkwatch: removing the listener failed", exc_info=True)
+            self._remove = None
+        if self.intake is not None:
+            self.intake.stop(timeout)
+        if self.history is not None:
+            self.history.stop(timeout)
+            self.history = None
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        atexit.unregister(self.detach)
+
+
+def attach(spark: Any, **overrides: Any) -> Attachment:
+    """Attach to ``spark``. Settings: keyword overrides > SPARKWATCH_* env > spark.sparkwatch.* conf."""
+    settings = load_listener_settings(os.environ, _spark_conf(spark), **overrides)
+    app = _app_info(spark, settings)
+    att = Attachment(settings, app, CollectorRegistry(auto_describe=False))
+    if not settings.enabled:
+        log.info("sparkwatch: disabled by settings, not attaching")
+        return att
+    att.registry.register(SparkwatchCollector(att.state, lambda: [att.stats()]))
+    if settings.metrics_enabled:
+        att.server = serve_metrics(att.registry, settings.metrics_address, settings.metrics_port)
+    handlers: list[tuple[str, Handler]] = [("metrics", att.state.apply)]
+    if settings.history_url:
+        att.history = _history_sink(settings, att.counters)
+        handlers.append(("history", att.history))
+    att.intake = Intake(app, settings.queue_capacity, att.counters, handlers)
+    try:
+        att.mode, att._remove = _register(spark, settings.mode, att)
+    except Exception:
+        att.detach(timeout=1.0)
+        raise
+    atexit.register(att.detach)
+    log.info(
+        "sparkwatch %s attached to %s (%s mode)%s%s", __version__, app.id, att.mode,
+        f", /metrics on {settings.metrics_address}:{att.metrics_port}" if att.server else "",
+        f", history {_safe_url(settings.history_url)}" if settings.history_url else "",
+    )
+    return att
+
+
+def _register(spark: Any, mode: str, att: Attachment) -> tuple[str, Callable[[], None]]:
+    assert att.intake is not None
+    offer, on_error = att.intake.offer, att.counters.count_parse_error
+    if mode in ("auto", "jvm") and not _is_connect(spark):
+        try:
+            return "jvm", register_jvm(spark, JvmReceiver(offer, on_error))
+        except Exception:
+            if mode == "jvm":
+                raise
+            log.warning("sparkwatch: raw JVM events unavailable, using PySpark's listener API",
+                        exc_info=True)
+    elif mode == "jvm":
+        raise RuntimeError("sparkwatch mode=jvm needs a classic SparkSession, not Spark Connect")
+    listener = make_public_listener(offer, on_error)
+    spark.streams.addListener(listener)
+    return "public", lambda: spark.streams.removeListener(listener)
+
+
+def _history_sink(settings: ListenerSettings, counters: ListenerCounters) -> HistorySink:
+    from sparkwatch.history.writer import HistoryWriter
+
+    assert settings.history_url is not None
+    return HistorySink(
+        HistoryWriter(settings.history_url, migrate=settings.history_migrate),
+        counters,
+        capacity=settings.history_queue_capacity,
+        batch_size=settings.history_batch_size,
+        flush_seconds=settings.history_flush_seconds,
+    )
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _spark_conf(spark: Any) -> dict[str, str]:
+    """The spark.sparkwatch.* keys set on the session (one lookup each; unset keys skipped)."""
+    conf: dict[str, str] = {}
+    for field in LISTENER_FIELDS:
+        key = "spark.sparkwatch." + field.conf_key
+        try:
+            value = spark.conf.get(key, None)
+        except Exception:  # noqa: BLE001 - Connect may refuse unknown keys
+            value = None
+        if value is not None:
+            conf[key] = value
+    return conf
+
+
+def _app_info(spark: Any, settings: ListenerSettings) -> AppInfo:
+    def conf(key: str, default: str) -> str:
+        try:
+            return spark.conf.get(key, None) or default
+        except Exception:  # noqa: BLE001
+            return default
+
+    name = settings.app_name or conf("spark.app.name", "spark")
+    app_id = conf("spark.app.id", "")
+    if not app_id and not _is_connect(spark):
+        app_id = spark.sparkContext.applicationId
+    return AppInfo(name=name, id=app_id or name, spark_version=str(getattr(spark, "version", "")))
+
+
+def _safe_url(url: str | None) -> str:
+    if not url:
+        return ""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - never echo a URL we could not parse (may hold a secret)
+        return "<unparseable URL>"

@@ -1,0 +1,130 @@
+"""Writes events to the SQL history from a background thread, in batches, with retries.
+
+When the database is slow or down the batch being written is retried with exponential backoff and
+jitter while new events wait in a bounded queue; past its capacity they are dropped and counted.
+Nothing here ever runs on Spark's callback thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from sparkwatch.listener.queues import BoundedQueue
+from sparkwatch.metrics.stats import ListenerCounters
+from sparkwatch.model.events import ParsedEvent
+
+log = logging.getLogger(__name__)
+
+_STOP = None
+
+
+class Writer(Protocol):
+    def write(self, events: Sequence[ParsedEvent]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class HistorySink:
+    QUEUE = "history"
+
+    def __init__(
+        self,
+        writer: Writer,
+        counters: ListenerCounters,
+        capacity: int,
+        batch_size: int,
+        flush_seconds: float,
+        backoff: tuple[float, float] = (0.5, 30.0),
+    ) -> None:
+        self._writer = writer
+        self._counters = counters
+        self._batch_size = batch_size
+        self._flush_seconds = flush_seconds
+        self._backoff = backoff
+        self._queue: BoundedQueue[ParsedEvent | None] = BoundedQueue(capacity)
+        self._abort = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sparkwatch-history", daemon=True)
+        self._thread.start()
+
+    def __call__(self, event: ParsedEvent) -> None:
+        if not self._queue.offer(event):
+            self._counters.count_dropped(self.QUEUE)
+
+    def queue_state(self) -> tuple[int, int]:
+        return self._queue.size(), self._queue.capacity
+
+    def flush(self, timeout: float) -> bool:
+        return self._queue.wait_drained(timeout)
+
+    def stop(self, timeout: float) -> None:
+        """Write what is queued if the database lets us within ``timeout``, then stop."""
+        deadline = time.monotonic() + timeout
+        if self._queue.put_control(_STOP, timeout):
+            self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            self._abort.set()
+            self._thread.join(1.0)
+        self._writer.close()
+
+    def _run(self) -> None:
+        while True:
+            batch = self._next_batch()
+            events = [e for e in batch if e is not None]
+            try:
+                if events:
+                    self._write(events)
+            finally:
+                self._queue.done(len(batch))
+            if len(events) < len(batch) or self._abort.is_set():
+                self._count_abandoned()
+                return
+
+    def _next_batch(self) -> list[ParsedEvent | None]:
+        """Block for one event, then gather more for up to flush_seconds or batch_size."""
+        batch = [self._queue.get()]
+        deadline = time.monotonic() + self._flush_seconds
+        while len(batch) < self._batch_size and batch[-1] is not None:
+            remaining = deadline - time.monotonic()
+            try:
+                batch.append(self._queue.get(timeout=max(remaining, 0.0)) if remaining > 0
+                             else self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+
+    def _write(self, events: list[ParsedEvent]) -> None:
+        delay, ceiling = self._backoff
+        failures = 0
+        while True:
+            try:
+                self._writer.write(events)
+                if failures:
+                    log.info("sparkwatch: history writes resumed after %d failed attempts", failures)
+                return
+            except Exception as exc:  # noqa: BLE001 - any DB error: retry, never crash the thread
+                failures += 1
+                self._counters.count_delivery_failure(self.QUEUE)
+                if failures == 1 or failures % 20 == 0:
+                    log.warning("sparkwatch: history write failed (attempt %d): %s", failures, exc)
+            if self._abort.wait(delay * random.uniform(0.5, 1.5)):
+                self._counters.count_dropped(self.QUEUE, len(events))
+                return
+            delay = min(delay * 2, ceiling)
+
+    def _count_abandoned(self) -> None:
+        left = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            self._queue.done()
+            left += item is not None
+        if left:
+            self._counters.count_dropped(self.QUEUE, left)
