@@ -162,3 +162,17 @@ def _lookup(f: Field, env: Mapping[str, str], conf: Mapping[str, str]) -> tuple[
     if key in conf:
         return conf[key], key
     return None, ""
+
+
+def render_settings_table() -> str:
+    """The README's configuration table (a test keeps the README equal to it)."""
+    defaults = ListenerSettings()
+    lines = [
+        "| env var | Spark conf | default | what it does |",
+        "|---|---|---|---|",
+    ]
+    for f in LISTENER_FIELDS:
+        default = getattr(defaults, f.name)
+        shown = "(unset)" if default is None else str(default).lower() if isinstance(default, bool) else default
+        lines.append(f"| `{f.env}` | `spark.sparkwatch.{f.conf_key}` | `{shown}` | {f.help} |")
+    return "\n".join(lines)

@@ -10,12 +10,13 @@ import json
 import os
 import shutil
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support import create_database, drop_database
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -82,35 +83,15 @@ def pg_admin_url() -> str:
     return PG_ADMIN_URL
 
 
-def _create_database(admin_url: str) -> str:
-    import sqlalchemy as sa
-
-    name = f"sparkwatch_test_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return name
-
-
-def _drop_database(admin_url: str, name: str) -> None:
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    engine.dispose()
-
-
 @pytest.fixture
 def pg_url(pg_admin_url: str) -> Iterator[str]:
     """URL of a fresh, empty PostgreSQL database, dropped afterwards."""
     import sqlalchemy as sa
 
-    name = _create_database(pg_admin_url)
+    name = create_database(pg_admin_url)
     url = sa.engine.make_url(pg_admin_url).set(database=name)
     yield url.render_as_string(hide_password=False)
-    _drop_database(pg_admin_url, name)
+    drop_database(pg_admin_url, name)
 
 
 @pytest.fixture
