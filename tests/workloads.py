@@ -48,6 +48,7 @@ class Workload:
     provider: str = HDFS
     inputs: tuple[str, ...] = ("in",)
     min_spark: tuple[int, int] = (3, 5)
+    python_worker: bool = False
 
 
 def window_agg(spark: Any, root: Path) -> Any:
@@ -124,9 +125,10 @@ WORKLOADS: dict[str, Workload] = {
         Workload("sessionWindowStateStoreSaveExec", session_window, "append", ROCKSDB),
         Workload("symmetricHashJoin", stream_join, "append", ROCKSDB, ("left", "right")),
         Workload("globalLimit", global_limit, "append"),
-        Workload("applyInPandasWithState", apply_in_pandas_with_state, "update"),
+        Workload("applyInPandasWithState", apply_in_pandas_with_state, "update",
+                 python_worker=True),
         Workload("transformWithStateInPandasExec", transform_with_state, "update", ROCKSDB,
-                 min_spark=(4, 0)),
+                 min_spark=(4, 0), python_worker=True),
     )
 }
 
