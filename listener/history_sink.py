@@ -24,6 +24,15 @@ log = logging.getLogger(__name__)
 _STOP = None
 
 
+def _permanent_errors() -> tuple[type[BaseException], ...]:
+    from sparkwatch.history.errors import HistoryUrlError
+
+    return (HistoryUrlError,)
+
+
+_PERMANENT = _permanent_errors()
+
+
 class Writer(Protocol):
     def write(self, events: Sequence[ParsedEvent]) -> None: ...
 
@@ -53,7 +62,7 @@ class HistorySink:
         self._thread.start()
 
     def __call__(self, event: ParsedEvent) -> None:
-        if not self._queue.offer(event):
+        if self._abort.is_set() or not self._queue.offer(event):
             self._counters.count_dropped(self.QUEUE)
 
     def queue_state(self) -> tuple[int, int]:
@@ -106,6 +115,14 @@ class HistorySink:
                 self._writer.write(events)
                 if failures:
                     log.info("sparkwatch: history writes resumed after %d failed attempts", failures)
+                return
+            except _PERMANENT as exc:
+                # A URL that can never work (typo, unsupported database, missing driver): say so
+                # once and stop, instead of retrying forever.
+                log.error("sparkwatch: history disabled: %s", exc)
+                self._counters.count_delivery_failure(self.QUEUE)
+                self._counters.count_dropped(self.QUEUE, len(events))
+                self._abort.set()
                 return
             except Exception as exc:  # noqa: BLE001 - any DB error: retry, never crash the thread
                 failures += 1

@@ -142,17 +142,25 @@ def test_exported_operator_values_equal_the_last_progress(
     }
     for name, expected in totals.items():
         assert sample(samples, name, **ids) == pytest.approx(expected), name
-    key, family, scale = CUSTOM_METRIC[workload]
+    key, family, scale = CUSTOM_METRIC[WORKLOADS[workload].kind]
     assert sample(samples, family, **ids) == pytest.approx(op["customMetrics"][key] * scale)
     assert sample(samples, "spark_streaming_query_batches_total", query_id=run.query_id) == len(
         run.progress
     )
 
 
-def test_late_rows_are_counted_as_dropped_by_watermark(runs: dict[str, Run]) -> None:
-    """The inputs carry late rows; the windowed aggregation must have dropped some."""
-    ops = [p["stateOperators"][0] for p in runs["window_agg"].progress]
-    assert sum(o["numRowsDroppedByWatermark"] for o in ops) > 0
+@pytest.mark.parametrize("workload", ["dedupe", "dedupe_within_watermark", "stream_join"])
+def test_late_rows_are_dropped_and_exported_as_dropped_by_watermark(
+    runs: dict[str, Run], attachments: dict[str, Any], workload: str
+) -> None:
+    """The inputs carry rows behind the watermark; row-level operators drop them, and the
+    counter says exactly how many."""
+    run = runs[workload]
+    dropped = sum(p["stateOperators"][0]["numRowsDroppedByWatermark"] for p in run.progress)
+    assert dropped > 0
+    samples = scrape(attachments["sqlite"])
+    assert sample(samples, "spark_streaming_state_rows_dropped_by_watermark_total",
+                  query_id=run.query_id) == dropped
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

@@ -1,10 +1,118 @@
-"""`sparkwatch db` (placeholder until implemented)."""
+"""`sparkwatch db`: create and migrate the SQL history schema.
+
+SQLAlchemy and Alembic are imported inside the commands: every ``sparkwatch`` invocation builds
+this parser, and importing them costs about a second.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sparkwatch.cli.errors import CliError
+from sparkwatch.history.errors import UPGRADE_HINT, HistoryError
+from sparkwatch.history.urls import resolve_url
+from sparkwatch.settings import DEFAULT_HISTORY_URL
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("db", help="db")
-    parser.set_defaults(func=lambda args: 0)
+    parser = sub.add_parser(
+        "db",
+        help="create or migrate the SQL history schema",
+        description="Manage the history schema (Alembic migrations shipped with sparkwatch).",
+    )
+    actions = parser.add_subparsers(dest="db_action", required=True, metavar="ACTION")
+    up = actions.add_parser("upgrade", help="migrate the schema up (creates it if absent)")
+    up.add_argument("--revision", default="head", help="target revision (default: head)")
+    up.set_defaults(func=run_upgrade)
+    down = actions.add_parser("downgrade", help="migrate the schema down (base drops it)")
+    down.add_argument("--revision", required=True, help="target revision, e.g. base or -1")
+    down.set_defaults(func=run_downgrade)
+    current = actions.add_parser("current", help="show the schema revision")
+    current.set_defaults(func=run_current)
+    for action in (up, down, current):
+        add_url_argument(action)
+
+
+def add_url_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url",
+        help="SQLAlchemy URL of the history "
+        f"(default: $SPARKWATCH_HISTORY_URL, else {DEFAULT_HISTORY_URL})",
+    )
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """History and database failures as one-line :class:`CliError`s."""
+    import sqlalchemy as sa
+
+    from sparkwatch.history.engine import driver_message
+
+    try:
+        yield
+    except HistoryError as exc:
+        raise CliError(str(exc)) from None
+    except sa.exc.DBAPIError as exc:
+        raise CliError(f"database error: {driver_message(exc)}") from None
+
+
+def command_url(args: argparse.Namespace) -> str:
+    with user_errors():
+        return resolve_url(args.url, os.environ)
+
+
+def _quiet_alembic(args: argparse.Namespace) -> None:
+    # Alembic logs every step at INFO (some on import); the commands print their own summary.
+    if not getattr(args, "verbose", False):
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def run_upgrade(args: argparse.Namespace) -> int:
+    _quiet_alembic(args)
+    from sparkwatch.history import migrate
+    from sparkwatch.history.engine import describe_url
+
+    url = command_url(args)
+    with user_errors():
+        migrate.upgrade(url, args.revision)
+        print(f"history schema at {_describe(migrate.current(url))} in {describe_url(url)}")
+    return 0
+
+
+def run_downgrade(args: argparse.Namespace) -> int:
+    _quiet_alembic(args)
+    from sparkwatch.history import migrate
+    from sparkwatch.history.engine import describe_url
+
+    url = command_url(args)
+    with user_errors():
+        migrate.downgrade(url, args.revision)
+        revision = migrate.current(url) or "base (no history tables)"
+        print(f"history schema at {revision} in {describe_url(url)}")
+    return 0
+
+
+def run_current(args: argparse.Namespace) -> int:
+    _quiet_alembic(args)
+    from sparkwatch.history import migrate
+
+    url = command_url(args)
+    with user_errors():
+        revision = migrate.current(url)
+    print(_describe(revision))
+    return 0
+
+
+def _describe(revision: str | None) -> str:
+    from sparkwatch.history import migrate
+
+    head = migrate.head()
+    if revision is None:
+        return f"none (no history schema: {UPGRADE_HINT})"
+    if revision == head:
+        return f"{revision} (head)"
+    return f"{revision} (head is {head}: {UPGRADE_HINT})"

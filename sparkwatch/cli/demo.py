@@ -1,10 +1,155 @@
-"""`sparkwatch demo` (placeholder until implemented)."""
+"""`sparkwatch demo`: stateful streaming queries on a local Spark, watched live by sparkwatch.
+
+Everything that can be wrong with the arguments (a taken port, an unreachable history database)
+is checked before Spark starts, so those errors come in a second instead of after ten. PySpark
+and SQLAlchemy are imported inside the command, to keep ``sparkwatch --help`` fast.
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+from sparkwatch.cli.errors import CliError
+from sparkwatch.settings import (
+    DEFAULT_HISTORY_URL,
+    DEFAULT_METRICS_PORT,
+    OFF_WORDS,
+    SettingsError,
+    load_listener_settings,
+)
+
+MAX_ROWS_PER_SECOND = 1000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("demo", help="demo")
-    parser.set_defaults(func=lambda args: 0)
+    parser = sub.add_parser(
+        "demo",
+        help="run stateful streaming queries locally and watch their state live",
+        description="Start a local Spark with one streaming query per kind of state operator, "
+        "attach sparkwatch (serving /metrics, writing the history) and show a live table.",
+    )
+    parser.add_argument("--duration", type=_positive_float, metavar="SECONDS",
+                        help="stop after this many seconds (default: run until Ctrl-C)")
+    parser.add_argument("--port", type=_port, default=DEFAULT_METRICS_PORT,
+                        help=f"port of /metrics (default {DEFAULT_METRICS_PORT}; 0 picks a free one)")
+    parser.add_argument("--history-url", metavar="URL",
+                        help="SQLAlchemy URL of the history, or 'off' (default: "
+                        f"$SPARKWATCH_HISTORY_URL, else {DEFAULT_HISTORY_URL})")
+    parser.add_argument("--state-store", choices=("rocksdb", "hdfs"), default="rocksdb",
+                        help="state store provider (default rocksdb, which reports RocksDB metrics)")
+    parser.add_argument("--rows-per-second", type=_rows_per_second, default=10, metavar="N",
+                        help="rows per second of each rate source (default 10)")
+    parser.add_argument("--checkpoint-dir", type=Path, metavar="DIR",
+                        help="keep checkpoints here, to resume (default: a temporary directory)")
+    parser.set_defaults(func=run)
+
+
+def _positive_float(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {raw!r}")
+    return value
+
+
+def _port(raw: str) -> int:
+    if not raw.isdigit() or int(raw) > 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {raw!r}")
+    return int(raw)
+
+
+def _rows_per_second(raw: str) -> int:
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_ROWS_PER_SECOND:
+        raise argparse.ArgumentTypeError(
+            f"expected 1-{MAX_ROWS_PER_SECOND} (two cores run eight queries): {raw!r}"
+        )
+    return int(raw)
+
+
+def history_url(explicit: str | None) -> str | None:
+    """The history URL: the option, else the listener's env var, else the default; 'off' → None."""
+    raw = explicit if explicit is not None else os.environ.get("SPARKWATCH_HISTORY_URL")
+    if raw is None:
+        return DEFAULT_HISTORY_URL
+    return None if raw.strip().lower() in OFF_WORDS else raw.strip()
+
+
+def check_port(address: str, port: int) -> None:
+    """Fail now if /metrics could not bind later (the server binds with SO_REUSEADDR too, so a
+    port only in TIME_WAIT is not reported as taken)."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(address or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CliError(f"cannot serve /metrics on {address!r}: {exc.strerror}") from None
+    family, kind, proto, _, sockaddr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(sockaddr)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CliError(
+                    f"port {port} is already in use; choose another with --port "
+                    "(0 picks a free port)"
+                ) from None
+            raise CliError(f"cannot serve /metrics on {address}:{port}: {exc.strerror}") from None
+
+
+def check_history(url: str | None) -> None:
+    """Connect once, so a wrong URL or a database that is down is reported before Spark starts."""
+    if url is None:
+        return
+    from sparkwatch.history.engine import connect, create_engine
+    from sparkwatch.history.errors import HistoryError
+
+    try:
+        engine = create_engine(url)
+        try:
+            with connect(engine):
+                pass
+        finally:
+            engine.dispose()
+    except HistoryError as exc:
+        raise CliError(f"history: {exc}") from None
+
+
+def quiet_libraries(verbose: bool) -> None:
+    # py4j logs every callback-server start and connection at INFO, on top of the live table.
+    if not verbose:
+        logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sparkwatch.demo.runner import DemoError, DemoOptions, run_demo
+
+    url = history_url(args.history_url)
+    try:
+        settings = load_listener_settings(os.environ, metrics_port=args.port, history_url=url)
+    except SettingsError as exc:
+        raise CliError(str(exc)) from None
+    if settings.metrics_enabled:
+        check_port(settings.metrics_address, args.port)
+    check_history(url)
+    quiet_libraries(getattr(args, "verbose", False))
+    host = "127.0.0.1" if settings.metrics_address in ("0.0.0.0", "::", "") else (
+        settings.metrics_address)
+    opts = DemoOptions(
+        port=args.port, history_url=url, state_store=args.state_store,
+        rows_per_second=args.rows_per_second, duration=args.duration,
+        checkpoint_dir=args.checkpoint_dir, metrics_host=host,
+    )
+    try:
+        return run_demo(opts, sys.stdout)
+    except DemoError as exc:
+        raise CliError(str(exc)) from None

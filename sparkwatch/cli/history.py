@@ -1,10 +1,145 @@
-"""`sparkwatch history` (placeholder until implemented)."""
+"""`sparkwatch history`: read the SQL history (queries, their runs, state over time).
+
+The reader (SQLAlchemy) is imported inside the commands, to keep ``sparkwatch --help`` fast.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sparkwatch.cli.db import add_url_argument, command_url, user_errors
+from sparkwatch.history.render import first_line, table, to_json
+from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint, to_dict
+
+if TYPE_CHECKING:
+    from sparkwatch.history.reader import HistoryReader
+
+DEFAULT_LIMIT = 100
+_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("history", help="history")
-    parser.set_defaults(func=lambda args: 0)
+    parser = sub.add_parser(
+        "history",
+        help="show recorded queries, runs and state over time",
+        description="Read the SQL history written by the sparkwatch listener.",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    add_url_argument(common)
+    common.add_argument("--format", choices=("table", "json"), default="table")
+    views = parser.add_subparsers(dest="history_view", required=True, metavar="VIEW")
+    views.add_parser(
+        "queries", parents=[common], help="every query with its latest run"
+    ).set_defaults(func=run_queries)
+    runs = views.add_parser("runs", parents=[common], help="the runs of one query")
+    runs.add_argument("query", metavar="QUERY", help="query id, name or unique id prefix")
+    runs.set_defaults(func=run_runs)
+    state = views.add_parser("state", parents=[common], help="state of one query over time")
+    state.add_argument("query", metavar="QUERY", help="query id, name or unique id prefix")
+    state.add_argument("--operator", type=int, metavar="N", help="operator index (plan order)")
+    state.add_argument("--since", type=parse_time, help="e.g. 2h, 30m, 7d or an ISO-8601 time")
+    state.add_argument("--until", type=parse_time, help="end (exclusive), same forms as --since")
+    state.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N")
+    state.add_argument("--offset", type=_non_negative, default=0, metavar="N")
+    state.set_defaults(func=run_state)
+
+
+def parse_time(text: str, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> datetime:
+    """``2h`` (ago) or ISO-8601; a time without zone is UTC, like everything in the history."""
+    relative = _RELATIVE.match(text.strip())
+    if relative:
+        amount, unit = relative.groups()
+        return now() - timedelta(**{_UNITS[unit]: int(amount)})
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time: {text!r} (use e.g. 2h, 30m, 7d or 2026-11-21T09:00)"
+        ) from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def _read(args: argparse.Namespace, view: Callable[[HistoryReader], list[Any]]) -> list[Any]:
+    from sparkwatch.history.reader import HistoryReader
+
+    url = command_url(args)
+    with user_errors(), HistoryReader(url) as reader:
+        return view(reader)
+
+
+def _emit(args: argparse.Namespace, items: Sequence[Any], as_table: Callable[[], str]) -> int:
+    if args.format == "json":
+        print(to_json([to_dict(item) for item in items]))
+    elif not items:
+        print("nothing recorded yet")
+    else:
+        print(as_table())
+    return 0
+
+
+def run_queries(args: argparse.Namespace) -> int:
+    items: list[QuerySummary] = _read(args, lambda reader: reader.queries())
+    headers = ("QUERY ID", "NAME", "APP", "STATUS", "RUNS", "BATCHES", "LAST BATCH",
+               "LAST PROGRESS")
+    rows = [
+        (q.query_id, q.name, q.app_name, q.status, q.runs, q.batches, q.last_batch_id,
+         q.last_progress_at)
+        for q in items
+    ]
+    return _emit(args, items, lambda: table(headers, rows))
+
+
+def run_runs(args: argparse.Namespace) -> int:
+    items: list[RunSummary] = _read(args, lambda reader: reader.runs(args.query))
+    headers = ("RUN ID", "STATUS", "STARTED", "ENDED", "BATCHES", "FIRST", "LAST", "ERROR")
+    rows = [
+        (r.run_id, r.status, r.started_at, r.ended_at, r.batches, r.first_batch_id,
+         r.last_batch_id, _error(r))
+        for r in items
+    ]
+    return _emit(args, items, lambda: table(headers, rows))
+
+
+def _error(run: RunSummary) -> str | None:
+    summary = ": ".join(t for t in (run.error_class, first_line(run.exception)) if t)
+    return first_line(summary, width=70) or None
+
+
+def run_state(args: argparse.Namespace) -> int:
+    items: list[StatePoint] = _read(
+        args,
+        lambda reader: reader.state(
+            args.query, args.operator, args.since, args.until, args.limit, args.offset
+        ),
+    )
+    headers = ("TIME", "BATCH", "OPERATOR", "ROWS", "UPDATED", "REMOVED", "DROPPED",
+               "MEMORY BYTES", "COMMIT MS")
+    rows = [
+        (p.timestamp, p.batch_id, f"{p.operator_index} {p.operator_name}", p.num_rows_total,
+         p.num_rows_updated, p.num_rows_removed, p.num_rows_dropped_by_watermark,
+         p.memory_used_bytes, p.commit_time_ms)
+        for p in items
+    ]
+    return _emit(args, items, lambda: table(headers, rows))

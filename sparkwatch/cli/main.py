@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from sparkwatch import __version__
+from sparkwatch.cli.errors import CliError
 
 # Each module defines register(subparsers) and sets a `func(args) -> int` default on its parser.
 COMMAND_MODULES = (
@@ -16,10 +17,6 @@ COMMAND_MODULES = (
     "sparkwatch.cli.history",
     "sparkwatch.cli.db",
 )
-
-
-class CliError(Exception):
-    """An error to show the user as one clear line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

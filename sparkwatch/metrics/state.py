@@ -24,6 +24,9 @@ from sparkwatch.model.events import (
     QueryTerminated,
 )
 
+RUNS_REMEMBERED = 4
+"""Runs per query whose applied batches are remembered to recognise late redeliveries."""
+
 
 @dataclass(slots=True)
 class Histogram:
@@ -97,7 +100,7 @@ class QueryState:
     batch_duration: Histogram = field(default_factory=lambda: Histogram(BATCH_DURATION_BUCKETS))
     phase_duration: dict[str, Histogram] = field(default_factory=dict)
     applied_batches: dict[str, int] = field(default_factory=dict)
-    """Highest batch id applied per run id."""
+    """Highest batch id applied per run id, for the last RUNS_REMEMBERED runs."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -197,6 +200,13 @@ def _start_run(state: QueryState, run_id: str, start_time: float | None) -> None
     state.terminated_at = None
 
 
+def _remember_batch(state: QueryState, run_id: str, batch_id: int) -> None:
+    state.applied_batches.pop(run_id, None)  # re-insert: the dict stays ordered oldest run first
+    state.applied_batches[run_id] = batch_id
+    while len(state.applied_batches) > RUNS_REMEMBERED:
+        del state.applied_batches[next(iter(state.applied_batches))]
+
+
 def _apply_started(state: QueryState, event: QueryStarted) -> None:
     if event.run_id != state.run_id:
         _start_run(state, event.run_id, event.timestamp)
@@ -224,12 +234,14 @@ def _apply_terminated(state: QueryState, event: QueryTerminated, now: float) -> 
 
 
 def _apply_progress(state: QueryState, p: QueryProgress) -> bool:
-    if p.run_id != state.run_id:
-        _start_run(state, p.run_id, None)
+    # Checked before the run switch: a retried delivery of the previous run's batch can arrive
+    # after the new run started, and must neither be counted again nor reopen the old run.
     last = state.applied_batches.get(p.run_id)
     if last is not None and p.batch_id <= last:
         return False
-    state.applied_batches = {p.run_id: p.batch_id}
+    if p.run_id != state.run_id:
+        _start_run(state, p.run_id, None)
+    _remember_batch(state, p.run_id, p.batch_id)
     state.last_progress = p
     state.idle = False
     state.last_event_timestamp = p.timestamp

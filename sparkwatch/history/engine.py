@@ -1,0 +1,91 @@
+"""Engines for history URLs, with the URL and connection errors worded for users."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL
+
+from sparkwatch.history.errors import HistoryUnavailable, HistoryUrlError
+
+SUPPORTED = ("sqlite", "postgresql")
+# Fail fast on an unreachable host instead of waiting for the OS TCP timeout (minutes).
+PG_CONNECT_TIMEOUT_SECONDS = 10
+
+
+def parse_url(url: str) -> URL:
+    """Parse and check a history URL; bare ``postgresql://`` means psycopg 3 (our dependency)."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        raise HistoryUrlError(
+            f"not a database URL: {url!r} (expected sqlite:///FILE or postgresql://USER@HOST/DB)"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend not in SUPPORTED:
+        raise HistoryUrlError(
+            f"unsupported database {backend!r} in {describe_url(parsed)}: "
+            "the history supports sqlite and postgresql"
+        )
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def describe_url(url: str | URL) -> str:
+    """The URL with its password masked, for messages and logs."""
+    if not isinstance(url, str):
+        return url.render_as_string(hide_password=True)
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
+def create_engine(url: str, must_exist: bool = False) -> sa.Engine:
+    """An engine for ``url``; with ``must_exist`` a missing SQLite file is an error, not created.
+
+    Connects lazily: reachability errors surface in :func:`connect`.
+    """
+    parsed = parse_url(url)
+    if must_exist:
+        _check_sqlite_file(parsed)
+    connect_args = {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS} if _is_pg(parsed) else {}
+    try:
+        return sa.create_engine(parsed, connect_args=connect_args)
+    except (ImportError, sa.exc.NoSuchModuleError) as exc:
+        raise HistoryUrlError(
+            f"cannot load the database driver for {describe_url(parsed)}: {exc} "
+            "(for PostgreSQL: pip install 'sparkwatch[postgres]')"
+        ) from None
+
+
+def connect(engine: sa.Engine) -> sa.Connection:
+    """Open a connection, turning "cannot connect" into :class:`HistoryUnavailable`."""
+    try:
+        return engine.connect()
+    except sa.exc.DBAPIError as exc:
+        raise HistoryUnavailable(
+            f"cannot connect to {describe_url(engine.url)}: {driver_message(exc)}"
+        ) from None
+
+
+def driver_message(exc: sa.exc.DBAPIError) -> str:
+    """The first line of the driver's own message, without SQLAlchemy's wrapping."""
+    text = str(exc.orig) if exc.orig is not None else str(exc)
+    return text.strip().splitlines()[0] if text.strip() else type(exc.orig).__name__
+
+
+def _is_pg(url: URL) -> bool:
+    return url.get_backend_name() == "postgresql"
+
+
+def _check_sqlite_file(url: URL) -> None:
+    database = url.database or ""
+    in_memory = database in ("", ":memory:") or database.startswith("file:")
+    if url.get_backend_name() == "sqlite" and not in_memory and not Path(database).exists():
+        raise HistoryUnavailable(
+            f"no history database at {database} (set --url or SPARKWATCH_HISTORY_URL, "
+            "or create it with `sparkwatch db upgrade`)"
+        )

@@ -1,0 +1,222 @@
+"""Read queries over the history: what ``sparkwatch history`` shows, reusable by a read API.
+
+Queries are addressed by id, name (of their latest run), or a unique id prefix. Results are plain
+dataclasses from :mod:`sparkwatch.history.views`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from sparkwatch.history.engine import connect, create_engine, describe_url
+from sparkwatch.history.errors import UnknownOperator, UnknownQuery
+from sparkwatch.history.revision import check_schema
+from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun
+from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
+
+DEFAULT_LIMIT = 100
+
+
+class HistoryReader:
+    """Reads the history at ``url``; the schema is checked on first use (must be at head)."""
+
+    def __init__(self, url: str) -> None:
+        self._engine = create_engine(url, must_exist=True)
+        self._checked = False
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> HistoryReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _connection(self) -> Iterator[sa.Connection]:
+        with connect(self._engine) as conn:
+            if not self._checked:
+                check_schema(conn)
+                self._checked = True
+            yield conn
+
+    def queries(self) -> list[QuerySummary]:
+        """Every query, most recently active first."""
+        with self._connection() as conn:
+            return [QuerySummary(**row._mapping) for row in conn.execute(_queries_select())]
+
+    def runs(self, query: str) -> list[RunSummary]:
+        """The runs of one query, latest first."""
+        with self._connection() as conn:
+            query_id = _resolve(conn, query)
+            return [RunSummary(**row._mapping) for row in conn.execute(_runs_select(query_id))]
+
+    def state(
+        self,
+        query: str,
+        operator: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = DEFAULT_LIMIT,
+        offset: int = 0,
+    ) -> list[StatePoint]:
+        """State of one query's operators over time, oldest first, within [since, until).
+
+        Without ``since`` these are the newest ``limit`` points (page back with ``until`` = the
+        oldest timestamp received, or ``offset``); with it, the first ``limit`` from ``since``.
+        """
+        with self._connection() as conn:
+            query_id = _resolve(conn, query)
+            stmt = _state_select(query_id, operator, since, until)
+            columns = OperatorBatch.__table__.c
+            order = [columns.timestamp, columns.batch_id, columns.operator_index]
+            if since is None:
+                stmt = stmt.order_by(*(c.desc() for c in order)).limit(limit).offset(offset)
+                rows = list(reversed(conn.execute(stmt).all()))
+            else:
+                rows = list(conn.execute(stmt.order_by(*order).limit(limit).offset(offset)))
+            if not rows and operator is not None:
+                _check_operator(conn, query_id, operator)
+            return [StatePoint(**row._mapping) for row in rows]
+
+    def resolve_query(self, query: str) -> str:
+        """The query id for an id, a name or a unique id prefix; :class:`UnknownQuery` if none."""
+        with self._connection() as conn:
+            return _resolve(conn, query)
+
+
+def _resolve(conn: sa.Connection, query: str) -> str:
+    runs = QueryRun.__table__.c
+    if conn.execute(sa.select(runs.query_id).where(runs.query_id == query).limit(1)).first():
+        return query
+    by_name = _distinct_ids(conn, runs.name == query)
+    if len(by_name) > 1:
+        raise UnknownQuery(
+            f"name {query!r} matches {len(by_name)} queries ({', '.join(by_name)}): pass the id"
+        )
+    if by_name:
+        return by_name[0]
+    escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    by_prefix = _distinct_ids(conn, runs.query_id.like(escaped + "%", escape="\\"))
+    if len(by_prefix) == 1:
+        return by_prefix[0]
+    where = describe_url(conn.engine.url)
+    raise UnknownQuery(
+        f"no query with id or name {query!r} in {where} (see `sparkwatch history queries`)"
+    )
+
+
+def _distinct_ids(conn: sa.Connection, condition: sa.ColumnElement[bool]) -> list[str]:
+    runs = QueryRun.__table__.c
+    stmt = sa.select(runs.query_id).where(condition).distinct().order_by(runs.query_id).limit(10)
+    return list(conn.execute(stmt).scalars())
+
+
+def _queries_select() -> sa.Select[Any]:
+    runs, batches = QueryRun.__table__.c, Batch.__table__.c
+    latest_first = (runs.last_event_at.desc(), runs.run_id.desc())
+    ranked = sa.select(
+        *runs,
+        sa.func.row_number().over(partition_by=runs.query_id, order_by=latest_first).label("rank"),
+        sa.func.count().over(partition_by=runs.query_id).label("runs"),
+    ).subquery()
+    stats = (
+        sa.select(
+            batches.query_id,
+            sa.func.count().label("batches"),
+            sa.func.max(batches.timestamp).label("last_progress_at"),
+        )
+        .group_by(batches.query_id)
+        .subquery()
+    )
+    last_batch = _per_run_batches().subquery()
+    return (
+        sa.select(
+            ranked.c.query_id,
+            ranked.c.name,
+            ranked.c.app_name,
+            ranked.c.run_id.label("latest_run_id"),
+            ranked.c.status,
+            ranked.c.started_at,
+            ranked.c.ended_at,
+            ranked.c.last_event_at,
+            ranked.c.runs,
+            sa.func.coalesce(stats.c.batches, 0).label("batches"),
+            last_batch.c.last_batch_id,
+            stats.c.last_progress_at,
+        )
+        .outerjoin(stats, stats.c.query_id == ranked.c.query_id)
+        .outerjoin(last_batch, last_batch.c.run_id == ranked.c.run_id)
+        .where(ranked.c.rank == 1)
+        .order_by(ranked.c.last_event_at.desc(), ranked.c.query_id)
+    )
+
+
+def _per_run_batches(query_id: str | None = None) -> sa.Select[Any]:
+    batches = Batch.__table__.c
+    stmt = sa.select(
+        batches.run_id,
+        sa.func.count().label("batches"),
+        sa.func.min(batches.batch_id).label("first_batch_id"),
+        sa.func.max(batches.batch_id).label("last_batch_id"),
+    ).group_by(batches.run_id)
+    return stmt if query_id is None else stmt.where(batches.query_id == query_id)
+
+
+def _runs_select(query_id: str) -> sa.Select[Any]:
+    runs = QueryRun.__table__.c
+    counts = _per_run_batches(query_id).subquery()
+    return (
+        sa.select(
+            *(runs[name] for name in _RUN_COLUMNS),
+            sa.func.coalesce(counts.c.batches, 0).label("batches"),
+            counts.c.first_batch_id,
+            counts.c.last_batch_id,
+        )
+        .outerjoin(counts, counts.c.run_id == runs.run_id)
+        .where(runs.query_id == query_id)
+        .order_by(runs.last_event_at.desc(), runs.run_id)
+    )
+
+
+_RUN_COLUMNS = (
+    "run_id", "query_id", "name", "app_name", "app_id", "spark_version", "status",
+    "started_at", "ended_at", "last_event_at", "exception", "error_class",
+)
+
+
+def _state_select(
+    query_id: str, operator: int | None, since: datetime | None, until: datetime | None
+) -> sa.Select[Any]:
+    ops = OperatorBatch.__table__.c
+    stmt = sa.select(*(ops[name] for name in StatePoint.__dataclass_fields__))
+    stmt = stmt.where(ops.query_id == query_id)
+    if operator is not None:
+        stmt = stmt.where(ops.operator_index == operator)
+    if since is not None:
+        stmt = stmt.where(ops.timestamp >= since)
+    if until is not None:
+        stmt = stmt.where(ops.timestamp < until)
+    return stmt
+
+
+def _check_operator(conn: sa.Connection, query_id: str, operator: int) -> None:
+    ops = OperatorBatch.__table__.c
+    known = conn.execute(
+        sa.select(ops.operator_index, ops.operator_name)
+        .where(ops.query_id == query_id)
+        .distinct()
+        .order_by(ops.operator_index)
+    ).all()
+    if operator in {index for index, _ in known}:
+        return
+    listed = ", ".join(f"{index} {name}" for index, name in known) or "none recorded"
+    raise UnknownOperator(
+        f"query {query_id} has no state operator {operator} (operators: {listed})"
+    )

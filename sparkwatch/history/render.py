@@ -1,0 +1,59 @@
+"""Plain-text rendering for the CLI: aligned, compact tables and JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+MISSING = "-"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Columns padded to their widest cell; numbers right-aligned, text left-aligned."""
+    cells = [[cell_text(v) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    numeric = [bool(rows) and all(_is_number(r[i]) for r in rows) for i in range(len(headers))]
+    lines = [_line(headers, widths, numeric)]
+    lines.extend(_line(r, widths, numeric) for r in cells)
+    return "\n".join(lines)
+
+
+def _line(cells: Sequence[str], widths: Sequence[int], numeric: Sequence[bool]) -> str:
+    parts = [
+        cell.rjust(width) if right else cell.ljust(width)
+        for cell, width, right in zip(cells, widths, numeric, strict=True)
+    ]
+    return "  ".join(parts).rstrip()
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def cell_text(value: Any) -> str:
+    if value is None:
+        return MISSING
+    if isinstance(value, datetime):
+        return format_time(value)
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def format_time(value: datetime) -> str:
+    """UTC to the second: the table is for reading, JSON output has full precision."""
+    return value.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def first_line(text: str | None, width: int = 60) -> str | None:
+    """A one-line preview of a long text (exceptions carry whole stack traces)."""
+    if not text:
+        return text
+    line = text.strip().splitlines()[0]
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def to_json(items: Sequence[dict[str, Any]]) -> str:
+    return json.dumps(list(items), indent=2, sort_keys=False)

@@ -1,0 +1,31 @@
+"""Which schema revision a database holds, read without Alembic (readers stay light and quiet)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from sparkwatch.history.engine import describe_url
+from sparkwatch.history.errors import UPGRADE_HINT, SchemaNotMigrated
+from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE
+
+
+def current_of(conn: sa.Connection) -> str | None:
+    """The database's revision, None when it has no history schema."""
+    if not sa.inspect(conn).has_table(VERSION_TABLE):
+        return None
+    version = sa.table(VERSION_TABLE, sa.column("version_num", sa.String()))
+    return conn.execute(sa.select(version.c.version_num)).scalars().first()
+
+
+def check_schema(conn: sa.Connection) -> None:
+    """Raise :class:`SchemaNotMigrated` unless the database has the schema the models describe."""
+    revision = current_of(conn)
+    if revision == SCHEMA_REVISION:
+        return
+    where = describe_url(conn.engine.url)
+    if revision is None:
+        raise SchemaNotMigrated(f"{where} has no sparkwatch history schema: {UPGRADE_HINT}")
+    raise SchemaNotMigrated(
+        f"{where} has history schema {revision}, this sparkwatch reads {SCHEMA_REVISION}: "
+        f"{UPGRADE_HINT} (or upgrade sparkwatch if the database is newer)"
+    )

@@ -1,0 +1,228 @@
+"""Events to table rows: pure functions, no database.
+
+Rows are plain dicts keyed by column name, ready for one executemany per table. Every row of a
+table has the same keys (executemany needs it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkwatch.history.columns import from_epoch
+from sparkwatch.history.schema import FAILED, RUNNING, TERMINATED
+from sparkwatch.model.events import (
+    ParsedEvent,
+    QueryIdle,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
+    StateOperator,
+)
+
+Row = dict[str, Any]
+
+# durationMs keys Spark reports today -> their batches column; the whole map is kept as JSON too.
+DURATION_COLUMNS = {
+    "addBatch": "add_batch_ms",
+    "getBatch": "get_batch_ms",
+    "latestOffset": "latest_offset_ms",
+    "getOffset": "get_offset_ms",
+    "queryPlanning": "query_planning_ms",
+    "walCommit": "wal_commit_ms",
+    "commitOffsets": "commit_offsets_ms",
+    "triggerExecution": "trigger_execution_ms",
+}
+
+
+@dataclass
+class Rows:
+    runs: list[Row] = field(default_factory=list)
+    batches: list[Row] = field(default_factory=list)
+    operators: list[Row] = field(default_factory=list)
+    sources: list[Row] = field(default_factory=list)
+    sinks: list[Row] = field(default_factory=list)
+
+
+def rows_for(events: Sequence[ParsedEvent]) -> Rows:
+    rows = Rows(runs=run_rows(events))
+    seen: set[tuple[str, int]] = set()
+    for parsed in events:
+        progress = parsed.event
+        if not isinstance(progress, QueryProgress):
+            continue
+        key = (progress.run_id, progress.batch_id)
+        if key in seen:  # the same batch twice in one write: one row, as across writes
+            continue
+        seen.add(key)
+        rows.batches.append(batch_row(progress))
+        rows.operators.extend(operator_row(progress, op) for op in progress.state_operators)
+        rows.sources.extend(source_rows(progress))
+        if progress.sink is not None:
+            rows.sinks.append(sink_row(progress))
+    return rows
+
+
+def run_rows(events: Iterable[ParsedEvent]) -> list[Row]:
+    """One row per run, folding all of the run's events in order (see ``writer`` for the merge
+    with what the database already holds)."""
+    runs: dict[str, Row] = {}
+    for parsed in events:
+        patch = run_patch(parsed)
+        previous = runs.get(patch["run_id"])
+        runs[patch["run_id"]] = patch if previous is None else merge_run(previous, patch)
+    return list(runs.values())
+
+
+def run_patch(parsed: ParsedEvent) -> Row:
+    """What one event says about its run; None means "this event does not know"."""
+    event = parsed.event
+    app = parsed.envelope.app
+    row: Row = {
+        "run_id": event.run_id,
+        "query_id": event.query_id,
+        "name": clean_text(getattr(event, "name", None)),
+        "app_name": app.name,
+        "app_id": app.id,
+        "spark_version": app.spark_version,
+        "job_tags": None,
+        "started_at": None,
+        "ended_at": None,
+        "exception": None,
+        "error_class": None,
+        "status": RUNNING,
+        "last_event_at": from_epoch(event_time(parsed)),
+    }
+    if isinstance(event, QueryStarted):
+        row["started_at"] = row["last_event_at"]
+        row["job_tags"] = list(event.job_tags)
+    elif isinstance(event, QueryTerminated):
+        row["ended_at"] = row["last_event_at"]
+        row["exception"] = clean_text(event.exception)
+        row["error_class"] = event.error_class
+        row["status"] = FAILED if event.exception else TERMINATED
+    return row
+
+
+def event_time(parsed: ParsedEvent) -> float:
+    """When the event happened; QueryTerminated has no timestamp, so when the listener got it."""
+    event = parsed.event
+    if isinstance(event, QueryStarted | QueryProgress | QueryIdle):
+        return event.timestamp
+    return parsed.envelope.received_at
+
+
+def merge_run(old: Row, new: Row) -> Row:
+    """``new`` fills what it knows; the end of a run and the latest event time are sticky."""
+    merged = {k: new[k] if new[k] is not None else old[k] for k in old}
+    if new["ended_at"] is None:
+        for key in ("ended_at", "exception", "error_class", "status"):
+            merged[key] = old[key]
+    merged["last_event_at"] = max(old["last_event_at"], new["last_event_at"])
+    return merged
+
+
+def batch_row(p: QueryProgress) -> Row:
+    row: Row = {
+        "run_id": p.run_id,
+        "batch_id": p.batch_id,
+        "query_id": p.query_id,
+        "timestamp": from_epoch(p.timestamp),
+        "batch_duration_ms": p.batch_duration_ms,
+        "num_input_rows": p.num_input_rows,
+        "input_rows_per_second": p.input_rows_per_second,
+        "processed_rows_per_second": p.processed_rows_per_second,
+        "duration_ms": dict(p.duration_ms),
+        "event_time_min": from_epoch(p.event_time.min),
+        "event_time_max": from_epoch(p.event_time.max),
+        "event_time_avg": from_epoch(p.event_time.avg),
+        "watermark": from_epoch(p.event_time.watermark),
+        "observed_metrics": json_safe(p.observed_metrics),
+    }
+    for key, column in DURATION_COLUMNS.items():
+        row[column] = p.duration_ms.get(key)
+    return row
+
+
+def _child_key(p: QueryProgress) -> Row:
+    return {
+        "run_id": p.run_id,
+        "batch_id": p.batch_id,
+        "query_id": p.query_id,
+        "timestamp": from_epoch(p.timestamp),
+    }
+
+
+def operator_row(p: QueryProgress, op: StateOperator) -> Row:
+    return {
+        **_child_key(p),
+        "operator_index": op.index,
+        "operator_name": _clean(op.name),
+        "num_rows_total": op.num_rows_total,
+        "num_rows_updated": op.num_rows_updated,
+        "all_updates_time_ms": op.all_updates_time_ms,
+        "num_rows_removed": op.num_rows_removed,
+        "all_removals_time_ms": op.all_removals_time_ms,
+        "commit_time_ms": op.commit_time_ms,
+        "memory_used_bytes": op.memory_used_bytes,
+        "num_rows_dropped_by_watermark": op.num_rows_dropped_by_watermark,
+        "num_shuffle_partitions": op.num_shuffle_partitions,
+        "num_state_store_instances": op.num_state_store_instances,
+        "custom_metrics": json_safe(op.custom_metrics),
+    }
+
+
+def source_rows(p: QueryProgress) -> list[Row]:
+    return [
+        {
+            **_child_key(p),
+            "source_index": s.index,
+            "description": _clean(s.description),
+            "start_offset": json_safe(s.start_offset),
+            "end_offset": json_safe(s.end_offset),
+            "latest_offset": json_safe(s.latest_offset),
+            "num_input_rows": s.num_input_rows,
+            "input_rows_per_second": s.input_rows_per_second,
+            "processed_rows_per_second": s.processed_rows_per_second,
+            "metrics": json_safe(s.metrics),
+        }
+        for s in p.sources
+    ]
+
+
+def sink_row(p: QueryProgress) -> Row:
+    assert p.sink is not None
+    return {
+        **_child_key(p),
+        "description": _clean(p.sink.description),
+        "num_output_rows": p.sink.num_output_rows,
+        "metrics": json_safe(p.sink.metrics),
+    }
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as JSON PostgreSQL accepts: JSONB rejects NaN/Infinity and NUL characters.
+
+    A value the database refuses would fail the write on every retry, so it is rewritten instead:
+    non-finite numbers become the strings Spark itself uses ("NaN", "Infinity").
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, Mapping):
+        return {_clean(str(k)): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def clean_text(value: str | None) -> str | None:
+    return None if value is None else _clean(value)
+
+
+def _clean(value: str) -> str:
+    # PostgreSQL text cannot hold NUL; keep the rest of the string.
+    return value.replace("\x00", "\ufffd")

@@ -1,0 +1,187 @@
+"""The history tables, as typed SQLAlchemy 2 models.
+
+Layout: one row per query run, one per progress batch, and one per state operator / source / sink
+of that batch. The child rows repeat ``query_id`` and the batch ``timestamp`` so that time-range
+queries for one query or one operator (Grafana panels, retention, rollups) hit one index with no
+join. Keys are Spark's own ids, which makes every write idempotent on (run_id, batch_id, ...).
+
+Spark ``Long`` fields are BigInteger; JSON maps are JSONB on PostgreSQL. Migrations are written by
+hand in ``migrations/versions``; a test asserts they create exactly these tables.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from sparkwatch.history.columns import UtcDateTime, json_type
+
+# The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
+SCHEMA_REVISION = "0001"
+# A name of our own: the history may share a PostgreSQL database with other Alembic projects.
+VERSION_TABLE = "sparkwatch_alembic_version"
+
+# Deterministic constraint names, so migrations can name what they create and drop.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+RUNNING = "running"
+TERMINATED = "terminated"
+FAILED = "failed"
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime: UtcDateTime(),
+        int: sa.BigInteger(),
+        float: sa.Double(),
+        str: sa.String(),
+        dict[str, Any]: json_type(),
+        Any: json_type(),
+    }
+
+
+def _batch_fk() -> sa.ForeignKeyConstraint:
+    # CASCADE so that retention deletes batches and their children go with them.
+    return sa.ForeignKeyConstraint(
+        ["run_id", "batch_id"], ["batches.run_id", "batches.batch_id"], ondelete="CASCADE"
+    )
+
+
+class QueryRun(Base):
+    """One start of a query (``runId`` changes on every restart, ``id`` does not)."""
+
+    __tablename__ = "query_runs"
+    __table_args__ = (sa.Index(None, "query_id", "last_event_at"),)
+
+    run_id: Mapped[str] = mapped_column(primary_key=True)
+    query_id: Mapped[str]
+    name: Mapped[str | None]
+    app_name: Mapped[str]
+    app_id: Mapped[str]
+    spark_version: Mapped[str]
+    job_tags: Mapped[Any | None]
+    # Null when the listener attached after the query started (no QueryStarted seen).
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    exception: Mapped[str | None] = mapped_column(sa.Text)
+    error_class: Mapped[str | None]
+    status: Mapped[str]
+    last_event_at: Mapped[datetime]
+
+
+class Batch(Base):
+    """One ``StreamingQueryProgress``."""
+
+    __tablename__ = "batches"
+    __table_args__ = (sa.Index(None, "query_id", "timestamp"),)
+
+    run_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("query_runs.run_id", ondelete="CASCADE"), primary_key=True
+    )
+    batch_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    query_id: Mapped[str]
+    timestamp: Mapped[datetime]
+    batch_duration_ms: Mapped[int]
+    num_input_rows: Mapped[int]
+    input_rows_per_second: Mapped[float | None]
+    processed_rows_per_second: Mapped[float | None]
+    # The phases Spark reports today as columns (null when a trigger lacks one); the whole map too.
+    add_batch_ms: Mapped[int | None]
+    get_batch_ms: Mapped[int | None]
+    latest_offset_ms: Mapped[int | None]
+    get_offset_ms: Mapped[int | None]
+    query_planning_ms: Mapped[int | None]
+    wal_commit_ms: Mapped[int | None]
+    commit_offsets_ms: Mapped[int | None]
+    trigger_execution_ms: Mapped[int | None]
+    duration_ms: Mapped[dict[str, Any]]
+    event_time_min: Mapped[datetime | None]
+    event_time_max: Mapped[datetime | None]
+    event_time_avg: Mapped[datetime | None]
+    watermark: Mapped[datetime | None]
+    observed_metrics: Mapped[dict[str, Any]]
+
+
+class OperatorBatch(Base):
+    """One ``StateOperatorProgress``; ``operator_index`` is its position in the plan."""
+
+    __tablename__ = "operator_batches"
+    __table_args__ = (
+        _batch_fk(),
+        sa.Index(None, "query_id", "operator_index", "timestamp"),
+    )
+
+    run_id: Mapped[str] = mapped_column(primary_key=True)
+    batch_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    operator_index: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    query_id: Mapped[str]
+    timestamp: Mapped[datetime]
+    operator_name: Mapped[str]
+    num_rows_total: Mapped[int]
+    num_rows_updated: Mapped[int]
+    all_updates_time_ms: Mapped[int]
+    num_rows_removed: Mapped[int]
+    all_removals_time_ms: Mapped[int]
+    commit_time_ms: Mapped[int]
+    memory_used_bytes: Mapped[int]
+    num_rows_dropped_by_watermark: Mapped[int]
+    num_shuffle_partitions: Mapped[int]
+    num_state_store_instances: Mapped[int]
+    # Whole, unknown keys included: new keys arrive with almost every Spark release.
+    custom_metrics: Mapped[dict[str, Any]]
+
+
+class SourceBatch(Base):
+    """One source of a batch; offsets are whatever JSON the source reports."""
+
+    __tablename__ = "source_batches"
+    __table_args__ = (
+        _batch_fk(),
+        sa.Index(None, "query_id", "source_index", "timestamp"),
+    )
+
+    run_id: Mapped[str] = mapped_column(primary_key=True)
+    batch_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    source_index: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    query_id: Mapped[str]
+    timestamp: Mapped[datetime]
+    description: Mapped[str] = mapped_column(sa.Text)
+    start_offset: Mapped[Any | None]
+    end_offset: Mapped[Any | None]
+    latest_offset: Mapped[Any | None]
+    num_input_rows: Mapped[int]
+    input_rows_per_second: Mapped[float | None]
+    processed_rows_per_second: Mapped[float | None]
+    metrics: Mapped[dict[str, Any]]
+
+
+class SinkBatch(Base):
+    """The sink of a batch (absent when Spark reports none)."""
+
+    __tablename__ = "sink_batches"
+    __table_args__ = (
+        _batch_fk(),
+        sa.Index(None, "query_id", "timestamp"),
+    )
+
+    run_id: Mapped[str] = mapped_column(primary_key=True)
+    batch_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    query_id: Mapped[str]
+    timestamp: Mapped[datetime]
+    description: Mapped[str] = mapped_column(sa.Text)
+    # -1 for V1 sinks, which do not report it.
+    num_output_rows: Mapped[int]
+    metrics: Mapped[dict[str, Any]]
+
+
+metadata = Base.metadata

@@ -1,0 +1,77 @@
+"""What the history reader returns: plain frozen dataclasses, JSON-ready via :func:`to_dict`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class QuerySummary:
+    """A query (stable ``query_id`` across restarts) with its latest run."""
+
+    query_id: str
+    name: str | None
+    app_name: str
+    latest_run_id: str
+    status: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    last_event_at: datetime
+    runs: int
+    batches: int
+    last_batch_id: int | None
+    last_progress_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    run_id: str
+    query_id: str
+    name: str | None
+    app_name: str
+    app_id: str
+    spark_version: str
+    status: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    last_event_at: datetime
+    exception: str | None
+    error_class: str | None
+    batches: int
+    first_batch_id: int | None
+    last_batch_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StatePoint:
+    """One state operator in one batch."""
+
+    timestamp: datetime
+    run_id: str
+    batch_id: int
+    operator_index: int
+    operator_name: str
+    num_rows_total: int
+    num_rows_updated: int
+    all_updates_time_ms: int
+    num_rows_removed: int
+    all_removals_time_ms: int
+    commit_time_ms: int
+    memory_used_bytes: int
+    num_rows_dropped_by_watermark: int
+    num_shuffle_partitions: int
+    num_state_store_instances: int
+    custom_metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def to_dict(view: QuerySummary | RunSummary | StatePoint) -> dict[str, Any]:
+    """A JSON-ready dict: datetimes as ISO-8601 UTC strings."""
+    return {k: _jsonable(v) for k, v in asdict(view).items()}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    return value

@@ -1,0 +1,106 @@
+"""The history writer: parsed events in, rows out, idempotently and in one transaction.
+
+Idempotent on Spark's keys: batch rows are inserted with ON CONFLICT DO NOTHING, run rows are
+upserted so later events fill in what earlier ones did not know. Writing the same events again (a
+retry after a failed commit, a replayed spool) changes nothing, so the caller may simply retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from sparkwatch.history import migrate
+from sparkwatch.history.engine import create_engine
+from sparkwatch.history.rows import Row, rows_for
+from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun, SinkBatch, SourceBatch
+from sparkwatch.model.events import ParsedEvent
+
+log = logging.getLogger(__name__)
+
+
+class HistoryWriter:
+    """Writes events to the SQL history at ``url``.
+
+    Nothing touches the database before the first :meth:`write`; with ``migrate`` that write first
+    upgrades the schema to head (once per writer). Not thread-safe: one writer thread owns it.
+    """
+
+    def __init__(self, url: str, migrate: bool = True) -> None:
+        self.url = url
+        self._migrate = migrate
+        self._engine: sa.Engine | None = None
+        self._migrated = False
+
+    def write(self, events: Sequence[ParsedEvent]) -> None:
+        """Write ``events`` in one transaction.
+
+        Raises :class:`~sparkwatch.history.errors.HistoryUrlError` for an unusable URL (retrying
+        will not help). Anything else (``HistoryUnavailable``, SQLAlchemy errors) means the
+        database failed and nothing was committed: retry with the same events.
+        """
+        if not events:
+            return
+        engine = self._ready_engine()
+        rows = rows_for(events)
+        with engine.begin() as conn:
+            _upsert_runs(conn, rows.runs)
+            _insert_new(conn, Batch, rows.batches)
+            _insert_new(conn, OperatorBatch, rows.operators)
+            _insert_new(conn, SourceBatch, rows.sources)
+            _insert_new(conn, SinkBatch, rows.sinks)
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    def _ready_engine(self) -> sa.Engine:
+        if self._engine is None:
+            self._engine = create_engine(self.url)
+        if self._migrate and not self._migrated:
+            migrate.upgrade(self._engine)
+            self._migrated = True
+            log.info("history schema at %s", migrate.head())
+        return self._engine
+
+
+def _insert(conn: sa.Connection, model: type[Any]) -> Any:
+    """The dialect's INSERT, which has ON CONFLICT (the engine only accepts these two)."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return dialect.insert(model)
+
+
+def _insert_new(conn: sa.Connection, model: type[Any], rows: list[Row]) -> None:
+    if rows:
+        conn.execute(_insert(conn, model).on_conflict_do_nothing(), rows)
+
+
+def _upsert_runs(conn: sa.Connection, rows: list[Row]) -> None:
+    """Insert runs or fill in what the new events know (rows hold one run each, see rows.py)."""
+    if not rows:
+        return
+    stmt = _insert(conn, QueryRun)
+    new, old = stmt.excluded, QueryRun.__table__.c
+    ended = new.ended_at.is_not(None)
+    values = {
+        "name": sa.func.coalesce(new.name, old.name),
+        "app_name": new.app_name,
+        "app_id": new.app_id,
+        "spark_version": new.spark_version,
+        "job_tags": sa.func.coalesce(new.job_tags, old.job_tags),
+        "started_at": sa.func.coalesce(new.started_at, old.started_at),
+        # A run ends once; a replayed QueryStarted or progress must not make it running again.
+        **{c: sa.case((ended, new[c]), else_=old[c]) for c in _END_COLUMNS},
+        "last_event_at": sa.case(
+            (new.last_event_at > old.last_event_at, new.last_event_at), else_=old.last_event_at
+        ),
+    }
+    conn.execute(stmt.on_conflict_do_update(index_elements=["run_id"], set_=values), rows)
+
+
+_END_COLUMNS = ("ended_at", "exception", "error_class", "status")

@@ -1,0 +1,165 @@
+"""`sparkwatch history queries|runs|state` on a populated history, and its errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from sparkwatch.cli.history import parse_time
+from sparkwatch.cli.main import main
+from sparkwatch.history import migrate
+from tests.test_history_reader import JOIN, NEW_RUN, OLD_RUN, QUERY, populate
+from tests.test_history_support import migrated_database
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest) -> Iterator[str]:
+    for db_url in migrated_database(request):
+        populate(db_url)
+        yield db_url
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_queries_table(url: str, capsys) -> None:
+    code, out, _ = run(capsys, "history", "queries", "--url", url)
+    header, *rows = out.splitlines()
+    assert code == 0
+    assert header.split() == [
+        "QUERY", "ID", "NAME", "APP", "STATUS", "RUNS", "BATCHES", "LAST", "BATCH", "LAST",
+        "PROGRESS",
+    ]
+    agg = next(r for r in rows if r.startswith(QUERY))
+    assert agg.split() == [
+        QUERY, "window_agg", "orders-etl", "running", "2", "6", "5", "2026-11-21", "09:15:00Z",
+    ]
+    # Aligned: every row's STATUS cell starts under the header's.
+    column = header.index("STATUS")
+    assert all(row[column:].startswith("running") for row in rows)
+
+
+def test_runs_table(url: str, capsys) -> None:
+    code, out, _ = run(capsys, "history", "runs", "window_agg", "--url", url)
+    assert code == 0
+    assert out.splitlines() == [
+        "RUN ID                                STATUS   STARTED               ENDED"
+        "                 BATCHES  FIRST  LAST  ERROR",
+        f"{NEW_RUN}  running  2026-11-21 09:09:00Z  -                           3      3     5  -",
+        f"{OLD_RUN}  failed   2026-11-21 08:59:00Z  2026-11-21 09:03:00Z        3      0     2"
+        "  STREAM_FAILED: boom",
+    ]
+
+
+def test_runs_as_json(url: str, capsys) -> None:
+    code, out, _ = run(capsys, "history", "runs", QUERY[:8], "--format", "json", "--url", url)
+    runs = json.loads(out)
+    assert code == 0
+    assert [(r["run_id"], r["status"], r["batches"]) for r in runs] == [
+        (NEW_RUN, "running", 3),
+        (OLD_RUN, "failed", 3),
+    ]
+    assert runs[1]["ended_at"] == "2026-11-21T09:03:00Z"
+
+
+def test_state_table_shows_the_newest_points(url: str, capsys) -> None:
+    code, out, _ = run(capsys, "history", "state", "window_agg", "--limit", "2", "--url", url)
+    assert code == 0
+    assert out.splitlines() == [
+        "TIME                  BATCH  OPERATOR          ROWS  UPDATED  REMOVED  DROPPED"
+        "  MEMORY BYTES  COMMIT MS",
+        "2026-11-21 09:14:00Z      4  0 stateStoreSave    50        2        0        0"
+        "          1832        139",
+        "2026-11-21 09:15:00Z      5  0 stateStoreSave    60        2        0        0"
+        "          1832        139",
+    ]
+
+
+def test_state_as_json_since_a_time(url: str, capsys) -> None:
+    argv = ["history", "state", JOIN["id"], "--operator", "0", "--since", "2026-11-21T09:38",
+            "--format", "json", "--url", url]
+    code, out, _ = run(capsys, *argv)
+    [point] = json.loads(out)
+    assert code == 0
+    assert point["operator_name"] == "symmetricHashJoin"
+    assert point["num_rows_total"] == 102
+    assert point["custom_metrics"] == JOIN["stateOperators"][0]["customMetrics"]
+
+
+def test_state_with_nothing_in_range_says_so(url: str, capsys) -> None:
+    code, out, _ = run(capsys, "history", "state", "window_agg", "--since", "1h", "--url", url)
+    assert (code, out) == (0, "nothing recorded yet\n")
+    code, out, _ = run(capsys, "history", "state", "window_agg", "--since", "1h", "--format",
+                       "json", "--url", url)
+    assert (code, out) == (0, "[]\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["runs", "nope"], "no query with id or name 'nope'"),
+        (["state", "window_agg", "--operator", "2"], "has no state operator 2"),
+        (["runs", "dup"], "name 'dup' matches 2 queries"),
+    ],
+)
+def test_lookup_errors_are_one_clear_line(
+    url: str, argv: list[str], message: str, capsys
+) -> None:
+    code, out, err = run(capsys, "history", *argv, "--url", url)
+    assert (code, out) == (2, "")
+    assert err.startswith("sparkwatch history: error: ")
+    assert message in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("url_arg", "message"),
+    [
+        ("postgresql+psycopg://postgres@127.0.0.1:1/x", "cannot connect to postgresql+psycopg://"),
+        ("sqlite:///{tmp}/absent.db", "no history database at"),
+        ("sqlite:///{tmp}/empty.db", "no sparkwatch history schema: run `sparkwatch db upgrade`"),
+        ("nonsense", "not a database URL"),
+    ],
+)
+def test_database_errors_are_one_clear_line(url_arg: str, message: str, tmp_path, capsys) -> None:
+    empty = tmp_path / "empty.db"
+    migrate.upgrade(f"sqlite:///{empty}")
+    migrate.downgrade(f"sqlite:///{empty}", "base")
+    code, out, err = run(capsys, "history", "queries", "--url", url_arg.format(tmp=tmp_path))
+    assert (code, out) == (2, "")
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_bad_since_is_a_usage_error(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["history", "state", "q", "--since", "yesterday"])
+    assert exit_info.value.code == 2
+    assert "not a time: 'yesterday'" in capsys.readouterr().err
+
+
+def test_since_accepts_relative_and_iso_times() -> None:
+    now = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+    assert parse_time("90m", now=lambda: now) == datetime(2026, 11, 21, 10, 30, tzinfo=UTC)
+    assert parse_time("2d", now=lambda: now) == datetime(2026, 11, 19, 12, 0, tzinfo=UTC)
+    assert parse_time("2026-11-21T09:00") == datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+    assert parse_time("2026-11-21T10:00+01:00") == datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+
+
+def test_installed_command_line_end_to_end(url: str) -> None:
+    code = "import sys; from sparkwatch.cli.main import main; sys.exit(main())"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "history", "runs", "window_agg", "--url", url],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert NEW_RUN in result.stdout and OLD_RUN in result.stdout
+    assert result.stderr == ""

@@ -1,0 +1,163 @@
+"""The reader's queries over a populated history, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from sparkwatch.history import migrate
+from sparkwatch.history.errors import (
+    HistoryUnavailable,
+    SchemaNotMigrated,
+    UnknownOperator,
+    UnknownQuery,
+)
+from sparkwatch.history.reader import HistoryReader
+from sparkwatch.history.views import to_dict
+from tests.test_history_support import (
+    batch_of,
+    load_sample,
+    migrated_database,
+    progress,
+    started,
+    terminated,
+    utc,
+    write,
+)
+
+AGG = load_sample("window_agg")
+JOIN = load_sample("stream_stream_join_rocksdb")
+QUERY = AGG["id"]
+OLD_RUN, NEW_RUN = "00000000-0000-4000-8000-000000000001", AGG["runId"]
+DUP_IDS = ("d0000000-0000-4000-8000-00000000000a", "d0000000-0000-4000-8000-00000000000b")
+
+
+def _agg_batch(run_id: str, batch_id: int, minute: int, rows_total: int) -> dict:
+    raw = batch_of(AGG, batch_id, f"2026-11-21T09:{minute:02d}:00.000Z", runId=run_id)
+    raw["stateOperators"] = [{**raw["stateOperators"][0], "numRowsTotal": rows_total}]
+    return raw
+
+
+def populate(url: str) -> None:
+    """window_agg: a failed run (batches 0-2) then a running one (3-5); a join attached late;
+    two queries sharing the name "dup"."""
+    old = [progress(_agg_batch(OLD_RUN, b, b, 10 * (b + 1))) for b in range(3)]
+    new = [progress(_agg_batch(NEW_RUN, b, 10 + b, 10 * (b + 1))) for b in range(3, 6)]
+    dups = [
+        progress(batch_of(JOIN, 1, "2026-11-21T08:00:00.000Z", id=qid, runId=qid, name="dup"))
+        for qid in DUP_IDS
+    ]
+    write(
+        url,
+        started(QUERY, OLD_RUN, "window_agg", "2026-11-21T08:59:00.000Z"),
+        *old,
+        terminated(QUERY, OLD_RUN, "2026-11-21T09:03:00.000Z", "boom\n\tat X", "STREAM_FAILED"),
+        started(QUERY, NEW_RUN, "window_agg", "2026-11-21T09:09:00.000Z"),
+        *new,
+        progress(JOIN),
+        *dups,
+    )
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def reader(request: pytest.FixtureRequest) -> Iterator[HistoryReader]:
+    for url in migrated_database(request):
+        populate(url)
+        with HistoryReader(url) as history:
+            yield history
+
+
+def test_queries_lists_each_query_with_its_latest_run(reader: HistoryReader) -> None:
+    by_id = {q.query_id: q for q in reader.queries()}
+    assert set(by_id) == {QUERY, JOIN["id"], *DUP_IDS}
+    agg = by_id[QUERY]
+    assert (agg.name, agg.latest_run_id, agg.status) == ("window_agg", NEW_RUN, "running")
+    assert (agg.runs, agg.batches, agg.last_batch_id) == (2, 6, 5)
+    assert agg.started_at == utc("2026-11-21T09:09:00.000Z")
+    assert agg.last_progress_at == utc("2026-11-21T09:15:00.000Z")
+    join = by_id[JOIN["id"]]
+    assert (join.runs, join.batches, join.started_at, join.app_name) == (1, 1, None, "orders-etl")
+
+
+def test_queries_are_ordered_most_recently_active_first(reader: HistoryReader) -> None:
+    times = [q.last_event_at for q in reader.queries()]
+    assert times == sorted(times, reverse=True)
+
+
+def test_runs_of_a_query_latest_first(reader: HistoryReader) -> None:
+    new, old = reader.runs("window_agg")
+    assert (new.run_id, new.status, new.batches, new.first_batch_id, new.last_batch_id) == (
+        NEW_RUN, "running", 3, 3, 5,
+    )
+    assert (old.run_id, old.status, old.batches, old.first_batch_id, old.last_batch_id) == (
+        OLD_RUN, "failed", 3, 0, 2,
+    )
+    assert old.ended_at == utc("2026-11-21T09:03:00.000Z")
+    assert (old.exception, old.error_class) == ("boom\n\tat X", "STREAM_FAILED")
+
+
+def test_a_query_is_found_by_id_name_or_unique_id_prefix(reader: HistoryReader) -> None:
+    assert reader.resolve_query(QUERY) == QUERY
+    assert reader.resolve_query("window_agg") == QUERY
+    assert reader.resolve_query(QUERY[:8]) == QUERY
+
+
+def test_unknown_and_ambiguous_queries_are_errors(reader: HistoryReader) -> None:
+    with pytest.raises(UnknownQuery, match="no query with id or name 'nope'"):
+        reader.runs("nope")
+    with pytest.raises(UnknownQuery, match="name 'dup' matches 2 queries"):
+        reader.runs("dup")
+    with pytest.raises(UnknownQuery, match="no query"):
+        reader.runs("d0000000")  # a prefix of two ids is no match
+
+
+def test_state_defaults_to_the_newest_points_oldest_first(reader: HistoryReader) -> None:
+    points = reader.state("window_agg", limit=4)
+    assert [(p.batch_id, p.num_rows_total) for p in points] == [(2, 30), (3, 40), (4, 50), (5, 60)]
+    assert {p.operator_name for p in points} == {"stateStoreSave"}
+    assert points[-1].custom_metrics == AGG["stateOperators"][0]["customMetrics"]
+
+
+def test_state_pages_forward_from_since(reader: HistoryReader) -> None:
+    since = utc("2026-11-21T09:01:00.000Z")
+    first = reader.state(QUERY, since=since, limit=2)
+    second = reader.state(QUERY, since=since, limit=2, offset=2)
+    assert [p.batch_id for p in first + second] == [1, 2, 3, 4]
+
+
+def test_state_within_a_time_range(reader: HistoryReader) -> None:
+    start, batch_3 = utc("2026-11-21T09:02:00.000Z"), utc("2026-11-21T09:13:00.000Z")
+    points = reader.state(QUERY, operator=0, since=start, until=batch_3 + timedelta(seconds=1))
+    assert [p.batch_id for p in points] == [2, 3]
+    assert [p.batch_id for p in reader.state(QUERY, since=start, until=batch_3)] == [2]
+    older = reader.state(QUERY, until=utc("2026-11-21T09:01:00.000Z"))
+    assert [p.batch_id for p in older] == [0]
+
+
+def test_state_of_an_operator_that_does_not_exist_is_an_error(reader: HistoryReader) -> None:
+    expected = r"no state operator 3 \(operators: 0 stateStoreSave\)"
+    with pytest.raises(UnknownOperator, match=expected):
+        reader.state("window_agg", operator=3)
+
+
+def test_views_become_plain_json(reader: HistoryReader) -> None:
+    [point] = reader.state("window_agg", limit=1)
+    data = json.loads(json.dumps(to_dict(point)))
+    assert data["timestamp"] == "2026-11-21T09:15:00Z"
+    assert data["num_rows_total"] == 60
+
+
+def test_reading_a_database_without_the_schema_asks_to_migrate(sqlite_url: str) -> None:
+    migrate.upgrade(sqlite_url)
+    migrate.downgrade(sqlite_url, "base")
+    with HistoryReader(sqlite_url) as history, pytest.raises(SchemaNotMigrated, match="db upgrade"):
+        history.queries()
+
+
+def test_reading_a_missing_sqlite_file_does_not_create_it(tmp_path) -> None:
+    with pytest.raises(HistoryUnavailable, match="no history database"):
+        HistoryReader(f"sqlite:///{tmp_path / 'absent.db'}")
+    assert not (tmp_path / "absent.db").exists()

@@ -1,0 +1,54 @@
+"""The listener's history sink against real databases: it writes in batches, survives a database
+that is down, and gives up cleanly on a URL that can never work."""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+
+from sparkwatch.history.writer import HistoryWriter
+from sparkwatch.listener.history_sink import HistorySink
+from sparkwatch.metrics.stats import ListenerCounters
+from sparkwatch.model.events import AppInfo, Envelope, EventKind
+from sparkwatch.model.parse import parse_envelope
+from tests.conftest import FIXTURES
+from tests.support import wait_for
+
+APP = AppInfo("app", "app-1", "4.3.0")
+
+
+def events() -> list:
+    out = []
+    for path in sorted(FIXTURES.glob("history/*.json")):
+        data = json.loads(path.read_text())
+        for payload in data if isinstance(data, list) else [data]:
+            out.append(parse_envelope(Envelope(EventKind.PROGRESS, APP, 0.0, payload)))
+    return out
+
+
+def test_every_event_offered_is_written_once(history_url: str) -> None:
+    counters = ListenerCounters()
+    sink = HistorySink(HistoryWriter(history_url), counters, capacity=100, batch_size=4,
+                       flush_seconds=0.05)
+    batch = events()
+    for e in batch + batch:  # a retried delivery must not double the rows
+        sink(e)
+    assert sink.flush(60)
+    sink.stop(5)
+    engine = sa.create_engine(history_url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("select count(*) from batches")).scalar() == len(batch)
+    engine.dispose()
+    assert counters.dropped == {} and counters.delivery_failures == {}
+
+
+def test_an_unusable_url_disables_the_history_and_counts_what_it_could_not_keep() -> None:
+    counters = ListenerCounters()
+    sink = HistorySink(HistoryWriter("mysql://nobody@127.0.0.1/x"), counters, capacity=10,
+                       batch_size=2, flush_seconds=0.01)
+    for e in events()[:5]:
+        sink(e)
+    wait_for(lambda: counters.dropped.get("history", 0) == 5, 10, "all five counted as dropped")
+    assert counters.delivery_failures == {"history": 1}
+    sink.stop(2)

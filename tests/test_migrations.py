@@ -1,0 +1,106 @@
+"""Hand-written migrations create exactly the models' schema and undo it, on both backends."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from sparkwatch.history import migrate
+from sparkwatch.history.errors import MigrationError
+from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE, metadata
+from tests.test_history_support import TABLES, counts, engine_for, load_sample, progress, write
+
+
+def schema_drift(url: str) -> list[object]:
+    with engine_for(url).connect() as conn:
+        context = MigrationContext.configure(
+            conn, opts={"version_table": VERSION_TABLE, "compare_type": True}
+        )
+        return list(compare_metadata(context, metadata))
+
+
+def history_tables(url: str) -> set[str]:
+    return set(sa.inspect(engine_for(url)).get_table_names()) & set(TABLES)
+
+
+def test_head_schema_matches_the_models(history_url: str) -> None:
+    migrate.upgrade(history_url)
+    assert schema_drift(history_url) == []
+
+
+def test_drift_check_sees_a_missing_index(sqlite_url: str) -> None:
+    """Guards the test above against comparing nothing."""
+    migrate.upgrade(sqlite_url)
+    with engine_for(sqlite_url).begin() as conn:
+        conn.execute(sa.text("DROP INDEX ix_batches_query_id_timestamp"))
+    [(kind, index)] = schema_drift(sqlite_url)
+    assert (kind, index.name) == ("add_index", "ix_batches_query_id_timestamp")
+
+
+def test_upgrade_downgrade_upgrade_round_trip(history_url: str) -> None:
+    migrate.upgrade(history_url)
+    assert migrate.current(history_url) == SCHEMA_REVISION
+    assert history_tables(history_url) == set(TABLES)
+
+    migrate.downgrade(history_url, "base")
+    assert migrate.current(history_url) is None
+    assert history_tables(history_url) == set()
+
+    migrate.upgrade(history_url)
+    assert migrate.current(history_url) == SCHEMA_REVISION
+    assert schema_drift(history_url) == []
+    write(history_url, progress(load_sample("dedupe")))
+    assert counts(history_url)["operator_batches"] == 1
+
+
+def test_models_state_the_revision_of_the_newest_migration() -> None:
+    assert migrate.head() == SCHEMA_REVISION
+
+
+def test_upgrading_twice_changes_nothing(sqlite_url: str) -> None:
+    migrate.upgrade(sqlite_url)
+    write(sqlite_url, progress(load_sample("dedupe")))
+    migrate.upgrade(sqlite_url)
+    assert counts(sqlite_url)["batches"] == 1
+
+
+def test_another_projects_alembic_table_is_left_alone(sqlite_url: str) -> None:
+    """The history may share a PostgreSQL database with other Alembic projects."""
+    with engine_for(sqlite_url).begin() as conn:
+        conn.execute(sa.text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+        conn.execute(sa.text("INSERT INTO alembic_version VALUES ('their_rev')"))
+    migrate.upgrade(sqlite_url)
+    with engine_for(sqlite_url).connect() as conn:
+        theirs = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
+    assert theirs == "their_rev"
+    assert migrate.current(sqlite_url) == SCHEMA_REVISION
+
+
+def test_concurrent_upgrades_from_several_processes_all_succeed(pg_url: str) -> None:
+    """Several drivers attaching to one PostgreSQL history at once each migrate on first write."""
+    code = "import sys; from sparkwatch.history import migrate; migrate.upgrade(sys.argv[1])"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, pg_url], stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    assert migrate.current(pg_url) == SCHEMA_REVISION
+    assert schema_drift(pg_url) == []
+
+
+def test_concurrent_upgrades_from_threads_of_one_process_all_succeed(sqlite_url: str) -> None:
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        list(pool.map(lambda _: migrate.upgrade(sqlite_url), range(3)))
+    assert migrate.current(sqlite_url) == SCHEMA_REVISION
+
+
+def test_unknown_revision_is_a_migration_error(sqlite_url: str) -> None:
+    with pytest.raises(MigrationError, match="0042"):
+        migrate.upgrade(sqlite_url, "0042")
