@@ -9,12 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-
-from sparkwatch import __version__
 from sparkwatch.listener.exporter import MetricsServer, serve_metrics
 from sparkwatch.listener.history_sink import HistorySink
 from sparkwatch.listener.intake import Handler, Intake
 from sparkwatch.listener.receivers import JvmReceiver, make_public_listener, register_jvm
+
+from sparkwatch import __version__
 from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.metrics.stats import ListenerCounters, ListenerStats
@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 class Attachment:
     """A listener attached to one SparkSession, with its exporter state and history writer."""
 
-    def __init__(self, settings: ListenerSettings, app: AppInfo, registry: CollectorRegistry) -> None:
+    def __init__(
+        self, settings: ListenerSettings, app: AppInfo, registry: CollectorRegistry
+    ) -> None:
         self.settings = settings
         self.app = app
         self.registry = registry
@@ -77,7 +79,10 @@ class Attachment:
 
 
 def attach(spark: Any, **overrides: Any) -> Attachment:
-    """Attach to ``spark``. Settings: keyword overrides > SPARKWATCH_* env > spark.sparkwatch.* conf."""
+    """Attach to ``spark``.
+
+    Settings: keyword overrides > SPARKWATCH_* env vars > spark.sparkwatch.* Spark conf.
+    """
     settings = load_listener_settings(os.environ, _spark_conf(spark), **overrides)
     app = _app_info(spark, settings)
     att = Attachment(settings, app, CollectorRegistry(auto_describe=False))
@@ -99,7 +104,10 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
         raise
     atexit.register(att.detach)
     log.info(
-        "sparkwatch %s attached to %s (%s mode)%s%s", __version__, app.id, att.mode,
+        "sparkwatch %s attached to %s (%s mode)%s%s",
+        __version__,
+        app.id,
+        att.mode,
         f", /metrics on {settings.metrics_address}:{att.metrics_port}" if att.server else "",
         f", history {_safe_url(settings.history_url)}" if settings.history_url else "",
     )
@@ -115,8 +123,10 @@ def _register(spark: Any, mode: str, att: Attachment) -> tuple[str, Callable[[],
         except Exception:
             if mode == "jvm":
                 raise
-            log.warning("sparkwatch: raw JVM events unavailable, using PySpark's listener API",
-                        exc_info=True)
+            log.warning(
+                "sparkwatch: raw JVM events unavailable, using PySpark's listener API",
+                exc_info=True,
+            )
     elif mode == "jvm":
         raise RuntimeError("sparkwatch mode=jvm needs a classic SparkSession, not Spark Connect")
     listener = make_public_listener(offer, on_error)

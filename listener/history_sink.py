@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from sparkwatch.listener.queues import BoundedQueue
+
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 
@@ -101,8 +102,11 @@ class HistorySink:
         while len(batch) < self._batch_size and batch[-1] is not None:
             remaining = deadline - time.monotonic()
             try:
-                batch.append(self._queue.get(timeout=max(remaining, 0.0)) if remaining > 0
-                             else self._queue.get_nowait())
+                batch.append(
+                    self._queue.get(timeout=max(remaining, 0.0))
+                    if remaining > 0
+                    else self._queue.get_nowait()
+                )
             except queue.Empty:
                 break
         return batch
@@ -114,7 +118,9 @@ class HistorySink:
             try:
                 self._writer.write(events)
                 if failures:
-                    log.info("sparkwatch: history writes resumed after %d failed attempts", failures)
+                    log.info(
+                        "sparkwatch: history writes resumed after %d failed attempts", failures
+                    )
                 return
             except _PERMANENT as exc:
                 # A URL that can never work (typo, unsupported database, missing driver): say so

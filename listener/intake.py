@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from sparkwatch.listener.queues import BoundedQueue
+
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import AppInfo, EventKind, ParsedEvent
 from sparkwatch.model.parse import EventParseError, envelope_from_json, parse_envelope
@@ -77,4 +78,3 @@ class Intake:
             except Exception:  # noqa: BLE001 - one failing sink must not starve the others
                 self._counters.count_delivery_failure(name)
                 log.exception("sparkwatch: %s failed to take a %s event", name, kind.value)
-

@@ -104,7 +104,9 @@ def _started_json(event: Any) -> str:
 
 
 def _idle_json(event: Any) -> str:
-    return json.dumps({"id": str(event.id), "runId": str(event.runId), "timestamp": event.timestamp})
+    return json.dumps(
+        {"id": str(event.id), "runId": str(event.runId), "timestamp": event.timestamp}
+    )
 
 
 def _terminated_json(event: Any) -> str:

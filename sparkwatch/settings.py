@@ -94,26 +94,54 @@ def _text(raw: str) -> str | None:
 
 LISTENER_FIELDS: tuple[Field, ...] = (
     Field("enabled", "enabled", _bool, "Attach at all (false makes attach() a no-op)."),
-    Field("mode", "mode", _mode,
-          "How events are received: jvm (raw JVM events, classic mode), public (PySpark's "
-          "listener API, Spark Connect), auto (jvm when the JVM is reachable)."),
+    Field(
+        "mode",
+        "mode",
+        _mode,
+        "How events are received: jvm (raw JVM events, classic mode), public (PySpark's "
+        "listener API, Spark Connect), auto (jvm when the JVM is reachable).",
+    ),
     Field("metrics_enabled", "metrics.enabled", _bool, "Serve Prometheus /metrics in the driver."),
     Field("metrics_address", "metrics.address", str, "Address the /metrics endpoint binds."),
     Field("metrics_port", "metrics.port", _port, "Port of /metrics (0 picks a free port)."),
-    Field("history_url", "history.url", _optional_url,
-          "SQLAlchemy URL of the SQL history (sqlite:///file.db, postgresql+psycopg://...); "
-          "'off' disables it."),
-    Field("history_migrate", "history.migrate", _bool,
-          "Upgrade the history schema to the latest migration on attach (from the writer thread)."),
+    Field(
+        "history_url",
+        "history.url",
+        _optional_url,
+        "SQLAlchemy URL of the SQL history (sqlite:///file.db, postgresql+psycopg://...); "
+        "'off' disables it.",
+    ),
+    Field(
+        "history_migrate",
+        "history.migrate",
+        _bool,
+        "Upgrade the history schema to the latest migration on attach (from the writer thread).",
+    ),
     Field("history_batch_size", "history.batchSize", _positive_int, "Events per history write."),
-    Field("history_flush_seconds", "history.flushSeconds", _positive_float,
-          "Longest time an event waits before it is written."),
-    Field("history_queue_capacity", "history.queueCapacity", _positive_int,
-          "Events buffered for the history writer; beyond it new events are dropped and counted."),
-    Field("queue_capacity", "queueCapacity", _positive_int,
-          "Events buffered between Spark's callback thread and the listener's worker."),
-    Field("terminated_grace_seconds", "terminatedGraceSeconds", _positive_float,
-          "How long a terminated query's series stay in /metrics."),
+    Field(
+        "history_flush_seconds",
+        "history.flushSeconds",
+        _positive_float,
+        "Longest time an event waits before it is written.",
+    ),
+    Field(
+        "history_queue_capacity",
+        "history.queueCapacity",
+        _positive_int,
+        "Events buffered for the history writer; beyond it new events are dropped and counted.",
+    ),
+    Field(
+        "queue_capacity",
+        "queueCapacity",
+        _positive_int,
+        "Events buffered between Spark's callback thread and the listener's worker.",
+    ),
+    Field(
+        "terminated_grace_seconds",
+        "terminatedGraceSeconds",
+        _positive_float,
+        "How long a terminated query's series stay in /metrics.",
+    ),
     Field("app_name", "appName", _text, "Override the app name label (default: spark.app.name)."),
 )
 
@@ -132,7 +160,8 @@ def load_listener_settings(
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise SettingsError(
-            f"unknown sparkwatch setting(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+            f"unknown sparkwatch setting(s): {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(known))})"
         )
     values: dict[str, Any] = {}
     for f in LISTENER_FIELDS:
@@ -173,6 +202,12 @@ def render_settings_table() -> str:
     ]
     for f in LISTENER_FIELDS:
         default = getattr(defaults, f.name)
-        shown = "(unset)" if default is None else str(default).lower() if isinstance(default, bool) else default
+        shown = (
+            "(unset)"
+            if default is None
+            else str(default).lower()
+            if isinstance(default, bool)
+            else default
+        )
         lines.append(f"| `{f.env}` | `spark.sparkwatch.{f.conf_key}` | `{shown}` | {f.help} |")
     return "\n".join(lines)

@@ -20,7 +20,10 @@ def rows_updated_total(att: Any, query_id: str) -> float:
     text = generate_latest(att.registry).decode()
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name == "spark_streaming_state_rows_updated_total" and s.labels["query_id"] == query_id:
+            if (
+                s.name == "spark_streaming_state_rows_updated_total"
+                and s.labels["query_id"] == query_id
+            ):
                 return s.value
     raise AssertionError("no rows-updated counter for the query")
 
@@ -28,12 +31,20 @@ def rows_updated_total(att: Any, query_id: str) -> float:
 def run_available(spark: Any, src: Any, checkpoint: Any) -> Any:
     from pyspark.sql import functions as F
 
-    df = spark.readStream.schema("ts TIMESTAMP, key STRING, v LONG").option(
-        "maxFilesPerTrigger", 1).json(str(src))
+    df = (
+        spark.readStream.schema("ts TIMESTAMP, key STRING, v LONG")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(src))
+    )
     query = (
-        df.groupBy("key", "v").agg(F.count("*")).writeStream.format("noop")
-        .outputMode("update").queryName("counted")
-        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+        df.groupBy("key", "v")
+        .agg(F.count("*"))
+        .writeStream.format("noop")
+        .outputMode("update")
+        .queryName("counted")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
     )
     assert query.awaitTermination(120)
     return query
@@ -56,8 +67,14 @@ def test_increase_between_scrapes_equals_sum_of_batches_rows_updated(
         write_batches(src, batches=6, rows=10)  # part-0002 .. part-0005 are new
         second = run_available(spark, src, ckpt)
         assert str(second.id) == qid and str(second.runId) != str(first.runId)
-        wait_for(lambda: att.state.query(att.app.id, qid).run_id == str(second.runId)
-                 and not att.state.query(att.app.id, qid).active, 30, "second run to end")
+        wait_for(
+            lambda: (
+                att.state.query(att.app.id, qid).run_id == str(second.runId)
+                and not att.state.query(att.app.id, qid).active
+            ),
+            30,
+            "second run to end",
+        )
         after = rows_updated_total(att, qid)
 
         batches = progress_dicts(second)

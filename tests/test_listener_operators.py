@@ -4,7 +4,8 @@ to the same session receive the same events)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -67,7 +68,7 @@ def runs(spark: Any, attachments: dict[str, Any], tmp_path_factory: Any) -> dict
     for att in attachments.values():
         app_id = att.app.id
         for run in done.values():
-            wait_for(lambda r=run: _terminated(att, app_id, r.query_id), 30, f"{run.name} end")
+            wait_for(partial(_terminated, att, app_id, run.query_id), 30, f"{run.name} end")
         assert att.flush(30), "history writer did not catch up"
     return done
 
@@ -94,14 +95,42 @@ def sample(samples: dict, name: str, **labels: str) -> float:
 
 CUSTOM_METRIC = {
     # one custom metric checked per kind, with the family sparkwatch exports it under
-    "stateStoreSave": ("stateOnCurrentVersionSizeBytes", "spark_streaming_state_hdfs_current_version_size_bytes", 1.0),
+    "stateStoreSave": (
+        "stateOnCurrentVersionSizeBytes",
+        "spark_streaming_state_hdfs_current_version_size_bytes",
+        1.0,
+    ),
     "dedupe": ("rocksdbSstFileSize", "spark_streaming_state_rocksdb_sst_file_size_bytes", 1.0),
-    "dedupeWithinWatermark": ("stateOnCurrentVersionSizeBytes", "spark_streaming_state_hdfs_current_version_size_bytes", 1.0),
-    "sessionWindowStateStoreSaveExec": ("rocksdbSstFileSize", "spark_streaming_state_rocksdb_sst_file_size_bytes", 1.0),
-    "symmetricHashJoin": ("rocksdbSstFileSize", "spark_streaming_state_rocksdb_sst_file_size_bytes", 1.0),
-    "globalLimit": ("stateOnCurrentVersionSizeBytes", "spark_streaming_state_hdfs_current_version_size_bytes", 1.0),
-    "applyInPandasWithState": ("stateOnCurrentVersionSizeBytes", "spark_streaming_state_hdfs_current_version_size_bytes", 1.0),
-    "transformWithStateInPandasExec": ("numValueStateVars", "spark_streaming_state_value_state_variables", 1.0),
+    "dedupeWithinWatermark": (
+        "stateOnCurrentVersionSizeBytes",
+        "spark_streaming_state_hdfs_current_version_size_bytes",
+        1.0,
+    ),
+    "sessionWindowStateStoreSaveExec": (
+        "rocksdbSstFileSize",
+        "spark_streaming_state_rocksdb_sst_file_size_bytes",
+        1.0,
+    ),
+    "symmetricHashJoin": (
+        "rocksdbSstFileSize",
+        "spark_streaming_state_rocksdb_sst_file_size_bytes",
+        1.0,
+    ),
+    "globalLimit": (
+        "stateOnCurrentVersionSizeBytes",
+        "spark_streaming_state_hdfs_current_version_size_bytes",
+        1.0,
+    ),
+    "applyInPandasWithState": (
+        "stateOnCurrentVersionSizeBytes",
+        "spark_streaming_state_hdfs_current_version_size_bytes",
+        1.0,
+    ),
+    "transformWithStateInPandasExec": (
+        "numValueStateVars",
+        "spark_streaming_state_value_state_variables",
+        1.0,
+    ),
 }
 
 
@@ -122,7 +151,9 @@ def test_exported_operator_values_equal_the_last_progress(
     ids = {"query_id": run.query_id, "operator_index": "0", "operator": op["operatorName"]}
     assert op["operatorName"] == WORKLOADS[workload].kind
     assert sample(samples, "spark_streaming_state_rows", **ids) == op["numRowsTotal"]
-    assert sample(samples, "spark_streaming_state_memory_used_bytes", **ids) == op["memoryUsedBytes"]
+    assert (
+        sample(samples, "spark_streaming_state_memory_used_bytes", **ids) == op["memoryUsedBytes"]
+    )
     last_gauges = {
         "spark_streaming_state_last_batch_rows_updated": op["numRowsUpdated"],
         "spark_streaming_state_last_batch_rows_removed": op["numRowsRemoved"],
@@ -138,7 +169,8 @@ def test_exported_operator_values_equal_the_last_progress(
         "spark_streaming_state_rows_dropped_by_watermark_total": sum(
             o["numRowsDroppedByWatermark"] for o in ops
         ),
-        "spark_streaming_state_commit_time_seconds_total": sum(o["commitTimeMs"] for o in ops) / 1000,
+        "spark_streaming_state_commit_time_seconds_total": sum(o["commitTimeMs"] for o in ops)
+        / 1000,
     }
     for name, expected in totals.items():
         assert sample(samples, name, **ids) == pytest.approx(expected), name
@@ -159,8 +191,12 @@ def test_late_rows_are_dropped_and_exported_as_dropped_by_watermark(
     dropped = sum(p["stateOperators"][0]["numRowsDroppedByWatermark"] for p in run.progress)
     assert dropped > 0
     samples = scrape(attachments["sqlite"])
-    assert sample(samples, "spark_streaming_state_rows_dropped_by_watermark_total",
-                  query_id=run.query_id) == dropped
+    assert (
+        sample(
+            samples, "spark_streaming_state_rows_dropped_by_watermark_total", query_id=run.query_id
+        )
+        == dropped
+    )
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -175,13 +211,23 @@ def test_history_has_one_row_per_batch_equal_to_the_progress(
     try:
         with engine.connect() as conn:
             batches = conn.execute(
-                sa.text("select batch_id, num_input_rows from batches where run_id = :r "
-                        "order by batch_id"), {"r": run.run_id},
+                sa.text(
+                    "select batch_id, num_input_rows from batches where run_id = :r "
+                    "order by batch_id"
+                ),
+                {"r": run.run_id},
             ).all()
-            op_rows = conn.execute(
-                sa.text("select * from operator_batches where run_id = :r and operator_index = 0 "
-                        "order by batch_id"), {"r": run.run_id},
-            ).mappings().all()
+            op_rows = (
+                conn.execute(
+                    sa.text(
+                        "select * from operator_batches where run_id = :r and operator_index = 0 "
+                        "order by batch_id"
+                    ),
+                    {"r": run.run_id},
+                )
+                .mappings()
+                .all()
+            )
             status = conn.execute(
                 sa.text("select status, ended_at from query_runs where run_id = :r"),
                 {"r": run.run_id},
@@ -194,10 +240,14 @@ def test_history_has_one_row_per_batch_equal_to_the_progress(
     assert len(op_rows) == len(run.progress)
     last_row, op = op_rows[-1], run.last["stateOperators"][0]
     fields = {
-        "operator_name": "operatorName", "num_rows_total": "numRowsTotal",
-        "num_rows_updated": "numRowsUpdated", "num_rows_removed": "numRowsRemoved",
-        "memory_used_bytes": "memoryUsedBytes", "commit_time_ms": "commitTimeMs",
-        "all_updates_time_ms": "allUpdatesTimeMs", "all_removals_time_ms": "allRemovalsTimeMs",
+        "operator_name": "operatorName",
+        "num_rows_total": "numRowsTotal",
+        "num_rows_updated": "numRowsUpdated",
+        "num_rows_removed": "numRowsRemoved",
+        "memory_used_bytes": "memoryUsedBytes",
+        "commit_time_ms": "commitTimeMs",
+        "all_updates_time_ms": "allUpdatesTimeMs",
+        "all_removals_time_ms": "allRemovalsTimeMs",
         "num_rows_dropped_by_watermark": "numRowsDroppedByWatermark",
         "num_shuffle_partitions": "numShufflePartitions",
         "num_state_store_instances": "numStateStoreInstances",
@@ -227,6 +277,13 @@ def test_two_listeners_on_one_session_both_receive_every_event(
 
 def test_workloads_cover_every_operator_kind_of_the_issue() -> None:
     kinds = {w.kind for w in WORKLOADS.values()}
-    assert {"stateStoreSave", "dedupe", "dedupeWithinWatermark", "symmetricHashJoin",
-            "sessionWindowStateStoreSaveExec", "globalLimit", "applyInPandasWithState",
-            "transformWithStateInPandasExec"} <= kinds
+    assert {
+        "stateStoreSave",
+        "dedupe",
+        "dedupeWithinWatermark",
+        "symmetricHashJoin",
+        "sessionWindowStateStoreSaveExec",
+        "globalLimit",
+        "applyInPandasWithState",
+        "transformWithStateInPandasExec",
+    } <= kinds

@@ -1,7 +1,7 @@
 """Deterministic stateful queries for integration tests: one per operator kind, on file sources.
 
 Each query reads JSON-lines files written here (one file per micro-batch, ``maxFilesPerTrigger=1``)
-and runs with ``trigger(availableNow=True)``, so it ends by itself and its ``lastProgress`` is final.
+and runs with ``trigger(availableNow=True)``: it ends by itself and its ``lastProgress`` is final.
 """
 
 from __future__ import annotations
@@ -9,18 +9,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 SCHEMA = "ts TIMESTAMP, key STRING, v LONG"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
 def write_batches(directory: Path, batches: int, rows: int, step_seconds: int = 4) -> None:
-    """Files of events whose event time advances batch by batch, with a few late rows and repeats."""
+    """Files of events whose event time advances batch by batch, with late rows and repeats."""
     directory.mkdir(parents=True, exist_ok=True)
     for b in range(batches):
         lines = []
@@ -34,9 +34,7 @@ def write_batches(directory: Path, batches: int, rows: int, step_seconds: int = 
 
 
 def _stream(spark: Any, directory: Path) -> Any:
-    return (
-        spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(directory))
-    )
+    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(directory))
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,9 @@ def window_agg(spark: Any, root: Path) -> Any:
 
 
 def dedupe(spark: Any, root: Path) -> Any:
-    return _stream(spark, root / "in").withWatermark("ts", "5 seconds").dropDuplicates(["key", "ts"])
+    return (
+        _stream(spark, root / "in").withWatermark("ts", "5 seconds").dropDuplicates(["key", "ts"])
+    )
 
 
 def dedupe_within_watermark(spark: Any, root: Path) -> Any:
@@ -99,8 +99,12 @@ def apply_in_pandas_with_state(spark: Any, root: Path) -> Any:
         state.update((total,))
         yield pd.DataFrame({"key": [key[0]], "n": [total]})
 
-    return _stream(spark, root / "in").groupBy("key").applyInPandasWithState(
-        count, "key STRING, n LONG", "n LONG", "Update", GroupStateTimeout.NoTimeout
+    return (
+        _stream(spark, root / "in")
+        .groupBy("key")
+        .applyInPandasWithState(
+            count, "key STRING, n LONG", "n LONG", "Update", GroupStateTimeout.NoTimeout
+        )
     )
 
 
@@ -125,10 +129,17 @@ WORKLOADS: dict[str, Workload] = {
         Workload("sessionWindowStateStoreSaveExec", session_window, "append", ROCKSDB),
         Workload("symmetricHashJoin", stream_join, "append", ROCKSDB, ("left", "right")),
         Workload("globalLimit", global_limit, "append"),
-        Workload("applyInPandasWithState", apply_in_pandas_with_state, "update",
-                 python_worker=True),
-        Workload("transformWithStateInPandasExec", transform_with_state, "update", ROCKSDB,
-                 min_spark=(4, 0), python_worker=True),
+        Workload(
+            "applyInPandasWithState", apply_in_pandas_with_state, "update", python_worker=True
+        ),
+        Workload(
+            "transformWithStateInPandasExec",
+            transform_with_state,
+            "update",
+            ROCKSDB,
+            min_spark=(4, 0),
+            python_worker=True,
+        ),
     )
 }
 

@@ -6,12 +6,12 @@ the alert rules all take names from here; nothing else spells a metric name.
 Conventions: prefix ``spark_streaming_``, base units (seconds, bytes), ``_total`` only on counters,
 bounded labels. Levels are gauges; per-batch amounts are counters accumulated across batches (so
 ``rate()``/``increase()`` stay exact when several batches fall between scrapes) and the last batch's
-value is a gauge too; durations are histograms. A run id appears only in ``spark_streaming_query_info``.
+value is a gauge too; durations are histograms. A run id appears only in
+``spark_streaming_query_info``.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -33,7 +33,10 @@ SOURCE_LABELS: tuple[str, ...] = QUERY_LABELS + ("source_index", "source")
 
 @dataclass(frozen=True, slots=True)
 class MetricDef:
-    """One metric family. ``name`` is the exposed name (counters end in ``_total``, info in ``_info``)."""
+    """One metric family.
+
+    ``name`` is the exposed name: counters end in ``_total``, info metrics in ``_info``.
+    """
 
     name: str
     kind: Kind
@@ -66,249 +69,438 @@ def _def(name: str, kind: Kind, help: str, labels: tuple[str, ...], source: str 
 
 
 G, C, H, I = Kind.GAUGE, Kind.COUNTER, Kind.HISTOGRAM, Kind.INFO  # noqa: E741
-Q, O, S = QUERY_LABELS, OPERATOR_LABELS, SOURCE_LABELS
+Q, O, S = QUERY_LABELS, OPERATOR_LABELS, SOURCE_LABELS  # noqa: E741
 
 # --- application and listener ---------------------------------------------------------------
-APP_INFO = _def("app_info", I, "Spark application seen by sparkwatch.", APP_LABELS + ("spark_version",))
+APP_INFO = _def(
+    "app_info", I, "Spark application seen by sparkwatch.", APP_LABELS + ("spark_version",)
+)
 LISTENER_INFO = _def(
-    "listener_info", I, "The sparkwatch listener attached to the app and how it receives events.",
-    APP_LABELS + ("mode", "version"), "mode: jvm (raw JVM events) or public (PySpark's listener API)",
+    "listener_info",
+    I,
+    "The sparkwatch listener attached to the app and how it receives events.",
+    APP_LABELS + ("mode", "version"),
+    "mode: jvm (raw JVM events) or public (PySpark's listener API)",
 )
 LISTENER_EVENTS_RECEIVED = _def(
-    "listener_events_received_total", C, "Query events the listener received from Spark.",
+    "listener_events_received_total",
+    C,
+    "Query events the listener received from Spark.",
     APP_LABELS + ("event",),
 )
 LISTENER_EVENTS_DROPPED = _def(
-    "listener_events_dropped_total", C,
+    "listener_events_dropped_total",
+    C,
     "Events dropped because a bounded queue was full (stage: intake, history, push).",
     APP_LABELS + ("stage",),
 )
 LISTENER_DELIVERY_FAILURES = _def(
-    "listener_delivery_failures_total", C,
+    "listener_delivery_failures_total",
+    C,
     "Failed attempts to deliver events to a sink (history database, collector).",
     APP_LABELS + ("sink",),
 )
 LISTENER_PARSE_ERRORS = _def(
-    "listener_parse_errors_total", C, "Events Spark sent that could not be parsed.", APP_LABELS,
+    "listener_parse_errors_total",
+    C,
+    "Events Spark sent that could not be parsed.",
+    APP_LABELS,
 )
 LISTENER_QUEUE_SIZE = _def(
-    "listener_queue_size", G, "Events waiting in a listener queue.", APP_LABELS + ("queue",),
+    "listener_queue_size",
+    G,
+    "Events waiting in a listener queue.",
+    APP_LABELS + ("queue",),
 )
 LISTENER_QUEUE_CAPACITY = _def(
-    "listener_queue_capacity", G, "Capacity of a listener queue.", APP_LABELS + ("queue",),
+    "listener_queue_capacity",
+    G,
+    "Capacity of a listener queue.",
+    APP_LABELS + ("queue",),
 )
 
 # --- query ------------------------------------------------------------------------------------
 QUERY_INFO = _def(
-    "query_info", I, "Current run of a query; the run id changes on every (re)start.",
-    Q + ("run_id",), "QueryStartedEvent / progress id, runId, name",
+    "query_info",
+    I,
+    "Current run of a query; the run id changes on every (re)start.",
+    Q + ("run_id",),
+    "QueryStartedEvent / progress id, runId, name",
 )
 QUERY_ACTIVE = _def("query_active", G, "1 while the query runs, 0 after it terminated.", Q)
 QUERY_IDLE = _def("query_idle", G, "1 when the last event was QueryIdleEvent (no new data).", Q)
 QUERY_FAILED = _def("query_failed", G, "1 when the query terminated with an exception.", Q)
 QUERY_RUNS = _def("query_runs_total", C, "Runs (starts and restarts) of the query seen.", Q)
 QUERY_FAILURES = _def(
-    "query_failures_total", C, "Runs that terminated with an exception.", Q,
+    "query_failures_total",
+    C,
+    "Runs that terminated with an exception.",
+    Q,
     "QueryTerminatedEvent.exception",
 )
 QUERY_START_TIME = _def(
-    "query_start_time_seconds", G, "Start of the current run (Unix time).", Q,
+    "query_start_time_seconds",
+    G,
+    "Start of the current run (Unix time).",
+    Q,
     "QueryStartedEvent.timestamp",
 )
 QUERY_LAST_PROGRESS = _def(
-    "query_last_progress_timestamp_seconds", G, "Timestamp of the last progress event (Unix time).",
-    Q, "progress.timestamp",
+    "query_last_progress_timestamp_seconds",
+    G,
+    "Timestamp of the last progress event (Unix time).",
+    Q,
+    "progress.timestamp",
 )
 QUERY_LAST_EVENT = _def(
-    "query_last_event_timestamp_seconds", G,
+    "query_last_event_timestamp_seconds",
+    G,
     "Timestamp of the last progress or idle event (Unix time); stalled queries stop updating it.",
-    Q, "progress.timestamp, QueryIdleEvent.timestamp",
+    Q,
+    "progress.timestamp, QueryIdleEvent.timestamp",
 )
 QUERY_BATCH_ID = _def("query_batch_id", G, "Id of the last completed micro-batch.", Q, "batchId")
 QUERY_BATCHES = _def("query_batches_total", C, "Micro-batches completed.", Q, "progress events")
 QUERY_INPUT_ROWS = _def(
-    "query_input_rows_total", C, "Input rows processed, summed over batches.", Q, "numInputRows",
+    "query_input_rows_total",
+    C,
+    "Input rows processed, summed over batches.",
+    Q,
+    "numInputRows",
 )
 QUERY_LAST_INPUT_ROWS = _def(
-    "query_last_batch_input_rows", G, "Input rows of the last batch.", Q, "numInputRows",
+    "query_last_batch_input_rows",
+    G,
+    "Input rows of the last batch.",
+    Q,
+    "numInputRows",
 )
 QUERY_INPUT_RATE = _def(
-    "query_input_rows_per_second", G, "Rate at which data arrived (last batch).", Q,
+    "query_input_rows_per_second",
+    G,
+    "Rate at which data arrived (last batch).",
+    Q,
     "inputRowsPerSecond",
 )
 QUERY_PROCESSED_RATE = _def(
-    "query_processed_rows_per_second", G, "Rate at which Spark processed data (last batch).", Q,
+    "query_processed_rows_per_second",
+    G,
+    "Rate at which Spark processed data (last batch).",
+    Q,
     "processedRowsPerSecond",
 )
 QUERY_BATCH_DURATION = _def(
-    "query_batch_duration_seconds", H, "Micro-batch duration.", Q, "batchDuration",
+    "query_batch_duration_seconds",
+    H,
+    "Micro-batch duration.",
+    Q,
+    "batchDuration",
 )
 QUERY_LAST_BATCH_DURATION = _def(
-    "query_last_batch_duration_seconds", G, "Duration of the last micro-batch.", Q, "batchDuration",
+    "query_last_batch_duration_seconds",
+    G,
+    "Duration of the last micro-batch.",
+    Q,
+    "batchDuration",
 )
 QUERY_PHASE_DURATION = _def(
-    "query_phase_duration_seconds", H,
+    "query_phase_duration_seconds",
+    H,
     "Time per trigger phase (addBatch, latestOffset/getOffset, walCommit, queryPlanning, getBatch, "
-    "commitOffsets, triggerExecution).", Q + ("phase",), "durationMs",
+    "commitOffsets, triggerExecution).",
+    Q + ("phase",),
+    "durationMs",
 )
 QUERY_LAST_PHASE_DURATION = _def(
-    "query_last_phase_duration_seconds", G, "Time per trigger phase in the last batch.",
-    Q + ("phase",), "durationMs",
+    "query_last_phase_duration_seconds",
+    G,
+    "Time per trigger phase in the last batch.",
+    Q + ("phase",),
+    "durationMs",
 )
 QUERY_WATERMARK = _def(
-    "query_watermark_timestamp_seconds", G, "Event-time watermark (Unix time).", Q,
+    "query_watermark_timestamp_seconds",
+    G,
+    "Event-time watermark (Unix time).",
+    Q,
     "eventTime.watermark",
 )
 QUERY_WATERMARK_LAG = _def(
-    "query_watermark_lag_seconds", G,
+    "query_watermark_lag_seconds",
+    G,
     "How far the watermark trails the batch's processing time (progress timestamp - watermark).",
-    Q, "timestamp - eventTime.watermark",
+    Q,
+    "timestamp - eventTime.watermark",
 )
 QUERY_EVENT_TIME_MAX = _def(
-    "query_event_time_max_timestamp_seconds", G, "Latest event time in the last batch with data.",
-    Q, "eventTime.max",
+    "query_event_time_max_timestamp_seconds",
+    G,
+    "Latest event time in the last batch with data.",
+    Q,
+    "eventTime.max",
 )
 QUERY_EVENT_TIME_MIN = _def(
-    "query_event_time_min_timestamp_seconds", G, "Earliest event time in the last batch with data.",
-    Q, "eventTime.min",
+    "query_event_time_min_timestamp_seconds",
+    G,
+    "Earliest event time in the last batch with data.",
+    Q,
+    "eventTime.min",
 )
 QUERY_EVENT_TIME_AVG = _def(
-    "query_event_time_avg_timestamp_seconds", G, "Average event time in the last batch with data.",
-    Q, "eventTime.avg",
+    "query_event_time_avg_timestamp_seconds",
+    G,
+    "Average event time in the last batch with data.",
+    Q,
+    "eventTime.avg",
 )
 QUERY_EVENT_TIME_LAG = _def(
-    "query_event_time_lag_seconds", G,
+    "query_event_time_lag_seconds",
+    G,
     "How late the newest event of the last batch with data was (progress timestamp - max).",
-    Q, "timestamp - eventTime.max",
+    Q,
+    "timestamp - eventTime.max",
 )
 QUERY_EVENT_TIME_SKEW = _def(
-    "query_event_time_skew_seconds", G,
+    "query_event_time_skew_seconds",
+    G,
     "Spread of event times inside the last batch with data (max - min): how out of order data is.",
-    Q, "eventTime.max - eventTime.min",
+    Q,
+    "eventTime.max - eventTime.min",
 )
 QUERY_OBSERVED_METRIC = _def(
-    "query_observed_metric", G, "Numeric values of Dataset.observe() metrics (last batch).",
-    Q + ("observation", "column"), "observedMetrics",
+    "query_observed_metric",
+    G,
+    "Numeric values of Dataset.observe() metrics (last batch).",
+    Q + ("observation", "column"),
+    "observedMetrics",
 )
 
 # --- state operators ----------------------------------------------------------------------------
 STATE_ROWS = _def("state_rows", G, "Rows held in the operator's state.", O, "numRowsTotal")
 STATE_MEMORY = _def(
-    "state_memory_used_bytes", G, "Memory used by the operator's state stores.", O,
+    "state_memory_used_bytes",
+    G,
+    "Memory used by the operator's state stores.",
+    O,
     "memoryUsedBytes",
 )
 STATE_ROWS_UPDATED = _def(
-    "state_rows_updated_total", C, "State rows updated, summed over batches.", O, "numRowsUpdated",
+    "state_rows_updated_total",
+    C,
+    "State rows updated, summed over batches.",
+    O,
+    "numRowsUpdated",
 )
 STATE_ROWS_REMOVED = _def(
-    "state_rows_removed_total", C, "State rows removed (evicted), summed over batches.", O,
+    "state_rows_removed_total",
+    C,
+    "State rows removed (evicted), summed over batches.",
+    O,
     "numRowsRemoved",
 )
 STATE_ROWS_DROPPED = _def(
-    "state_rows_dropped_by_watermark_total", C,
-    "Late input rows dropped by the watermark, summed over batches.", O,
+    "state_rows_dropped_by_watermark_total",
+    C,
+    "Late input rows dropped by the watermark, summed over batches.",
+    O,
     "numRowsDroppedByWatermark",
 )
 STATE_UPDATE_TIME = _def(
-    "state_update_time_seconds_total", C, "Time spent updating state, summed over batches.", O,
+    "state_update_time_seconds_total",
+    C,
+    "Time spent updating state, summed over batches.",
+    O,
     "allUpdatesTimeMs",
 )
 STATE_REMOVAL_TIME = _def(
-    "state_removal_time_seconds_total", C, "Time spent removing state, summed over batches.", O,
+    "state_removal_time_seconds_total",
+    C,
+    "Time spent removing state, summed over batches.",
+    O,
     "allRemovalsTimeMs",
 )
 STATE_COMMIT_TIME = _def(
-    "state_commit_time_seconds_total", C, "Time spent committing state, summed over batches.", O,
+    "state_commit_time_seconds_total",
+    C,
+    "Time spent committing state, summed over batches.",
+    O,
     "commitTimeMs",
 )
 STATE_LAST_ROWS_UPDATED = _def(
-    "state_last_batch_rows_updated", G, "State rows updated in the last batch.", O, "numRowsUpdated",
+    "state_last_batch_rows_updated",
+    G,
+    "State rows updated in the last batch.",
+    O,
+    "numRowsUpdated",
 )
 STATE_LAST_ROWS_REMOVED = _def(
-    "state_last_batch_rows_removed", G, "State rows removed in the last batch.", O, "numRowsRemoved",
+    "state_last_batch_rows_removed",
+    G,
+    "State rows removed in the last batch.",
+    O,
+    "numRowsRemoved",
 )
 STATE_LAST_ROWS_DROPPED = _def(
-    "state_last_batch_rows_dropped_by_watermark", G, "Late rows dropped in the last batch.", O,
+    "state_last_batch_rows_dropped_by_watermark",
+    G,
+    "Late rows dropped in the last batch.",
+    O,
     "numRowsDroppedByWatermark",
 )
 STATE_LAST_UPDATE_TIME = _def(
-    "state_last_batch_update_time_seconds", G, "Time updating state in the last batch.", O,
+    "state_last_batch_update_time_seconds",
+    G,
+    "Time updating state in the last batch.",
+    O,
     "allUpdatesTimeMs",
 )
 STATE_LAST_REMOVAL_TIME = _def(
-    "state_last_batch_removal_time_seconds", G, "Time removing state in the last batch.", O,
+    "state_last_batch_removal_time_seconds",
+    G,
+    "Time removing state in the last batch.",
+    O,
     "allRemovalsTimeMs",
 )
 STATE_LAST_COMMIT_TIME = _def(
-    "state_last_batch_commit_time_seconds", G, "Time committing state in the last batch.", O,
+    "state_last_batch_commit_time_seconds",
+    G,
+    "Time committing state in the last batch.",
+    O,
     "commitTimeMs",
 )
 STATE_SHUFFLE_PARTITIONS = _def(
-    "state_shuffle_partitions", G, "Shuffle partitions of the operator.", O, "numShufflePartitions",
+    "state_shuffle_partitions",
+    G,
+    "Shuffle partitions of the operator.",
+    O,
+    "numShufflePartitions",
 )
 STATE_STORE_INSTANCES = _def(
-    "state_store_instances", G, "State store instances (4 per partition for a stream-stream join).",
-    O, "numStateStoreInstances",
+    "state_store_instances",
+    G,
+    "State store instances (4 per partition for a stream-stream join).",
+    O,
+    "numStateStoreInstances",
 )
 STATE_CUSTOM_METRIC = _def(
-    "state_custom_metric", G,
+    "state_custom_metric",
+    G,
     "customMetrics keys sparkwatch has no dedicated metric for, raw value of the last batch.",
-    O + ("metric",), "customMetrics (unknown keys)",
+    O + ("metric",),
+    "customMetrics (unknown keys)",
 )
 STATE_INSTANCE_METRIC_MIN = _def(
-    "state_instance_metric_min", G,
+    "state_instance_metric_min",
+    G,
     "Per-state-store-instance custom metrics (e.g. SnapshotLastUploaded): lowest reported value.",
-    O + ("metric",), "customMetrics <metric>.partition_<p>_<store>",
+    O + ("metric",),
+    "customMetrics <metric>.partition_<p>_<store>",
 )
 STATE_INSTANCE_METRIC_MAX = _def(
-    "state_instance_metric_max", G, "Per-state-store-instance custom metrics: highest reported value.",
-    O + ("metric",), "customMetrics <metric>.partition_<p>_<store>",
+    "state_instance_metric_max",
+    G,
+    "Per-state-store-instance custom metrics: highest reported value.",
+    O + ("metric",),
+    "customMetrics <metric>.partition_<p>_<store>",
 )
 STATE_INSTANCE_METRIC_REPORTED = _def(
-    "state_instance_metric_reported", G,
+    "state_instance_metric_reported",
+    G,
     "How many state store instances reported the metric (Spark reports only the N lowest).",
-    O + ("metric",), "customMetrics <metric>.partition_<p>_<store>",
+    O + ("metric",),
+    "customMetrics <metric>.partition_<p>_<store>",
 )
 
 # --- sources and sink -------------------------------------------------------------------------
 SOURCE_INPUT_ROWS = _def(
-    "source_input_rows_total", C, "Rows read from the source, summed over batches.", S,
+    "source_input_rows_total",
+    C,
+    "Rows read from the source, summed over batches.",
+    S,
     "sources[].numInputRows",
 )
 SOURCE_INPUT_RATE = _def(
-    "source_input_rows_per_second", G, "Arrival rate at the source (last batch).", S,
+    "source_input_rows_per_second",
+    G,
+    "Arrival rate at the source (last batch).",
+    S,
     "sources[].inputRowsPerSecond",
 )
 SOURCE_PROCESSED_RATE = _def(
-    "source_processed_rows_per_second", G, "Processing rate of the source (last batch).", S,
+    "source_processed_rows_per_second",
+    G,
+    "Processing rate of the source (last batch).",
+    S,
     "sources[].processedRowsPerSecond",
 )
 SOURCE_MIN_BEHIND = _def(
-    "source_min_offsets_behind_latest", G, "Backlog: fewest offsets behind latest over partitions.",
-    S, "sources[].metrics.minOffsetsBehindLatest (Kafka)",
+    "source_min_offsets_behind_latest",
+    G,
+    "Backlog: fewest offsets behind latest over partitions.",
+    S,
+    "sources[].metrics.minOffsetsBehindLatest (Kafka)",
 )
 SOURCE_MAX_BEHIND = _def(
-    "source_max_offsets_behind_latest", G, "Backlog: most offsets behind latest over partitions.",
-    S, "sources[].metrics.maxOffsetsBehindLatest (Kafka)",
+    "source_max_offsets_behind_latest",
+    G,
+    "Backlog: most offsets behind latest over partitions.",
+    S,
+    "sources[].metrics.maxOffsetsBehindLatest (Kafka)",
 )
 SOURCE_AVG_BEHIND = _def(
-    "source_avg_offsets_behind_latest", G, "Backlog: average offsets behind latest over partitions.",
-    S, "sources[].metrics.avgOffsetsBehindLatest (Kafka)",
+    "source_avg_offsets_behind_latest",
+    G,
+    "Backlog: average offsets behind latest over partitions.",
+    S,
+    "sources[].metrics.avgOffsetsBehindLatest (Kafka)",
 )
 SOURCE_METRIC = _def(
-    "source_metric", G, "Other numeric source metrics (last batch).", S + ("metric",),
+    "source_metric",
+    G,
+    "Other numeric source metrics (last batch).",
+    S + ("metric",),
     "sources[].metrics",
 )
 SINK_INFO = _def("sink_info", I, "The query's sink.", Q + ("description",), "sink.description")
 SINK_OUTPUT_ROWS = _def(
-    "sink_output_rows_total", C, "Rows written to the sink, summed over batches (V2 sinks only).",
-    Q, "sink.numOutputRows",
+    "sink_output_rows_total",
+    C,
+    "Rows written to the sink, summed over batches (V2 sinks only).",
+    Q,
+    "sink.numOutputRows",
 )
-SINK_METRIC = _def("sink_metric", G, "Numeric sink metrics (last batch).", Q + ("metric",), "sink.metrics")
+SINK_METRIC = _def(
+    "sink_metric", G, "Numeric sink metrics (last batch).", Q + ("metric",), "sink.metrics"
+)
 
 BATCH_DURATION_BUCKETS: tuple[float, ...] = (
-    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
 )
 PHASE_DURATION_BUCKETS: tuple[float, ...] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
 )

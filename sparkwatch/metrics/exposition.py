@@ -1,4 +1,4 @@
-"""A prometheus_client custom collector over :class:`MetricState`, registered on an injected registry.
+"""A prometheus_client custom collector over :class:`MetricState`, on an injected registry.
 
 Everything is computed at scrape time from the folded state, never on the event path.
 """
@@ -6,6 +6,7 @@ Everything is computed at scrape time from the folded state, never on the event 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -146,7 +147,7 @@ def add_query(out: Families, q: QueryState) -> None:
     for src in p.sources:
         _add_source(out, q, src, labels)
     if p.sink is not None:
-        out.add(cat.SINK_INFO, (*labels, p.sink.description), 1)
+        out.add(cat.SINK_INFO, (*labels, sink_label(p.sink.description)), 1)
         if p.sink.num_output_rows >= 0:
             out.add(cat.SINK_OUTPUT_ROWS, labels, q.sink_output_rows)
         for key, number in _numeric_items(p.sink.metrics):
@@ -233,11 +234,22 @@ def _add_custom_levels(out: Families, op: StateOperator, labels: tuple[str, ...]
         out.add(cat.STATE_INSTANCE_METRIC_REPORTED, (*labels, metric), len(values))
 
 
+_JVM_HASH = re.compile(r"@[0-9a-f]{6,8}\b")
+
+
+def sink_label(description: str) -> str:
+    """Spark 3.5 names some sinks ``NoopTable$@72d72c20``: drop the object hash so the label is
+    stable across restarts."""
+    return _JVM_HASH.sub("", description)[:MAX_SOURCE_LABEL]
+
+
 def source_label(src: SourceProgress) -> str:
     return src.description[:MAX_SOURCE_LABEL]
 
 
-def _add_source(out: Families, q: QueryState, src: SourceProgress, qlabels: tuple[str, ...]) -> None:
+def _add_source(
+    out: Families, q: QueryState, src: SourceProgress, qlabels: tuple[str, ...]
+) -> None:
     labels = (*qlabels, str(src.index), source_label(src))
     out.add(cat.SOURCE_INPUT_ROWS, labels, q.source_rows.get((src.index, src.description), 0))
     if src.input_rows_per_second is not None:

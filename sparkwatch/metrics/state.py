@@ -144,7 +144,7 @@ class MetricState:
         return sum(1 for e in events if self.apply(e))
 
     def evict(self) -> int:
-        """Forget terminated queries after the grace period and vanished ones after stale_seconds."""
+        """Forget terminated queries after the grace period, vanished ones after stale_seconds."""
         now = self._clock()
         with self._lock:
             doomed = [

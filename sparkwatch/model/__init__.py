@@ -26,8 +26,24 @@ from sparkwatch.model.parse import (
 )
 
 __all__ = [
-    "AppInfo", "Envelope", "EventKind", "EventParseError", "EventTime", "ParsedEvent", "QueryEvent",
-    "QueryIdle", "QueryProgress", "QueryStarted", "QueryTerminated", "SinkProgress",
-    "SourceProgress", "StateOperator", "envelope_from_dict", "envelope_from_json",
-    "envelope_to_dict", "parse_envelope", "parse_payload", "parse_progress",
+    "AppInfo",
+    "Envelope",
+    "EventKind",
+    "EventParseError",
+    "EventTime",
+    "ParsedEvent",
+    "QueryEvent",
+    "QueryIdle",
+    "QueryProgress",
+    "QueryStarted",
+    "QueryTerminated",
+    "SinkProgress",
+    "SourceProgress",
+    "StateOperator",
+    "envelope_from_dict",
+    "envelope_from_json",
+    "envelope_to_dict",
+    "parse_envelope",
+    "parse_payload",
+    "parse_progress",
 ]

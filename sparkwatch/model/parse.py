@@ -251,7 +251,9 @@ def parse_payload(kind: EventKind | str, payload: Any) -> QueryEvent:
         parser = _PARSERS[EventKind(kind)]
     except ValueError:
         known = ", ".join(k.value for k in EventKind)
-        raise EventParseError(f"kind: unknown event kind {kind!r} (expected one of {known})") from None
+        raise EventParseError(
+            f"kind: unknown event kind {kind!r} (expected one of {known})"
+        ) from None
     return parser(payload)
 
 
