@@ -1,0 +1,1 @@
+"""The sparkwatch collector: receives pushed listener events from many apps (``sparkwatch.collector``)."""
