@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import sparkwatch
 from tests.support import create_database, drop_database, wait_for
-from tests.workloads import WORKLOADS, progress_dicts, start
+from tests.workloads import WORKLOADS, installed_spark_version, progress_dicts, start, supported
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -52,8 +52,7 @@ def attachments(spark: Any, pg_admin_url: str, tmp_path_factory: Any) -> Iterato
 @pytest.fixture(scope="module")
 def runs(spark: Any, attachments: dict[str, Any], tmp_path_factory: Any) -> dict[str, Run]:
     """All workloads run concurrently to completion; both listeners have seen them terminate."""
-    version = tuple(int(x) for x in spark.version.split(".")[:2])
-    names = [n for n, w in WORKLOADS.items() if version >= w.min_spark]
+    names = supported()
     # JVM-only workloads run together; Python-worker ones one at a time, because on 2 cores a
     # crowd of Python workers misses Spark's connect-back timeout.
     queries: dict[str, Any] = {}
@@ -135,7 +134,7 @@ CUSTOM_METRIC = {
 
 
 def workload_params() -> list[str]:
-    return list(WORKLOADS)
+    return supported()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -143,13 +142,11 @@ def workload_params() -> list[str]:
 def test_exported_operator_values_equal_the_last_progress(
     runs: dict[str, Run], attachments: dict[str, Any], workload: str, backend: str
 ) -> None:
-    if workload not in runs:
-        pytest.skip(f"{workload} needs a newer Spark")
     run, att = runs[workload], attachments[backend]
     samples = scrape(att)
     op = run.last["stateOperators"][0]
     ids = {"query_id": run.query_id, "operator_index": "0", "operator": op["operatorName"]}
-    assert op["operatorName"] == WORKLOADS[workload].kind
+    assert op["operatorName"] == WORKLOADS[workload].operator_name(installed_spark_version())
     assert sample(samples, "spark_streaming_state_rows", **ids) == op["numRowsTotal"]
     assert (
         sample(samples, "spark_streaming_state_memory_used_bytes", **ids) == op["memoryUsedBytes"]
@@ -204,8 +201,6 @@ def test_late_rows_are_dropped_and_exported_as_dropped_by_watermark(
 def test_history_has_one_row_per_batch_equal_to_the_progress(
     runs: dict[str, Run], attachments: dict[str, Any], workload: str, backend: str
 ) -> None:
-    if workload not in runs:
-        pytest.skip(f"{workload} needs a newer Spark")
     run, att = runs[workload], attachments[backend]
     engine = sa.create_engine(att.settings.history_url)
     try:

@@ -48,6 +48,12 @@ class Workload:
     min_spark: tuple[int, int] = (3, 5)
     python_worker: bool = False
 
+    def operator_name(self, spark_version: tuple[int, int]) -> str:
+        """What Spark calls the operator: 3.5 reports session windows as ``defaultName``."""
+        if self.kind == "sessionWindowStateStoreSaveExec" and spark_version < (4, 0):
+            return "defaultName"
+        return self.kind
+
 
 def window_agg(spark: Any, root: Path) -> Any:
     from pyspark.sql import functions as F
@@ -142,6 +148,22 @@ WORKLOADS: dict[str, Workload] = {
         ),
     )
 }
+
+
+def installed_spark_version() -> tuple[int, int]:
+    """PySpark's version without starting Spark (for parametrising tests at collection)."""
+    try:
+        import pyspark
+    except ImportError:
+        return (0, 0)
+    major, minor = pyspark.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def supported() -> list[str]:
+    """Workloads the installed Spark can run (transformWithState needs 4.0)."""
+    version = installed_spark_version()
+    return [name for name, w in WORKLOADS.items() if version >= w.min_spark]
 
 
 def start(spark: Any, name: str, root: Path) -> Any:
