@@ -13,7 +13,9 @@ import logging
 import os
 import socket
 import sys
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparkwatch.cli.errors import CliError
 from sparkwatch.settings import (
@@ -23,6 +25,9 @@ from sparkwatch.settings import (
     SettingsError,
     load_listener_settings,
 )
+
+if TYPE_CHECKING:
+    from sparkwatch.demo.runner import DemoOptions
 
 MAX_ROWS_PER_SECOND = 1000
 
@@ -37,12 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--duration", type=_positive_float, metavar="SECONDS",
                         help="stop after this many seconds (default: run until Ctrl-C)")
     parser.add_argument("--port", type=_port, default=DEFAULT_METRICS_PORT,
-                        help=f"port of /metrics (default {DEFAULT_METRICS_PORT}; 0 picks a free one)")
+                        help=f"port of /metrics (default {DEFAULT_METRICS_PORT}; 0: any free port)")
     parser.add_argument("--history-url", metavar="URL",
                         help="SQLAlchemy URL of the history, or 'off' (default: "
                         f"$SPARKWATCH_HISTORY_URL, else {DEFAULT_HISTORY_URL})")
     parser.add_argument("--state-store", choices=("rocksdb", "hdfs"), default="rocksdb",
-                        help="state store provider (default rocksdb, which reports RocksDB metrics)")
+                        help="state store provider (default rocksdb: it reports RocksDB metrics)")
     parser.add_argument("--rows-per-second", type=_rows_per_second, default=10, metavar="N",
                         help="rows per second of each rate source (default 10)")
     parser.add_argument("--checkpoint-dir", type=Path, metavar="DIR",
@@ -125,13 +130,16 @@ def check_history(url: str | None) -> None:
 
 
 def quiet_libraries(verbose: bool) -> None:
-    # py4j logs every callback-server start and connection at INFO, on top of the live table.
+    # py4j (callback server) and Alembic (the history's schema upgrade) log at INFO while the
+    # live table is up, writing over it.
     if not verbose:
-        logging.getLogger("py4j").setLevel(logging.WARNING)
+        for name in ("py4j", "alembic"):
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def run(args: argparse.Namespace) -> int:
-    from sparkwatch.demo.runner import DemoError, DemoOptions, run_demo
+def preflight(args: argparse.Namespace) -> DemoOptions:
+    """Check everything that can be checked without Spark; the demo's options."""
+    from sparkwatch.demo.runner import DemoOptions
 
     url = history_url(args.history_url)
     try:
@@ -141,15 +149,26 @@ def run(args: argparse.Namespace) -> int:
     if settings.metrics_enabled:
         check_port(settings.metrics_address, args.port)
     check_history(url)
-    quiet_libraries(getattr(args, "verbose", False))
-    host = "127.0.0.1" if settings.metrics_address in ("0.0.0.0", "::", "") else (
-        settings.metrics_address)
-    opts = DemoOptions(
+    wildcard = settings.metrics_address in ("0.0.0.0", "::", "")
+    return DemoOptions(
         port=args.port, history_url=url, state_store=args.state_store,
         rows_per_second=args.rows_per_second, duration=args.duration,
-        checkpoint_dir=args.checkpoint_dir, metrics_host=host,
+        checkpoint_dir=args.checkpoint_dir,
+        metrics_host="127.0.0.1" if wildcard else settings.metrics_address,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    began = time.monotonic()
     try:
-        return run_demo(opts, sys.stdout)
+        import pyspark  # noqa: F401 - only to give a clear error
+    except ImportError:
+        raise CliError("the demo needs PySpark: pip install 'sparkwatch[demo]'") from None
+    from sparkwatch.demo.runner import DemoError, run_demo
+
+    opts = preflight(args)
+    quiet_libraries(getattr(args, "verbose", False))
+    try:
+        return run_demo(opts, sys.stdout, began=began)
     except DemoError as exc:
         raise CliError(str(exc)) from None

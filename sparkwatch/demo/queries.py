@@ -1,0 +1,285 @@
+"""The demo's stateful streaming queries: one per kind of state operator Spark reports.
+
+Every query reads the ``rate`` source (one partition, a few rows per second) and derives its keys
+and event times from the rate's ``value`` and ``timestamp``, writes to the ``noop`` sink and runs
+on a processing-time trigger, so all of them together stay light enough for two cores.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sparkwatch.demo.session import PROVIDER_CONF, STATE_STORES, session_conf, spark_version
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+# A streaming limit keeps one state row (the count so far); once the count reaches the limit every
+# later batch is cut to nothing and the operator stops updating. A billion rows (the limit must fit
+# an Int) is years of a rate source at demo speed, so the operator counts for the whole demo.
+LIMIT_ROWS = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class DemoConfig:
+    checkpoint_dir: Path
+    rows_per_second: int = 10
+    trigger_seconds: float = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class DemoQuery:
+    """A query to start; ``operator`` is the operatorName Spark reports for its state."""
+
+    name: str
+    operator: str
+    build: Callable[[SparkSession, DemoConfig], DataFrame]
+    output_mode: str = "append"
+    min_version: tuple[int, int] = (3, 5)
+    needs_rocksdb: bool = False
+    operator_before_4: str | None = None
+    """operatorName on Spark 3.x when it differs (the session window's was ``defaultName``)."""
+
+    def operator_on(self, version: tuple[int, int]) -> str:
+        if version < (4, 0) and self.operator_before_4:
+            return self.operator_before_4
+        return self.operator
+
+
+def rate(spark: SparkSession, cfg: DemoConfig, rows_per_second: int | None = None) -> DataFrame:
+    # One partition: a second rate partition would double the tasks of every batch for nothing.
+    return (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", rows_per_second or cfg.rows_per_second)
+        .option("numPartitions", 1)
+        .load()
+    )
+
+
+def window_agg(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return (
+        rate(spark, cfg)
+        .withColumn("key", F.col("value") % 5)
+        .withWatermark("timestamp", "10 seconds")
+        .groupBy(F.window("timestamp", "10 seconds"), "key")
+        .count()
+    )
+
+
+def dedupe(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    # Seven users per second: at 10 rows/s three rows of each second are duplicates.
+    return (
+        rate(spark, cfg)
+        .withColumn("user", F.col("value") % 7)
+        .withColumn("event_time", F.date_trunc("second", "timestamp"))
+        .withWatermark("event_time", "10 seconds")
+        .dropDuplicates(["user", "event_time"])
+    )
+
+
+def dedupe_within_watermark(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return (
+        rate(spark, cfg)
+        .withColumn("user", F.col("value") % 7)
+        .withWatermark("timestamp", "5 seconds")
+        .dropDuplicatesWithinWatermark(["user"])
+    )
+
+
+def session_windows(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    # Users go quiet for 7 s out of every 15, longer than the 5 s gap, so sessions close and the
+    # state shows rows being removed, not only growing.
+    return (
+        rate(spark, cfg, max(1, cfg.rows_per_second // 2))
+        .where(F.second("timestamp") % 15 < 8)
+        .withColumn("user", F.col("value") % 3)
+        .withWatermark("timestamp", "5 seconds")
+        .groupBy(F.session_window("timestamp", "5 seconds"), "user")
+        .count()
+    )
+
+
+def stream_stream_join(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    half = max(1, cfg.rows_per_second // 2)
+    impressions = (
+        rate(spark, cfg, half)
+        .select((F.col("value") % 10).alias("imp_ad"), F.col("timestamp").alias("imp_time"))
+        .withWatermark("imp_time", "10 seconds")
+    )
+    clicks = (
+        rate(spark, cfg, half)
+        .select((F.col("value") % 10).alias("click_ad"), F.col("timestamp").alias("click_time"))
+        .withWatermark("click_time", "10 seconds")
+    )
+    # The time range bounds how long each side must be kept, so the join state stays small.
+    condition = F.expr(
+        "click_ad = imp_ad AND click_time BETWEEN imp_time AND imp_time + interval 5 seconds"
+    )
+    return impressions.join(clicks, condition)
+
+
+def global_limit(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
+    return rate(spark, cfg).limit(LIMIT_ROWS)
+
+
+def _count_per_user(
+    key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: Any
+) -> Iterator[pd.DataFrame]:
+    import pandas as pd
+
+    seen = state.get[0] if state.exists else 0
+    for pdf in pdfs:
+        seen += len(pdf)
+    state.update((seen,))
+    yield pd.DataFrame({"user": [key[0]], "seen": [seen]})
+
+
+def apply_in_pandas_with_state(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return (
+        rate(spark, cfg)
+        .withColumn("user", F.col("value") % 3)
+        .groupBy("user")
+        .applyInPandasWithState(
+            _count_per_user,
+            outputStructType="user long, seen long",
+            stateStructType="seen long",
+            outputMode="update",
+            timeoutConf="NoTimeout",
+        )
+    )
+
+
+def transform_with_state_in_pandas(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    from sparkwatch.demo.processor import CountPerUser
+
+    return (
+        rate(spark, cfg)
+        .withColumn("user", F.col("value") % 3)
+        .groupBy("user")
+        .transformWithStateInPandas(
+            statefulProcessor=CountPerUser(),
+            outputStructType="user long, seen long",
+            outputMode="Update",
+            timeMode="None",
+        )
+    )
+
+
+# Started in this order: the slowest first batches go first (transformWithState spawns a Python
+# runner while planning, the pandas queries spawn Python workers, the join reads two sources), so
+# they are not the last to report state.
+QUERIES: tuple[DemoQuery, ...] = (
+    DemoQuery(
+        "transform_with_state_in_pandas", "transformWithStateInPandasExec",
+        transform_with_state_in_pandas, output_mode="update", min_version=(4, 0),
+        needs_rocksdb=True,
+    ),
+    DemoQuery(
+        "apply_in_pandas_with_state", "applyInPandasWithState", apply_in_pandas_with_state,
+        output_mode="update",
+    ),
+    DemoQuery("stream_stream_join", "symmetricHashJoin", stream_stream_join),
+    DemoQuery("window_agg", "stateStoreSave", window_agg),
+    DemoQuery("dedupe", "dedupe", dedupe),
+    DemoQuery("dedupe_within_watermark", "dedupeWithinWatermark", dedupe_within_watermark),
+    DemoQuery(
+        "session_window", "sessionWindowStateStoreSaveExec", session_windows,
+        operator_before_4="defaultName",
+    ),
+    DemoQuery("global_limit", "globalLimit", global_limit),
+)
+
+
+def available(version: tuple[int, int]) -> list[DemoQuery]:
+    """The demo queries this Spark version can run."""
+    return [q for q in QUERIES if version >= q.min_version]
+
+
+def start(spark: SparkSession, query: DemoQuery, cfg: DemoConfig) -> StreamingQuery:
+    writer = (
+        query.build(spark, cfg)
+        .writeStream.format("noop")
+        .queryName(query.name)
+        .outputMode(query.output_mode)
+        .trigger(processingTime=f"{cfg.trigger_seconds} seconds")
+        .option("checkpointLocation", str(cfg.checkpoint_dir / query.name))
+    )
+    if not query.needs_rocksdb:
+        return writer.start()
+    # transformWithState refuses any other provider; the query keeps RocksDB even when the
+    # demo runs the others on HDFS, because the conf is captured when the query starts.
+    with session_conf(spark, PROVIDER_CONF, STATE_STORES["rocksdb"]):
+        return writer.start()
+
+
+def start_all(
+    spark: SparkSession, cfg: DemoConfig, queries: list[DemoQuery] | None = None
+) -> list[StreamingQuery]:
+    chosen = available(spark_version(spark)) if queries is None else queries
+    started: list[StreamingQuery] = []
+    try:
+        for query in chosen:
+            started.append(start(spark, query, cfg))
+    except BaseException:
+        stop_all(started)
+        raise
+    return started
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` passes; True when it held."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not predicate():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        pause.wait(min(interval, remaining))
+    return True
+
+
+def stop_between_batches(query: StreamingQuery, timeout: float = 10.0) -> None:
+    """Stop ``query`` while no batch runs, when it can within ``timeout``: a stop that interrupts a
+    batch in its planning phase ends the query with an exception (a "failed" run) on Spark 4.x."""
+    wait_until(lambda: not query.isActive or not query.status["isTriggerActive"], timeout)
+    query.stop()
+
+
+def stop_all(queries: list[StreamingQuery], timeout: float = 10.0) -> list[str]:
+    """Stop every query (in parallel: each waits for its own gap between batches), even when some
+    fail to stop; returns the errors, one line per query."""
+    if not queries:
+        return []
+
+    def stop(query: StreamingQuery) -> str | None:
+        try:
+            stop_between_batches(query, timeout)
+        except Exception as exc:  # noqa: BLE001 - report and keep stopping the others
+            text = str(exc).strip()
+            return f"{query.name}: {text.splitlines()[0] if text else type(exc).__name__}"
+        return None
+
+    with ThreadPoolExecutor(len(queries), thread_name_prefix="sparkwatch-demo-stop") as pool:
+        return [error for error in pool.map(stop, queries) if error is not None]

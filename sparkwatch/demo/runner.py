@@ -1,0 +1,238 @@
+"""Run the demo: Spark, the sparkwatch listener, the queries, the live table, then a clean stop."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from sparkwatch.demo import queries as dq
+from sparkwatch.demo.supervisor import Supervisor, first_line
+from sparkwatch.demo.table import Screen, clip, fmt_seconds, render, run_live
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sparkwatch.listener.attach import Attachment
+
+# Measured with all eight queries on two cores: about 0.6 core at a 3 s trigger (230 CPU-ms per
+# micro-batch); a 2 s trigger would ask for about 0.9 and leave little for a loaded machine.
+TRIGGER_SECONDS = 3.0
+SHUTDOWN_SECONDS = 10.0
+
+
+class DemoError(Exception):
+    """The demo cannot start; the message says why, in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOptions:
+    port: int
+    history_url: str | None
+    state_store: str = "rocksdb"
+    rows_per_second: int = 10
+    duration: float | None = None
+    checkpoint_dir: Path | None = None
+    trigger_seconds: float = TRIGGER_SECONDS
+    redraw_seconds: float = 1.0
+    metrics_host: str = "127.0.0.1"
+
+
+@dataclass(slots=True)
+class Progress:
+    """When every demo query first showed its state operators (the demo's time-to-first-rows)."""
+
+    expected: frozenset[str]
+    started_at: float
+    all_reporting_after: float | None = None
+
+    def update(self, reporting: set[str], now: float) -> None:
+        if self.all_reporting_after is None and self.expected <= reporting:
+            self.all_reporting_after = now - self.started_at
+
+
+def reporting_queries(att: Attachment) -> set[str]:
+    with att.state.read() as (_, states):
+        return {q.name for q in states if q.last_progress and q.last_progress.state_operators}
+
+
+def header(opts: DemoOptions, att: Attachment, progress: Progress, reporting: int,
+           notes: list[str], elapsed: float) -> list[str]:
+    total = f" / {fmt_seconds(opts.duration)}" if opts.duration else ""
+    n_queries = len(progress.expected)
+    stats = att.stats()
+    received = sum(stats.received.values())
+    dropped = sum(stats.dropped.values())
+    ready = (
+        f"all {n_queries} queries reporting state after {progress.all_reporting_after:.1f}s"
+        if progress.all_reporting_after is not None
+        else f"{reporting} of {n_queries} queries reporting state"
+    )
+    lines = [
+        f"sparkwatch demo   {fmt_seconds(elapsed)}{total}   Ctrl-C stops",
+        f"{n_queries} queries on local[2], {opts.state_store} state store, "
+        f"{opts.rows_per_second} rows/s per source, trigger {opts.trigger_seconds:g}s",
+        f"metrics: {metrics_url(opts, att)}   history: {history_text(opts.history_url)}",
+        f"listener: {stats.mode} mode, {received} events received, {dropped} dropped - {ready}",
+    ]
+    lines.extend(notes[-3:])
+    return [*lines, ""]
+
+
+def metrics_url(opts: DemoOptions, att: Attachment) -> str:
+    port = att.metrics_port
+    return f"http://{opts.metrics_host}:{port}/metrics" if port else "off"
+
+
+def history_text(url: str | None) -> str:
+    if not url:
+        return "off"
+    from sparkwatch.history.engine import describe_url
+
+    return describe_url(url)
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C and SIGTERM end the live view, to stop the queries cleanly: PySpark's own SIGINT
+    handler would cancel every running job, failing the queries instead. Outside the live view
+    (while stopping) PySpark's handler is back, so a second Ctrl-C aborts."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_demo(
+    opts: DemoOptions, out: TextIO, screen: Screen | None = None, began: float | None = None
+) -> int:
+    """The whole demo; raises :class:`DemoError` when it cannot start. ``began`` (a monotonic
+    time) is when the demo started, for ``--duration`` and the time-to-first-rows."""
+    from sparkwatch.demo.session import build_session, spark_version
+
+    began = time.monotonic() if began is None else began
+    print(f"starting Spark (local[2], {opts.state_store} state store)...", file=out, flush=True)
+    try:
+        spark = build_session(opts.state_store)
+    except Exception as exc:  # noqa: BLE001 - no Java, no free port for the driver, ...
+        raise DemoError(f"could not start Spark: {first_line(exc)}") from None
+    try:
+        att = attach(spark, opts)
+        chosen = dq.available(spark_version(spark))
+        with checkpoint_root(opts.checkpoint_dir) as root:
+            cfg = dq.DemoConfig(root, opts.rows_per_second, opts.trigger_seconds)
+            supervisor = Supervisor(spark, cfg, chosen)
+            progress = Progress(frozenset(q.name for q in chosen), began)
+            live(opts, att, supervisor, progress, screen or Screen(out), began)
+            shut_down(spark, att, supervisor, out)
+        print(render_final(att, progress), file=out, flush=True)
+    finally:
+        spark.stop()
+    return 0
+
+
+def attach(spark: SparkSession, opts: DemoOptions) -> Attachment:
+    import sparkwatch
+    from sparkwatch.listener.exporter import ExporterError
+
+    try:
+        return sparkwatch.attach(spark, metrics_port=opts.port, history_url=opts.history_url)
+    except ExporterError as exc:
+        raise DemoError(str(exc)) from None
+
+
+@contextmanager
+def checkpoint_root(given: Path | None) -> Iterator[Path]:
+    """The user's checkpoint directory (kept: queries resume from it), or a temporary one."""
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        yield given
+        return
+    root = Path(tempfile.mkdtemp(prefix="sparkwatch-demo-"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def live(opts: DemoOptions, att: Attachment, supervisor: Supervisor, progress: Progress,
+         screen: Screen, began: float) -> None:
+    def frame(width: int, height: int | None) -> list[str]:
+        now = time.monotonic()
+        reporting = reporting_queries(att)
+        progress.update(reporting, now)
+        top = header(opts, att, progress, len(reporting), supervisor.notes, now - began)
+        with att.state.read() as (apps, states):
+            table = render(apps, states, width, color=screen.tty,
+                           height=None if height is None else max(3, height - len(top) - 1))
+        # The header is plain text: clip it, a wrapped line would shift the in-place redraw.
+        return [clip(text, width) for text in top] + table.splitlines()
+
+    stop = threading.Event()
+    # --duration is the whole demo's run time, Spark's start-up included (not the shutdown).
+    deadline = None if opts.duration is None else began + opts.duration
+    with stop_on_signals(stop):
+        supervisor.start()
+        try:
+            run_live(frame, screen, stop, interval=opts.redraw_seconds, deadline=deadline)
+        finally:
+            # Ctrl-C can land between two redraws, after the last query reported.
+            progress.update(reporting_queries(att), time.monotonic())
+            screen.close()
+
+
+def shut_down(spark: SparkSession, att: Attachment, supervisor: Supervisor, out: TextIO) -> None:
+    print("stopping queries...", file=out, flush=True)
+    started = supervisor.finish(SHUTDOWN_SECONDS)
+    # A stop can still catch a batch in flight (one that overran its trigger), which Spark logs as
+    # ERRORs with a stack trace per task: noise for a deliberate stop. Real failures show below.
+    spark.sparkContext.setLogLevel("OFF")
+    for error in dq.stop_all(started, SHUTDOWN_SECONDS):
+        print(f"warning: could not stop {error}", file=out, flush=True)
+    # stop() returns before Spark's listener bus has delivered the terminations: wait for them,
+    # then for the listener to export and write everything.
+    names = {q.name for q in started}
+    dq.wait_until(lambda: not names & active_queries(att), SHUTDOWN_SECONDS)
+    if not att.flush(SHUTDOWN_SECONDS):
+        print(f"warning: listener did not drain within {SHUTDOWN_SECONDS:g}s", file=out, flush=True)
+    att.detach(SHUTDOWN_SECONDS)
+
+
+def active_queries(att: Attachment) -> set[str]:
+    with att.state.read() as (_, states):
+        return {q.name for q in states if q.active}
+
+
+def render_final(att: Attachment, progress: Progress) -> str:
+    width = shutil.get_terminal_size((120, 40)).columns
+    with att.state.read() as (apps, states):
+        table = render(apps, states, width)
+    stats = att.stats()
+    ready = (
+        f"all queries reported state {progress.all_reporting_after:.1f}s after start"
+        if progress.all_reporting_after is not None
+        else "not every query reported state"
+    )
+    return (
+        f"\nfinal state:\n{table}\n\n{ready}; listener received "
+        f"{sum(stats.received.values())} events, dropped {sum(stats.dropped.values())}"
+    )
+

@@ -1,0 +1,337 @@
+"""A compact live table of queries and their state operators, drawn from a :class:`MetricState`.
+
+:func:`render` is pure (state in, text out) so it is tested without Spark; :class:`Screen` and
+:func:`run_live` draw it: in place on a terminal, as spaced snapshots when stdout is a pipe.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from sparkwatch.metrics.state import QueryState
+from sparkwatch.model.events import AppInfo, StateOperator
+
+RESET, BOLD, DIM = "\x1b[0m", "\x1b[1m", "\x1b[2m"
+STATUS_COLORS = {"active": "\x1b[32m", "idle": "\x1b[33m", "failed": "\x1b[31m", "terminated": DIM}
+MIN_NAME = 14
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    query_title: str
+    operator_title: str
+    width: int
+    query_left: bool = False
+    """Left-align this column in query rows (text); numbers are always right-aligned."""
+
+
+# Query rows and operator rows share one grid so the table stays narrow; each kind of row has its
+# own header line naming what the shared columns hold for it.
+COLUMNS: tuple[Column, ...] = (
+    Column("STATUS", "ROWS", 11, query_left=True),
+    Column("BATCH", "UPDATED", 9),
+    Column("IN/S", "REMOVED", 9),
+    Column("PROC/S", "DROPPED", 9),
+    Column("DURATION", "MEMORY", 10),
+    Column("WM LAG", "COMMIT", 9),
+)
+
+
+# --- value formatting ---------------------------------------------------------------------------
+
+
+def fmt_count(n: float | None) -> str:
+    if n is None:
+        return "-"
+    if abs(n) < 1_000_000:
+        return str(int(n))
+    for unit, scale in (("G", 1e9), ("M", 1e6)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return str(int(n))  # pragma: no cover - unreachable
+
+
+def fmt_rate(r: float | None) -> str:
+    if r is None:
+        return "-"
+    return f"{r:.1f}" if r < 10_000 else fmt_count(r)
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None or n < 0:
+        return "-"
+    value, unit = float(n), "B"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, next_unit
+    if unit == "B":
+        return f"{int(value)} B"
+    return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 1:
+        return f"{s * 1000:.0f}ms"
+    if s < 60:
+        return f"{s:.1f}s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+
+
+# --- rows -----------------------------------------------------------------------------------------
+
+
+def status(q: QueryState) -> str:
+    if q.failed:
+        return "failed"
+    if not q.active:
+        return "terminated"
+    return "idle" if q.idle else "active"
+
+
+def watermark_lag(q: QueryState) -> float | None:
+    p = q.last_progress
+    if p is None or p.event_time.watermark is None or p.event_time.watermark <= 0:
+        return None  # batch 0 reports the epoch: no watermark yet
+    return max(0.0, p.timestamp - p.event_time.watermark)
+
+
+def query_cells(q: QueryState) -> list[str]:
+    p = q.last_progress
+    if p is None:
+        return [status(q), "-", "-", "-", "-", "-"]
+    return [
+        status(q),
+        str(p.batch_id),
+        fmt_rate(p.input_rows_per_second),
+        fmt_rate(p.processed_rows_per_second),
+        fmt_seconds(p.batch_duration_ms / 1000),
+        fmt_seconds(watermark_lag(q)),
+    ]
+
+
+def operator_cells(q: QueryState, op: StateOperator) -> list[str]:
+    totals = q.operators.get((op.index, op.name))
+    return [
+        fmt_count(op.num_rows_total),
+        fmt_count(op.num_rows_updated),
+        fmt_count(op.num_rows_removed),
+        fmt_count(totals.rows_dropped if totals is not None else op.num_rows_dropped_by_watermark),
+        fmt_bytes(op.memory_used_bytes),
+        fmt_seconds(op.commit_time_ms / 1000),
+    ]
+
+
+def sort_key(q: QueryState) -> tuple[str, str, str, str]:
+    return (q.app.name, q.app.id, q.name or q.query_id, q.query_id)
+
+
+# --- layout ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    name_width: int
+    columns: tuple[Column, ...]
+
+    @property
+    def width(self) -> int:
+        return self.name_width + sum(c.width for c in self.columns)
+
+
+def layout(names: Iterable[str], width: int) -> Layout:
+    """Give the name column what it needs up to what the width leaves, then drop columns from the
+    right until the line fits: a line wider than the terminal wraps and breaks in-place redraw."""
+    longest = max((len(n) for n in names), default=MIN_NAME) + 2
+    columns = COLUMNS
+    while True:
+        room = width - sum(c.width for c in columns)
+        name_width = max(min(MIN_NAME, width), min(longest, room))
+        if name_width + sum(c.width for c in columns) <= width or not columns:
+            return Layout(name_width, columns)
+        columns = columns[:-1]
+
+
+def clip(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + "…" if width > 0 else ""
+
+
+def line(
+    lay: Layout, name: str, cells: Sequence[str], colors: Sequence[str] = (), query: bool = True
+) -> str:
+    parts = [clip(name, lay.name_width - 1).ljust(lay.name_width)]
+    for i, (col, cell) in enumerate(zip(lay.columns, cells, strict=False)):
+        text = clip(cell, col.width - 1)
+        if query and col.query_left:
+            text = " " + text.ljust(col.width - 1)
+        else:
+            text = text.rjust(col.width)
+        color = colors[i] if i < len(colors) else ""
+        parts.append(f"{color}{text}{RESET}" if color else text)
+    return "".join(parts).rstrip()
+
+
+def _status_color(cell: str, color: bool) -> list[str]:
+    return [STATUS_COLORS.get(cell, "")] if color else []
+
+
+def _styled(text: str, style: str, color: bool) -> str:
+    return f"{style}{text}{RESET}" if color and text else text
+
+
+# --- render ---------------------------------------------------------------------------------------
+
+
+def render(
+    apps: Sequence[AppInfo],
+    queries: Sequence[QueryState],
+    width: int,
+    *,
+    height: int | None = None,
+    color: bool = False,
+) -> str:
+    """The table as text, no line wider than ``width`` (and no more than ``height`` lines)."""
+    ordered = sorted(queries, key=sort_key)
+    names = [q.name or q.query_id for q in ordered] + [
+        f"  #{op.index} {op.name}"
+        for q in ordered
+        if q.last_progress is not None
+        for op in q.last_progress.state_operators
+    ]
+    lay = layout(names, width)
+    out = [_styled(clip(app_line(apps, ordered), width), BOLD, color)]
+    out.append(_styled(line(lay, "QUERY", [c.query_title for c in lay.columns]), BOLD, color))
+    titles = [c.operator_title for c in lay.columns]
+    out.append(_styled(line(lay, "  OPERATOR", titles, query=False), DIM, color))
+    if not ordered:
+        out.append(_styled(clip("  (no streaming queries yet)", width), DIM, color))
+    for q in ordered:
+        out.extend(query_lines(q, lay, width, color))
+    return "\n".join(fit_height(out, height, width))
+
+
+def app_line(apps: Sequence[AppInfo], queries: Sequence[QueryState]) -> str:
+    counts: dict[str, int] = {}
+    for q in queries:
+        counts[status(q)] = counts.get(status(q), 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    app_text = "; ".join(
+        f"{a.name} ({a.id}{', Spark ' + a.spark_version if a.spark_version else ''})"
+        for a in sorted(apps, key=lambda a: (a.name, a.id))
+    )
+    return f"{app_text or 'no app'} - {len(queries)} queries" + (f": {summary}" if summary else "")
+
+
+def query_lines(q: QueryState, lay: Layout, width: int, color: bool) -> list[str]:
+    cells = query_cells(q)
+    lines = [line(lay, q.name or q.query_id, cells, _status_color(cells[0], color))]
+    p = q.last_progress
+    if p is None and q.active:
+        lines.append(_styled(clip("  (waiting for the first batch)", width), DIM, color))
+    for op in sorted(p.state_operators if p is not None else (), key=lambda o: o.index):
+        lines.append(line(lay, f"  #{op.index} {op.name}", operator_cells(q, op), query=False))
+    if q.failed and q.exception:
+        error = q.exception.strip().splitlines()[0] if q.exception.strip() else q.exception
+        lines.append(_styled(clip(f"  ! {error}", width), STATUS_COLORS["failed"], color))
+    return lines
+
+
+def fit_height(lines: list[str], height: int | None, width: int) -> list[str]:
+    # A frame taller than the terminal scrolls it, and the next redraw from "home" would then
+    # leave the scrolled-off part behind.
+    if height is None or len(lines) <= height:
+        return lines
+    keep = max(1, height - 1)
+    more = f"... {len(lines) - keep} more lines (enlarge the terminal)"
+    return [*lines[:keep], clip(more, width)]
+
+
+# --- drawing ------------------------------------------------------------------------------------
+
+CLEAR_SCREEN, HOME, CLEAR_EOL, CLEAR_EOS = "\x1b[2J", "\x1b[H", "\x1b[K", "\x1b[J"
+HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
+
+
+class Screen:
+    """Writes frames: redrawn in place on a terminal, every ``snapshot_every`` s to a pipe."""
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        tty: bool | None = None,
+        snapshot_every: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.tty = self.out.isatty() if tty is None else tty
+        self.snapshot_every = snapshot_every
+        self._clock = clock
+        self._last_snapshot: float | None = None
+        self._started = False
+
+    def size(self) -> tuple[int, int | None]:
+        """(width, height); a pipe has no height limit."""
+        cols, rows = shutil.get_terminal_size((120, 40))
+        return (cols, rows) if self.tty else (cols, None)
+
+    def show(self, lines: Sequence[str]) -> bool:
+        """Draw a frame; on a pipe only when a snapshot is due. True when drawn."""
+        if self.tty:
+            self._draw_in_place(lines)
+            return True
+        now = self._clock()
+        due = self._last_snapshot is None or now - self._last_snapshot >= self.snapshot_every
+        if not due:
+            return False
+        self._last_snapshot = now
+        self.out.write(f"--- {time.strftime('%H:%M:%S')} ---\n" + "\n".join(lines) + "\n")
+        self.out.flush()
+        return True
+
+    def _draw_in_place(self, lines: Sequence[str]) -> None:
+        # One write per frame, each line cleared to its end and the rest of the screen below:
+        # nothing is blanked first, so the table never flickers.
+        prefix = "" if self._started else HIDE_CURSOR + CLEAR_SCREEN
+        self._started = True
+        body = "".join(f"{text}{CLEAR_EOL}\n" for text in lines)
+        self.out.write(prefix + HOME + body + CLEAR_EOS)
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.tty and self._started:
+            self.out.write(SHOW_CURSOR)
+            self.out.flush()
+
+
+def run_live(
+    frame: Callable[[int, int | None], list[str]],
+    screen: Screen,
+    stop: threading.Event,
+    *,
+    interval: float = 1.0,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Redraw ``frame(width, height)`` every ``interval`` s until ``stop`` is set or ``deadline``
+    (a ``clock`` time) passes."""
+    while True:
+        width, height = screen.size()
+        screen.show(frame(width, height))
+        remaining = None if deadline is None else deadline - clock()
+        if remaining is not None and remaining <= 0:
+            return
+        wait = interval if remaining is None else min(interval, remaining)
+        if stop.wait(wait):
+            return
