@@ -223,6 +223,8 @@ def _apply_idle(state: QueryState, event: QueryIdle) -> None:
 
 
 def _apply_terminated(state: QueryState, event: QueryTerminated, now: float) -> None:
+    if event.run_id == state.run_id and state.terminated_at is not None:
+        return  # a redelivered termination: counting it again would double the failures
     if event.run_id != state.run_id:
         _start_run(state, event.run_id, None)
     state.active, state.idle = False, False
@@ -258,8 +260,8 @@ def _apply_progress(state: QueryState, p: QueryProgress) -> bool:
             hist = state.phase_duration[phase] = Histogram(PHASE_DURATION_BUCKETS)
         hist.observe(ms / 1000.0)
     for src in p.sources:
-        key = (src.index, src.description)
-        state.source_rows[key] = state.source_rows.get(key, 0) + src.num_input_rows
+        source = (src.index, src.description)
+        state.source_rows[source] = state.source_rows.get(source, 0) + src.num_input_rows
     for op in p.state_operators:
         totals = state.operators.get((op.index, op.name))
         if totals is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +35,7 @@ class EventParseError(ValueError):
     """Spark event JSON that cannot be turned into an event; the message names the field."""
 
 
-def parse_timestamp(value: str, where: str) -> float:
+def parse_timestamp(value: Any, where: str) -> float:
     """Spark's ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`` (UTC) to epoch seconds."""
     if not isinstance(value, str):
         raise EventParseError(f"{where}: expected an ISO-8601 timestamp string, got {value!r}")
@@ -238,7 +238,7 @@ def parse_terminated(data: Any) -> QueryTerminated:
     )
 
 
-_PARSERS = {
+_PARSERS: dict[EventKind, Callable[[Any], QueryEvent]] = {
     EventKind.STARTED: parse_started,
     EventKind.PROGRESS: parse_progress,
     EventKind.IDLE: parse_idle,
