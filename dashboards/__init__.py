@@ -1,0 +1,1 @@
+"""Grafana dashboards and Prometheus rules, generated from the metric catalogue (``sparkwatch.dashboards``)."""
