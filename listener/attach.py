@@ -6,15 +6,19 @@ import atexit
 import logging
 import os
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
+
+from sparkwatch import __version__
 from sparkwatch.listener.exporter import MetricsServer, serve_metrics
 from sparkwatch.listener.history_sink import HistorySink
 from sparkwatch.listener.intake import Handler, Intake
+from sparkwatch.listener.plan_reader import PlanReader, make_plan_reader
+from sparkwatch.listener.push_sink import Endpoint, PushSink, safe_url
 from sparkwatch.listener.receivers import JvmReceiver, make_public_listener, register_jvm
-
-from sparkwatch import __version__
 from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.metrics.stats import ListenerCounters, ListenerStats
@@ -37,6 +41,8 @@ class Attachment:
         self.counters = ListenerCounters()
         self.mode = "off"
         self.history: HistorySink | None = None
+        self.push: PushSink | None = None
+        self.plans: PlanReader | None = None
         self.intake: Intake | None = None
         self.server: MetricsServer | None = None
         self._remove: Callable[[], None] | None = None
@@ -51,12 +57,17 @@ class Attachment:
             queues[Intake.QUEUE] = self.intake.queue_state()
         if self.history is not None:
             queues[HistorySink.QUEUE] = self.history.queue_state()
+        if self.push is not None:
+            queues[PushSink.QUEUE] = self.push.queue_state()
         return self.counters.snapshot(self.app, self.mode, __version__, queues)
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until every event received so far is exported and written; False on timeout."""
+        """Wait until every event received so far is exported, written and pushed; False on
+        timeout."""
         if self.intake is None or not self.intake.flush(timeout):
             return self.intake is None
+        if self.push is not None and not self.push.flush(timeout):
+            return False
         return self.history is None or self.history.flush(timeout)
 
     def detach(self, timeout: float = 10.0) -> None:
@@ -72,6 +83,12 @@ class Attachment:
         if self.history is not None:
             self.history.stop(timeout)
             self.history = None
+        if self.push is not None:
+            self.push.stop(timeout)
+            self.push = None
+        if self.plans is not None:
+            self.plans.stop(timeout)
+            self.plans = None
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -96,6 +113,12 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
     if settings.history_url:
         att.history = _history_sink(settings, att.counters)
         handlers.append(("history", att.history))
+    if settings.push_url:
+        att.push = _push_sink(settings, att.counters)
+        handlers.append(("push", att.push))
+    # Operator identity from each run's executed plan, read on the reader's own thread.
+    att.plans = make_plan_reader(spark, app, att.state, settings)
+    handlers.append(("plans", att.plans))
     att.intake = Intake(app, settings.queue_capacity, att.counters, handlers)
     try:
         att.mode, att._remove = _register(spark, settings.mode, att)
@@ -104,19 +127,21 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
         raise
     atexit.register(att.detach)
     log.info(
-        "sparkwatch %s attached to %s (%s mode)%s%s",
+        "sparkwatch %s attached to %s (%s mode)%s%s%s",
         __version__,
         app.id,
         att.mode,
         f", /metrics on {settings.metrics_address}:{att.metrics_port}" if att.server else "",
         f", history {_safe_url(settings.history_url)}" if settings.history_url else "",
+        f", pushing to {safe_url(settings.push_url)}" if settings.push_url else "",
     )
     return att
 
 
 def _register(spark: Any, mode: str, att: Attachment) -> tuple[str, Callable[[], None]]:
     assert att.intake is not None
-    offer, on_error = att.intake.offer, att.counters.count_parse_error
+    # An event we could not take from Spark is lost: count it as dropped at the receiver.
+    offer, on_error = att.intake.offer, partial(att.counters.count_dropped, "receive", 1)
     if mode in ("auto", "jvm") and not _is_connect(spark):
         try:
             return "jvm", register_jvm(spark, JvmReceiver(offer, on_error))
@@ -144,6 +169,28 @@ def _history_sink(settings: ListenerSettings, counters: ListenerCounters) -> His
         capacity=settings.history_queue_capacity,
         batch_size=settings.history_batch_size,
         flush_seconds=settings.history_flush_seconds,
+    )
+
+
+def _push_sink(settings: ListenerSettings, counters: ListenerCounters) -> PushSink:
+    from sparkwatch.spool import Spool, SpoolBusy
+
+    assert settings.push_url is not None
+    spool = None
+    if settings.push_spool_dir:
+        try:
+            # No fsync: the spool outlives a collector outage; a lost driver loses its memory too.
+            spool = Spool(Path(settings.push_spool_dir), settings.push_spool_max_bytes, fsync=False)
+        except (SpoolBusy, OSError) as exc:
+            log.error("sparkwatch: push spool disabled, buffering in memory only: %s", exc)
+    return PushSink(
+        Endpoint(settings.push_url, settings.push_token, settings.push_timeout_seconds),
+        counters,
+        capacity=settings.push_queue_capacity,
+        batch_size=settings.push_batch_size,
+        flush_seconds=settings.push_flush_seconds,
+        spool=spool,
+        backoff=(min(0.5, settings.push_retry_max_seconds), settings.push_retry_max_seconds),
     )
 
 

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from sparkwatch.listener.queues import BoundedQueue
-
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 

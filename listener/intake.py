@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable, Sequence
 
 from sparkwatch.listener.queues import BoundedQueue
-
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import AppInfo, EventKind, ParsedEvent
 from sparkwatch.model.parse import EventParseError, envelope_from_json, parse_envelope

@@ -7,7 +7,7 @@ the README's configuration table is generated from :data:`LISTENER_FIELDS`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 DEFAULT_HISTORY_URL = "sqlite:///sparkwatch.db"
@@ -34,6 +34,15 @@ class ListenerSettings:
     queue_capacity: int = 10_000
     terminated_grace_seconds: float = 300.0
     app_name: str | None = None
+    push_url: str | None = None
+    push_token: str | None = field(default=None, repr=False)
+    push_batch_size: int = 500
+    push_flush_seconds: float = 1.0
+    push_queue_capacity: int = 10_000
+    push_timeout_seconds: float = 10.0
+    push_retry_max_seconds: float = 30.0
+    push_spool_dir: str | None = None
+    push_spool_max_bytes: int = 256 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +152,57 @@ LISTENER_FIELDS: tuple[Field, ...] = (
         "How long a terminated query's series stay in /metrics.",
     ),
     Field("app_name", "appName", _text, "Override the app name label (default: spark.app.name)."),
+    Field(
+        "push_url",
+        "push.url",
+        _optional_url,
+        "Collector ingest URL to push events to (http://collector:9751/api/v1/events); unset "
+        "or 'off': no push.",
+    ),
+    Field(
+        "push_token",
+        "push.token",
+        _text,
+        "Bearer token for the collector (prefer the env var: Spark conf shows in the Spark UI).",
+    ),
+    Field("push_batch_size", "push.batchSize", _positive_int, "Events per push request."),
+    Field(
+        "push_flush_seconds",
+        "push.flushSeconds",
+        _positive_float,
+        "Longest time an event waits before it is pushed.",
+    ),
+    Field(
+        "push_queue_capacity",
+        "push.queueCapacity",
+        _positive_int,
+        "Events buffered in memory for the push; beyond it new events are dropped and counted.",
+    ),
+    Field(
+        "push_timeout_seconds",
+        "push.timeoutSeconds",
+        _positive_float,
+        "Timeout of one push request; a failed push is retried with backoff.",
+    ),
+    Field(
+        "push_retry_max_seconds",
+        "push.retryMaxSeconds",
+        _positive_float,
+        "Longest wait between push retries (backoff doubles from 0.5 s up to it, with jitter).",
+    ),
+    Field(
+        "push_spool_dir",
+        "push.spoolDir",
+        _text,
+        "Directory of a disk spool for events the collector could not take yet (one per "
+        "app); unset: memory only.",
+    ),
+    Field(
+        "push_spool_max_bytes",
+        "push.spoolMaxBytes",
+        _positive_int,
+        "Bound of the push spool; beyond it new events are dropped and counted.",
+    ),
 )
 
 

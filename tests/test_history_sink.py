@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import sqlalchemy as sa
-from sparkwatch.listener.history_sink import HistorySink
 
 from sparkwatch.history.writer import HistoryWriter
+from sparkwatch.listener.history_sink import HistorySink
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import AppInfo, Envelope, EventKind
 from sparkwatch.model.parse import parse_envelope

@@ -6,7 +6,6 @@ import json
 import threading
 
 from sparkwatch.listener.intake import Intake
-
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import AppInfo, EventKind, ParsedEvent
 from tests.conftest import FIXTURES

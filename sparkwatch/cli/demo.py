@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="rows per second of each rate source (default 10)")
     parser.add_argument("--checkpoint-dir", type=Path, metavar="DIR",
                         help="keep checkpoints here, to resume (default: a temporary directory)")
+    parser.add_argument("--collector", action="store_true",
+                        help="push the events to a local collector (started for the demo on "
+                        "127.0.0.1:9751), which serves /metrics and writes the history")
     parser.set_defaults(func=run)
 
 
@@ -169,6 +172,41 @@ def run(args: argparse.Namespace) -> int:
     opts = preflight(args)
     quiet_libraries(getattr(args, "verbose", False))
     try:
+        if getattr(args, "collector", False):
+            return run_with_collector(opts, began)
         return run_demo(opts, sys.stdout, began=began)
     except DemoError as exc:
         raise CliError(str(exc)) from None
+
+
+def run_with_collector(opts: DemoOptions, began: float) -> int:
+    """The demo pushing to a real local collector process, which writes the history instead of
+    the listener; the listener reads the push settings from the environment, as apps do."""
+    from dataclasses import replace
+
+    from sparkwatch.collector.config import DEFAULT_PORT
+    from sparkwatch.collector.local import LocalCollectorError, local_collector
+    from sparkwatch.demo.runner import run_demo
+
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind(("127.0.0.1", DEFAULT_PORT))
+        except OSError:
+            raise CliError(f"port {DEFAULT_PORT} for the demo's collector is in use (is a "
+                           "collector already running?)") from None
+    try:
+        with local_collector(opts.history_url, DEFAULT_PORT) as collector:
+            print(f"collector: {collector.url}/metrics, history: "
+                  f"{describe(opts.history_url)}", flush=True)
+            os.environ["SPARKWATCH_PUSH_URL"] = collector.ingest_url
+            os.environ["SPARKWATCH_PUSH_TOKEN"] = collector.token
+            return run_demo(replace(opts, history_url=None), sys.stdout, began=began)
+    except LocalCollectorError as exc:
+        raise CliError(str(exc)) from None
+
+
+def describe(url: str | None) -> str:
+    from sparkwatch.history.engine import describe_url
+
+    return describe_url(url) if url else "off"

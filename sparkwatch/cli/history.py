@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 from sparkwatch.cli.db import add_url_argument, command_url, user_errors
 from sparkwatch.history.render import first_line, table, to_json
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint, to_dict
+from sparkwatch.plan.codec import plan_to_dict
+from sparkwatch.plan.describe import delay_text, keys_text, summary
+from sparkwatch.plan.model import Source
 
 if TYPE_CHECKING:
     from sparkwatch.history.reader import HistoryReader
@@ -47,6 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     state.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N")
     state.add_argument("--offset", type=_non_negative, default=0, metavar="N")
     state.set_defaults(func=run_state)
+    operators = views.add_parser(
+        "operators", parents=[common], help="what each state operator of a query is (its plan)"
+    )
+    operators.add_argument("query", metavar="QUERY", help="query id, name or unique id prefix")
+    operators.add_argument("--run", metavar="RUN_ID", help="a run (default: the latest read)")
+    operators.set_defaults(func=run_operators)
 
 
 def parse_time(text: str, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> datetime:
@@ -134,6 +143,7 @@ def run_state(args: argparse.Namespace) -> int:
             args.query, args.operator, args.since, args.until, args.limit, args.offset
         ),
     )
+    legend = _legend(args) if args.format == "table" and items else ""
     headers = ("TIME", "BATCH", "OPERATOR", "ROWS", "UPDATED", "REMOVED", "DROPPED",
                "MEMORY BYTES", "COMMIT MS")
     rows = [
@@ -142,4 +152,36 @@ def run_state(args: argparse.Namespace) -> int:
          p.memory_used_bytes, p.commit_time_ms)
         for p in items
     ]
-    return _emit(args, items, lambda: table(headers, rows))
+    return _emit(args, items, lambda: legend + table(headers, rows))
+
+
+def _legend(args: argparse.Namespace) -> str:
+    """One line per operator saying what it is, from the latest plan recorded (if any)."""
+    plans = _read(args, lambda reader: reader.plans(args.query))
+    if not plans or plans[0].source is not Source.PLAN:
+        return ""
+    lines = [f"operator {op.index} {op.operator}: {summary(op)}" for op in plans[0].operators]
+    return "\n".join(lines) + "\n\n"
+
+
+def run_operators(args: argparse.Namespace) -> int:
+    plans = _read(args, lambda reader: reader.plans(args.query, args.run))
+    plan = plans[0] if plans else None
+    if args.format == "json":
+        print(to_json([plan_to_dict(plan)] if plan is not None else []))
+        return 0
+    if plan is None:
+        print("no operator plan recorded yet (written by the listener once a run has a batch)")
+        return 0
+    headers = ("INDEX", "OPERATOR", "KIND", "KEYS", "MODE", "WATERMARK", "DELAY", "STORES",
+               "PROVIDER", "OP ID", "CHECKPOINT")
+    rows = [
+        (op.index, op.operator, op.kind, keys_text(op) if op.keys else None, op.output_mode,
+         op.watermark_column, delay_text(op.watermark_delay_ms) if op.watermarks else None,
+         op.num_state_stores, op.state_store_provider, op.operator_id, op.checkpoint_location)
+        for op in plan.operators
+    ]
+    source = "plan" if plan.source is Source.PLAN else f"progress only ({plan.note})"
+    print(f"run {plan.run_id}, batch {plan.batch_id}, from the {source}\n")
+    print(table(headers, rows))
+    return 0

@@ -16,6 +16,11 @@ COMMAND_MODULES = (
     "sparkwatch.cli.demo",
     "sparkwatch.cli.history",
     "sparkwatch.cli.db",
+    "sparkwatch.cli.collector",
+    "sparkwatch.cli.dashboards",
+    "sparkwatch.cli.rules",
+    "sparkwatch.cli.doctor",
+    "sparkwatch.cli.top",
 )
 
 

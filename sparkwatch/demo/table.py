@@ -16,6 +16,8 @@ from typing import TextIO
 
 from sparkwatch.metrics.state import QueryState
 from sparkwatch.model.events import AppInfo, StateOperator
+from sparkwatch.plan.describe import summary
+from sparkwatch.plan.model import Source
 
 RESET, BOLD, DIM = "\x1b[0m", "\x1b[1m", "\x1b[2m"
 STATUS_COLORS = {"active": "\x1b[32m", "idle": "\x1b[33m", "failed": "\x1b[31m", "terminated": DIM}
@@ -242,6 +244,8 @@ def query_lines(q: QueryState, lay: Layout, width: int, color: bool) -> list[str
         lines.append(_styled(clip("  (waiting for the first batch)", width), DIM, color))
     for op in sorted(p.state_operators if p is not None else (), key=lambda o: o.index):
         lines.append(line(lay, f"  #{op.index} {op.name}", operator_cells(q, op), query=False))
+        if q.plan_source() is Source.PLAN:  # what the operator is, once its plan was read
+            lines.append(_styled(clip(f"      {summary(q.identity(op))}", width), DIM, color))
     if q.failed and q.exception:
         error = q.exception.strip().splitlines()[0] if q.exception.strip() else q.exception
         lines.append(_styled(clip(f"  ! {error}", width), STATUS_COLORS["failed"], color))

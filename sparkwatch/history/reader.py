@@ -16,8 +16,10 @@ import sqlalchemy as sa
 from sparkwatch.history.engine import connect, create_engine, describe_url
 from sparkwatch.history.errors import UnknownOperator, UnknownQuery
 from sparkwatch.history.revision import check_schema
-from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun
+from sparkwatch.history.schema import Batch, OperatorBatch, OperatorPlan, QueryRun
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
+from sparkwatch.plan.codec import identity_from_dict
+from sparkwatch.plan.model import QueryPlan, Source
 
 DEFAULT_LIMIT = 100
 
@@ -84,6 +86,17 @@ class HistoryReader:
             if not rows and operator is not None:
                 _check_operator(conn, query_id, operator)
             return [StatePoint(**row._mapping) for row in rows]
+
+    def plans(self, query: str, run_id: str | None = None) -> list[QueryPlan]:
+        """Operator identity of each run of one query (or of ``run_id``), latest read first."""
+        with self._connection() as conn:
+            query_id = _resolve(conn, query)
+            plans = OperatorPlan.__table__.c
+            stmt = sa.select(OperatorPlan.__table__).where(plans.query_id == query_id)
+            if run_id is not None:
+                stmt = stmt.where(plans.run_id == run_id)
+            rows = conn.execute(stmt.order_by(plans.read_at.desc(), plans.operator_index)).all()
+            return plans_from_rows([dict(row._mapping) for row in rows])
 
     def resolve_query(self, query: str) -> str:
         """The query id for an id, a name or a unique id prefix; :class:`UnknownQuery` if none."""
@@ -219,4 +232,31 @@ def _check_operator(conn: sa.Connection, query_id: str, operator: int) -> None:
     listed = ", ".join(f"{index} {name}" for index, name in known) or "none recorded"
     raise UnknownOperator(
         f"query {query_id} has no state operator {operator} (operators: {listed})"
+    )
+
+
+def plans_from_rows(rows: list[dict[str, Any]]) -> list[QueryPlan]:
+    """``operator_plans`` rows (ordered latest read first) grouped back into plans, per run."""
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_run.setdefault(row["run_id"], []).append(row)
+    return [_plan_of(run_rows) for run_rows in by_run.values()]
+
+
+def _plan_of(rows: list[dict[str, Any]]) -> QueryPlan:
+    first = rows[0]
+    operators = [
+        identity_from_dict({**row["details"], "index": row["operator_index"],
+                            "operator": row["operator_name"], "kind": row["kind"]})
+        for row in sorted(rows, key=lambda r: r["operator_index"])
+    ]
+    return QueryPlan(
+        query_id=first["query_id"],
+        run_id=first["run_id"],
+        source=Source(first["source"]),
+        operators=tuple(operators),
+        batch_id=first["batch_id"],
+        read_at=first["read_at"].timestamp(),
+        note=first["note"],
+        settings=dict(first["settings"] or {}),
     )

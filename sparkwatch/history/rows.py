@@ -21,6 +21,8 @@ from sparkwatch.model.events import (
     QueryTerminated,
     StateOperator,
 )
+from sparkwatch.plan.codec import identity_to_dict
+from sparkwatch.plan.model import QueryPlan
 
 Row = dict[str, Any]
 
@@ -226,3 +228,35 @@ def clean_text(value: str | None) -> str | None:
 def _clean(value: str) -> str:
     # PostgreSQL text cannot hold NUL; keep the rest of the string.
     return value.replace("\x00", "\ufffd")
+
+
+# --- operator plans (migration 0003) --------------------------------------------------------
+
+
+def plan_rows(plan: QueryPlan) -> list[Row]:
+    """One ``operator_plans`` row per operator of the plan's run."""
+    return [
+        {
+            "run_id": plan.run_id,
+            "operator_index": op.index,
+            "query_id": plan.query_id,
+            "read_at": from_epoch(plan.read_at),
+            "batch_id": plan.batch_id,
+            "source": plan.source.value,
+            "note": clean_text(plan.note),
+            "operator_name": _clean(op.operator),
+            "kind": op.kind,
+            "node": op.node,
+            "operator_id": op.operator_id,
+            "keys": json_safe(list(op.keys)),
+            "output_mode": op.output_mode,
+            "watermark_column": clean_text(op.watermark_column),
+            "watermark_delay_ms": op.watermark_delay_ms,
+            "num_state_stores": op.num_state_stores,
+            "state_store_provider": op.state_store_provider,
+            "checkpoint_location": clean_text(op.checkpoint_location),
+            "details": json_safe(identity_to_dict(op)),
+            "settings": json_safe(dict(plan.settings)),
+        }
+        for op in plan.operators
+    ]

@@ -20,7 +20,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sparkwatch.history.columns import UtcDateTime, json_type
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0001"
+SCHEMA_REVISION = "0003"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -182,6 +182,114 @@ class SinkBatch(Base):
     # -1 for V1 sinks, which do not report it.
     num_output_rows: Mapped[int]
     metrics: Mapped[dict[str, Any]]
+
+
+# --- written by the collector's scheduled jobs (migration 0002) ---------------------------------
+
+MINUTE = "minute"
+HOUR = "hour"
+
+
+class QueryRollup(Base):
+    """Per-query aggregates of ``batches`` over one minute or hour, kept longer than raw rows."""
+
+    __tablename__ = "query_rollups"
+    __table_args__ = (sa.Index(None, "bucket_start"),)
+
+    query_id: Mapped[str] = mapped_column(primary_key=True)
+    resolution: Mapped[str] = mapped_column(primary_key=True)
+    bucket_start: Mapped[datetime] = mapped_column(primary_key=True)
+    batches: Mapped[int]
+    num_input_rows: Mapped[int]
+    batch_duration_ms_sum: Mapped[int]
+    batch_duration_ms_max: Mapped[int]
+
+
+class OperatorRollup(Base):
+    """Per-operator aggregates of ``operator_batches`` over one minute or hour."""
+
+    __tablename__ = "operator_rollups"
+    __table_args__ = (sa.Index(None, "bucket_start"),)
+
+    query_id: Mapped[str] = mapped_column(primary_key=True)
+    operator_index: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    resolution: Mapped[str] = mapped_column(primary_key=True)
+    bucket_start: Mapped[datetime] = mapped_column(primary_key=True)
+    operator_name: Mapped[str]
+    batches: Mapped[int]
+    num_rows_total_max: Mapped[int]
+    num_rows_total_avg: Mapped[float]
+    num_rows_updated: Mapped[int]
+    num_rows_removed: Mapped[int]
+    num_rows_dropped_by_watermark: Mapped[int]
+    memory_used_bytes_max: Mapped[int]
+    all_updates_time_ms: Mapped[int]
+    all_removals_time_ms: Mapped[int]
+    commit_time_ms: Mapped[int]
+
+
+class QueryStall(Base):
+    """A run that stopped reporting (no progress, no idle event) and, once it resumes, when."""
+
+    __tablename__ = "query_stalls"
+    __table_args__ = (sa.Index(None, "query_id", "detected_at"),)
+
+    run_id: Mapped[str] = mapped_column(primary_key=True)
+    detected_at: Mapped[datetime] = mapped_column(primary_key=True)
+    query_id: Mapped[str]
+    name: Mapped[str | None]
+    app_name: Mapped[str]
+    app_id: Mapped[str]
+    last_event_at: Mapped[datetime]
+    """The run's last event when the stall was detected."""
+    threshold_seconds: Mapped[float]
+    cleared_at: Mapped[datetime | None]
+
+
+class JobRun(Base):
+    """One claimed run of a scheduled job: the key makes each (job, slot) run once across
+    collector replicas sharing the database."""
+
+    __tablename__ = "job_runs"
+
+    job: Mapped[str] = mapped_column(primary_key=True)
+    slot: Mapped[datetime] = mapped_column(primary_key=True)
+    replica: Mapped[str]
+    ran_at: Mapped[datetime]
+
+
+# --- written by the listener's plan reader (migration 0003) -------------------------------------
+
+
+class OperatorPlan(Base):
+    """What state operator ``operator_index`` of a run is in the executed plan (one row per run
+    and operator; ``source`` = progress when the plan could not be read, with ``note`` saying
+    why). No foreign key: the plan may be written before the run's first batch row."""
+
+    __tablename__ = "operator_plans"
+    __table_args__ = (sa.Index(None, "query_id", "read_at"),)
+
+    run_id: Mapped[str] = mapped_column(primary_key=True)
+    operator_index: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    query_id: Mapped[str]
+    read_at: Mapped[datetime]
+    batch_id: Mapped[int | None]
+    source: Mapped[str]
+    note: Mapped[str | None] = mapped_column(sa.Text)
+    operator_name: Mapped[str]
+    kind: Mapped[str]
+    node: Mapped[str | None]
+    operator_id: Mapped[int | None] = mapped_column(sa.Integer)
+    keys: Mapped[Any]
+    output_mode: Mapped[str | None]
+    watermark_column: Mapped[str | None]
+    watermark_delay_ms: Mapped[int | None]
+    num_state_stores: Mapped[int | None] = mapped_column(sa.Integer)
+    state_store_provider: Mapped[str | None]
+    checkpoint_location: Mapped[str | None] = mapped_column(sa.Text)
+    # The whole identity (event-time keys, watermarks, join cleanup...) and the run's settings.
+    details: Mapped[dict[str, Any]]
+    settings: Mapped[dict[str, Any]]
 
 
 metadata = Base.metadata

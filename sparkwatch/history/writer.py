@@ -16,9 +16,17 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from sparkwatch.history import migrate
 from sparkwatch.history.engine import create_engine
-from sparkwatch.history.rows import Row, rows_for
-from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun, SinkBatch, SourceBatch
+from sparkwatch.history.rows import Row, plan_rows, rows_for
+from sparkwatch.history.schema import (
+    Batch,
+    OperatorBatch,
+    OperatorPlan,
+    QueryRun,
+    SinkBatch,
+    SourceBatch,
+)
 from sparkwatch.model.events import ParsedEvent
+from sparkwatch.plan.model import QueryPlan
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,19 @@ class HistoryWriter:
             _insert_new(conn, OperatorBatch, rows.operators)
             _insert_new(conn, SourceBatch, rows.sources)
             _insert_new(conn, SinkBatch, rows.sinks)
+
+    def write_plans(self, plans: Sequence[QueryPlan]) -> None:
+        """Write operator identities, replacing what an earlier read of the same run said (a
+        plan read later may know more than a fallback to the progress)."""
+        rows = [row for plan in plans for row in plan_rows(plan)]
+        if not rows:
+            return
+        engine = self._ready_engine()
+        with engine.begin() as conn:
+            stmt = _insert(conn, OperatorPlan)
+            keys = ("run_id", "operator_index")
+            values = {c: stmt.excluded[c] for c in rows[0] if c not in keys}
+            conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=values), rows)
 
     def close(self) -> None:
         if self._engine is not None:

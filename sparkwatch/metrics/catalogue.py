@@ -91,8 +91,15 @@ LISTENER_EVENTS_RECEIVED = _def(
 LISTENER_EVENTS_DROPPED = _def(
     "listener_events_dropped_total",
     C,
-    "Events dropped because a bounded queue was full (stage: intake, history, push).",
+    "Events lost, by stage: receive (could not be taken from Spark), intake / history / push "
+    "(a bounded queue was full or its sink gave up).",
     APP_LABELS + ("stage",),
+)
+LISTENER_EVENTS_DELIVERED = _def(
+    "listener_events_delivered_total",
+    C,
+    "Events a sink delivered (sink push: accepted by the collector, or refused by it as invalid).",
+    APP_LABELS + ("sink",),
 )
 LISTENER_DELIVERY_FAILURES = _def(
     "listener_delivery_failures_total",
@@ -130,6 +137,14 @@ QUERY_INFO = _def(
 QUERY_ACTIVE = _def("query_active", G, "1 while the query runs, 0 after it terminated.", Q)
 QUERY_IDLE = _def("query_idle", G, "1 when the last event was QueryIdleEvent (no new data).", Q)
 QUERY_FAILED = _def("query_failed", G, "1 when the query terminated with an exception.", Q)
+QUERY_STALLED = _def(
+    "query_stalled",
+    G,
+    "1 while the collector's stall detection marks the query's run as stalled (no progress and "
+    "no idle event for N trigger intervals); collector only.",
+    Q,
+    "collector job over the history's query_runs.last_event_at",
+)
 QUERY_RUNS = _def("query_runs_total", C, "Runs (starts and restarts) of the query seen.", Q)
 QUERY_FAILURES = _def(
     "query_failures_total",
@@ -276,6 +291,26 @@ QUERY_OBSERVED_METRIC = _def(
 )
 
 # --- state operators ----------------------------------------------------------------------------
+OPERATOR_IDENTITY_LABELS: tuple[str, ...] = (
+    "kind",
+    "operator_id",
+    "keys",
+    "output_mode",
+    "watermark_column",
+    "watermark_delay_seconds",
+    "state_store_provider",
+    "num_state_stores",
+    "checkpoint_location",
+    "source",
+)
+STATE_OPERATOR_INFO = _def(
+    "state_operator_info",
+    I,
+    "What the operator is in the physical plan: kind, keys, output mode, watermark, state "
+    "stores, provider, checkpoint (source=progress: plan not read, only kind is known).",
+    O + OPERATOR_IDENTITY_LABELS,
+    "executed plan of the run (listener, classic mode); operatorName otherwise",
+)
 STATE_ROWS = _def("state_rows", G, "Rows held in the operator's state.", O, "numRowsTotal")
 STATE_MEMORY = _def(
     "state_memory_used_bytes",
@@ -488,19 +523,5 @@ BATCH_DURATION_BUCKETS: tuple[float, ...] = (
     300.0,
     600.0,
 )
-PHASE_DURATION_BUCKETS: tuple[float, ...] = (
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-    300.0,
-)
+# Seven phases per query: few buckets keep the scrape small (they were half of all samples).
+PHASE_DURATION_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.25, 1.0, 5.0, 30.0, 120.0)

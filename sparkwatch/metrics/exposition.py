@@ -25,6 +25,7 @@ from sparkwatch.metrics.custom import KNOWN, split_instance_key
 from sparkwatch.metrics.state import MetricState, QueryState
 from sparkwatch.metrics.stats import ListenerStats
 from sparkwatch.model.events import QueryProgress, SourceProgress, StateOperator
+from sparkwatch.plan.describe import label_values
 
 MAX_SOURCE_LABEL = 120
 """Source descriptions are stable per query but can be long; cut to keep label values sane."""
@@ -106,6 +107,8 @@ def add_listener(out: Families, s: ListenerStats) -> None:
         out.add(cat.LISTENER_EVENTS_RECEIVED, (*app, kind), n)
     for stage in sorted(set(s.dropped) | set(s.queues)):
         out.add(cat.LISTENER_EVENTS_DROPPED, (*app, stage), s.dropped.get(stage, 0))
+    for sink, n in sorted(s.delivered.items()):
+        out.add(cat.LISTENER_EVENTS_DELIVERED, (*app, sink), n)
     for sink, n in sorted(s.delivery_failures.items()):
         out.add(cat.LISTENER_DELIVERY_FAILURES, (*app, sink), n)
     out.add(cat.LISTENER_PARSE_ERRORS, app, s.parse_errors)
@@ -192,6 +195,8 @@ def _add_event_time(out: Families, q: QueryState, labels: tuple[str, ...]) -> No
 
 
 def add_operator(out: Families, q: QueryState, op: StateOperator, labels: tuple[str, ...]) -> None:
+    identity = label_values(q.identity(op), q.plan_source())
+    out.add(cat.STATE_OPERATOR_INFO, (*labels, *identity), 1)
     out.add(cat.STATE_ROWS, labels, op.num_rows_total)
     out.add(cat.STATE_MEMORY, labels, op.memory_used_bytes)
     out.add(cat.STATE_LAST_ROWS_UPDATED, labels, op.num_rows_updated)

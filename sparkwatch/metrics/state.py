@@ -22,7 +22,10 @@ from sparkwatch.model.events import (
     QueryProgress,
     QueryStarted,
     QueryTerminated,
+    StateOperator,
 )
+from sparkwatch.plan.kinds import kind_of
+from sparkwatch.plan.model import OperatorIdentity, QueryPlan, Source
 
 RUNS_REMEMBERED = 4
 """Runs per query whose applied batches are remembered to recognise late redeliveries."""
@@ -101,6 +104,23 @@ class QueryState:
     phase_duration: dict[str, Histogram] = field(default_factory=dict)
     applied_batches: dict[str, int] = field(default_factory=dict)
     """Highest batch id applied per run id, for the last RUNS_REMEMBERED runs."""
+    plan: QueryPlan | None = None
+    """Operator identity of a run (from its executed plan), see :meth:`MetricState.apply_plan`."""
+
+    def identity(self, op: StateOperator) -> OperatorIdentity:
+        """``op`` as the current run's plan knows it, else as its progress name says."""
+        plan = self.plan
+        if plan is not None and plan.run_id == self.run_id:
+            known = plan.operator(op.index)
+            if known is not None and known.operator == op.name:
+                return known
+        return OperatorIdentity(index=op.index, operator=op.name, kind=kind_of(op.name))
+
+    def plan_source(self) -> Source:
+        plan = self.plan
+        if plan is not None and plan.run_id == self.run_id:
+            return plan.source
+        return Source.PROGRESS
 
     @property
     def key(self) -> tuple[str, str]:
@@ -164,6 +184,15 @@ class MetricState:
     def read(self) -> _Reader:
         """Context manager holding the lock while the exposition walks the state."""
         return _Reader(self)
+
+    def apply_plan(self, app: AppInfo, plan: QueryPlan) -> None:
+        """Keep the operator identity of ``plan``'s run (read off the event path, see
+        listener/plan_reader.py); a plan of an older run than the one seen is ignored."""
+        with self._lock:
+            state = self._queries.get((app.id, plan.query_id))
+            if state is None or (state.run_id and state.run_id != plan.run_id):
+                return
+            state.plan = plan
 
     def query(self, app_id: str, query_id: str) -> QueryState | None:
         with self._lock:

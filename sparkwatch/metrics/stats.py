@@ -19,6 +19,8 @@ class ListenerStats:
     dropped: dict[str, int] = field(default_factory=dict)
     delivery_failures: dict[str, int] = field(default_factory=dict)
     parse_errors: int = 0
+    delivered: dict[str, int] = field(default_factory=dict)
+    """sink name -> events delivered"""
     queues: dict[str, tuple[int, int]] = field(default_factory=dict)
     """queue name -> (size, capacity)"""
 
@@ -31,6 +33,7 @@ class ListenerCounters:
         self.received: dict[str, int] = {}
         self.dropped: dict[str, int] = {}
         self.delivery_failures: dict[str, int] = {}
+        self.delivered: dict[str, int] = {}
         self.parse_errors = 0
 
     def count_received(self, kind: str) -> None:
@@ -44,6 +47,10 @@ class ListenerCounters:
     def count_delivery_failure(self, sink: str) -> None:
         with self._lock:
             self.delivery_failures[sink] = self.delivery_failures.get(sink, 0) + 1
+
+    def count_delivered(self, sink: str, n: int) -> None:
+        with self._lock:
+            self.delivered[sink] = self.delivered.get(sink, 0) + n
 
     def count_parse_error(self) -> None:
         with self._lock:
@@ -62,4 +69,5 @@ class ListenerCounters:
                 delivery_failures=dict(self.delivery_failures),
                 parse_errors=self.parse_errors,
                 queues=dict(queues),
+                delivered=dict(self.delivered),
             )

@@ -1,0 +1,241 @@
+"""The HTTP API (FastAPI): ingest, /metrics, health, and the history read API.
+
+OpenAPI is served at /openapi.json (docs at /docs). Handlers are thin: the work is in
+:mod:`.ingest`, :mod:`.reads` and the metric exposition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from fastapi import Depends, FastAPI, Query, Request, Security
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from sparkwatch import __version__
+from sparkwatch.collector import models
+from sparkwatch.collector.auth import AuthError
+from sparkwatch.collector.body import BodyError, decompress, events_of, too_large
+from sparkwatch.collector.reads import Reads
+from sparkwatch.collector.service import Service
+from sparkwatch.history.errors import HistoryError, UnknownOperator, UnknownQuery
+from sparkwatch.spool import SpoolFull
+
+INGEST_PATH = "/api/v1/events"
+bearer = HTTPBearer(auto_error=False, description="Ingest token (per app) or read token.")
+# Declares the bearer scheme in OpenAPI; the handlers check the header themselves (exact errors).
+BEARER = Security(bearer)
+SPOOL_FULL_RETRY_SECONDS = 10
+FULL_FRACTION = 0.9
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"detail": message}, status_code=status, headers=headers)
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": models.Error} for code in codes}
+
+
+def create_app(service: Service) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        service.start()
+        try:
+            yield
+        finally:
+            service.stop()
+
+    app = FastAPI(
+        title="sparkwatch collector", version=__version__, lifespan=lifespan,
+        description="Receives Spark Structured Streaming events pushed by sparkwatch listeners; "
+        "serves /metrics for every app and the SQL history.",
+    )
+    read_auth = _read_auth(service)
+
+    @app.exception_handler(HistoryError)
+    async def history_error(_: Request, exc: HistoryError) -> JSONResponse:
+        status = 404 if isinstance(exc, UnknownQuery | UnknownOperator) else 503
+        return _error(status, str(exc))
+
+    @app.exception_handler(AuthError)
+    async def auth_error(_: Request, exc: AuthError) -> JSONResponse:
+        return _error(401, str(exc))
+
+    _add_ingest(app, service)
+    _add_operations(app, service, read_auth)
+    if service.reads is not None:
+        _add_reads(app, service.reads, read_auth)
+    return app
+
+
+def _read_auth(service: Service) -> list[Any]:
+    """The dependency guarding reads: only declared (in OpenAPI too) when a read token is set."""
+    if not service.auth.reads_protected:
+        return []
+
+    def check(request: Request, _: Any = BEARER) -> None:
+        service.auth.check_read(request.headers.get("authorization"))
+
+    return [Depends(check)]
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    """The raw body, refused as soon as it passes ``limit`` (never buffered beyond it)."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _add_ingest(app: FastAPI, service: Service) -> None:
+    settings = service.settings
+
+    @app.post(
+        INGEST_PATH, tags=["ingest"], response_model=models.IngestResult,
+        summary="Push a batch of listener events (JSON, optionally Content-Encoding: gzip)",
+        description="Valid events are accepted even when others in the request are not; the "
+        "response lists the refused ones with the reason. 200 once the accepted events are "
+        "durable in the collector's spool. 429 when every event was refused by a cardinality "
+        "limit; 503 (Retry-After) when the spool is full: nothing was accepted, send again.",
+        responses={**_errors(400, 401, 413, 415, 429, 503)},
+        openapi_extra={"requestBody": {"required": True, "content": {
+            "application/json": {"schema": models.INGEST_BODY_SCHEMA}}}},
+    )
+    async def ingest(request: Request, _: Any = BEARER) -> Any:
+        response = await _ingest(service, settings.max_body_bytes, request)
+        service.metrics.requests.labels(str(response.status_code)).inc()
+        return response
+
+
+async def _ingest(service: Service, limit: int, request: Request) -> JSONResponse:
+    try:
+        allowed = service.auth.ingest_app(request.headers.get("authorization"))
+        raw = decompress(await _body(request, limit), request.headers.get("content-encoding"),
+                         limit)
+        items = events_of(raw, service.settings.max_events_per_request)
+        outcome = await run_in_threadpool(service.ingestor.ingest, items, allowed)
+    except AuthError as exc:
+        return _error(401, str(exc))
+    except BodyError as exc:
+        return _error(exc.status, str(exc))
+    except SpoolFull as exc:
+        response = _error(503, f"not accepted, send again later: {exc}")
+        response.headers["Retry-After"] = str(SPOOL_FULL_RETRY_SECONDS)
+        return response
+    result = models.IngestResult(
+        accepted=outcome.accepted, duplicates=outcome.duplicates,
+        rejected=[models.Rejected(index=r.index, reason=r.reason, error=r.error)  # type: ignore[arg-type]
+                  for r in outcome.rejected],
+    )
+    if outcome.only_limits:
+        return JSONResponse({"detail": outcome.rejected[0].error, **result.model_dump()},
+                            status_code=429)
+    return JSONResponse(result.model_dump())
+
+
+def _add_operations(app: FastAPI, service: Service, read_auth: list[Any]) -> None:
+    @app.get("/metrics", tags=["operations"], dependencies=read_auth,
+             response_class=Response, responses={
+                 200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                       "description": "Prometheus text exposition"}, **_errors(401)})
+    def metrics() -> Response:
+        return Response(generate_latest(service.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz", tags=["operations"], response_model=models.Health)
+    def healthz() -> models.Health:
+        """The process serves requests."""
+        return models.Health(status="ok")
+
+    @app.get("/readyz", tags=["operations"], response_model=models.Ready,
+             responses={503: {"model": models.Ready}})
+    def readyz() -> Any:
+        """Ready to accept events; reports a degraded history store (ingest still works)."""
+        ready = _readiness(service)
+        return JSONResponse(ready.model_dump(), status_code=503 if ready.status == "full" else 200)
+
+
+def _readiness(service: Service) -> models.Ready:
+    pump, spool = service.pump, service.spool
+    history = models.HistoryHealth(enabled=pump is not None, ok=pump is None or pump.healthy,
+                                   error=pump.last_error if pump is not None else None)
+    status: Literal["ready", "degraded", "full"] = "ready" if history.ok else "degraded"
+    spool_health = None
+    if spool is not None:
+        spool_health = models.SpoolHealth(pending_bytes=spool.pending_bytes,
+                                          max_bytes=spool.max_bytes)
+        if spool.pending_bytes >= spool.max_bytes * FULL_FRACTION:
+            status = "full"
+    return models.Ready(status=status, history=history, spool=spool_health)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """Times without a zone are UTC, like everything in the history."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+Limit = Query(100, ge=1, le=1000, description="Page size.")
+Offset = Query(0, ge=0, le=1_000_000, description="Rows to skip (paging).")
+Since = Query(None, description="Start of the range (inclusive), ISO-8601; without it the "
+              "newest rows are returned.")
+Until = Query(None, description="End of the range (exclusive), ISO-8601.")
+
+
+def _add_reads(app: FastAPI, reads: Reads, read_auth: list[Any]) -> None:
+    def get(path: str, model: Any, summary: str) -> Callable[[Any], Any]:
+        return app.get(path, tags=["history"], response_model=model, summary=summary,
+                       dependencies=read_auth, responses=_errors(401, 404, 503))
+
+    @get("/api/v1/queries", list[models.QuerySummary], "Every query with its latest run")
+    def queries(limit: int = Limit, offset: int = Offset) -> Any:
+        return [_dump(q) for q in reads.queries(limit, offset)]
+
+    @get("/api/v1/queries/{query}/runs", list[models.RunSummary], "The runs of one query")
+    def runs(query: str, limit: int = Limit, offset: int = Offset) -> Any:
+        return [_dump(r) for r in reads.runs(query, limit, offset)]
+
+    @get("/api/v1/queries/{query}/state", list[models.StatePoint],
+         "State operators of one query over time")
+    def state(query: str, operator: int | None = Query(None, ge=0, le=10_000),
+              since: datetime | None = Since, until: datetime | None = Until,
+              limit: int = Limit, offset: int = Offset) -> Any:
+        return [_dump(p) for p in reads.state(query, operator, _utc(since), _utc(until), limit,
+                                              offset)]
+
+    @get("/api/v1/queries/{query}/progress", list[models.ProgressPoint],
+         "Per-batch progress of one query over time")
+    def progress(query: str, since: datetime | None = Since, until: datetime | None = Until,
+                 limit: int = Limit, offset: int = Offset) -> Any:
+        return reads.progress(query, _utc(since), _utc(until), limit, offset)
+
+    @get("/api/v1/queries/{query}/rollups", list[models.Rollup],
+         "Per-minute or per-hour aggregates of a query, or of one of its operators")
+    def rollups(query: str, resolution: Literal["minute", "hour"] = "minute",
+                operator: int | None = Query(None, ge=0, le=10_000),
+                since: datetime | None = Since, until: datetime | None = Until,
+                limit: int = Limit, offset: int = Offset) -> Any:
+        return reads.rollups(query, resolution, operator, _utc(since), _utc(until), limit,
+                             offset)
+
+    @get("/api/v1/stalls", list[models.Stall], "Stall marks, newest first")
+    def stalls(open: bool = Query(False, description="only stalls not yet cleared"),
+               limit: int = Limit, offset: int = Offset) -> Any:
+        return reads.stalls(open, limit, offset)
+
+
+def _dump(view: Any) -> dict[str, Any]:
+    return {name: getattr(view, name) for name in view.__dataclass_fields__}

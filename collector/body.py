@@ -1,0 +1,64 @@
+"""Decoding an ingest request body: size limits (before and after gzip), JSON, its shape.
+
+Every failure is a :class:`BodyError` with the HTTP status to answer and a message naming what
+was wrong with the request.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+
+class BodyError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def too_large(limit: int, what: str = "request body") -> BodyError:
+    return BodyError(413, f"{what} is larger than the limit of {limit} bytes (max_body_bytes)")
+
+
+def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """``body`` as sent with Content-Encoding ``encoding`` (identity or gzip), at most ``limit``
+    bytes once decompressed (a small gzip body can expand a thousandfold)."""
+    encoding = (encoding or "identity").strip().lower()
+    if encoding == "identity":
+        return body
+    if encoding != "gzip":
+        raise BodyError(415, f"unsupported Content-Encoding {encoding!r}: send gzip or identity")
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise BodyError(400, f"Content-Encoding is gzip but the body is not valid gzip: {exc}") \
+            from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise too_large(limit, "decompressed request body")
+    if not inflater.eof:
+        raise BodyError(400, "Content-Encoding is gzip but the body is truncated gzip")
+    return out
+
+
+def events_of(raw: bytes, max_events: int) -> list[Any]:
+    """The ``events`` array of a JSON body ``{"events": [...]}``; items are checked one by one
+    later, so that one bad event does not cost the others."""
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BodyError(400, f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BodyError(400, "request body is JSON nested too deeply") from None
+    if not isinstance(doc, dict) or "events" not in doc:
+        raise BodyError(400, 'request body must be a JSON object {"events": [...]}')
+    events = doc["events"]
+    if not isinstance(events, list):
+        raise BodyError(400, f'"events" must be a JSON array, got {type(events).__name__}')
+    if len(events) > max_events:
+        raise BodyError(
+            413, f"{len(events)} events in one request, over the limit of {max_events} "
+            "(max_events_per_request): send smaller batches"
+        )
+    return events

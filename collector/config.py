@@ -1,0 +1,224 @@
+"""The collector's typed settings, read once at the edge: CLI flags > env vars > defaults.
+
+Each setting has an env var ``SPARKWATCH_COLLECTOR_<NAME>`` and a flag ``--<name-with-dashes>``,
+except secrets: ingest tokens and the read token come only from the environment or a file, never
+from the command line (which any local user can read in ``ps``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from sparkwatch.settings import (
+    DEFAULT_HISTORY_URL,
+    OFF_WORDS,
+    SettingsError,
+    _bool,
+    _port,
+    _positive_float,
+    _positive_int,
+)
+
+ENV_PREFIX = "SPARKWATCH_COLLECTOR_"
+DEFAULT_PORT = 9751
+ANY_APP = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorSettings:
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    history_url: str | None = DEFAULT_HISTORY_URL
+    history_migrate: bool = True
+    spool_dir: Path = Path("sparkwatch-spool")
+    spool_max_bytes: int = 1 << 30
+    spool_fsync: bool = True
+    write_batch_size: int = 1000
+    tokens: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """(app name or ``*`` for any app, ingest token); an app may have several (rotation)"""
+    read_token: str | None = field(default=None, repr=False)
+    no_auth: bool = False
+    max_body_bytes: int = 16 << 20
+    max_events_per_request: int = 5000
+    max_apps: int = 500
+    max_queries_per_app: int = 200
+    max_operators_per_query: int = 64
+    terminated_grace_seconds: float = 300.0
+    stale_seconds: float = 900.0
+    jobs_enabled: bool = True
+    retention_days: float = 7.0
+    rollup_retention_days: float = 90.0
+    retention_interval_seconds: float = 3600.0
+    rollup_interval_seconds: float = 60.0
+    rollup_lookback_seconds: float = 7200.0
+    stall_intervals: int = 5
+    stall_min_seconds: float = 60.0
+    stall_check_seconds: float = 30.0
+    evict_interval_seconds: float = 30.0
+    replica: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    parse: Callable[[str], Any]
+    help: str
+    secret: bool = False
+    """Secrets have no flag (env or file only) and are never shown."""
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _optional_url(raw: str) -> str | None:
+    return None if raw.strip().lower() in OFF_WORDS else raw.strip()
+
+
+def _non_negative_float(raw: str) -> float:
+    value = float(raw)
+    if value < 0:
+        raise ValueError("expected a number >= 0")
+    return value
+
+
+def parse_tokens(raw: str) -> tuple[tuple[str, str], ...]:
+    """``app=token,app2=token2`` (or one pair per line); ``*=token`` accepts any app name; an app
+    may be listed with several tokens (to rotate them)."""
+    tokens: dict[str, str] = {}  # token -> app
+    for item in raw.replace("\n", ",").split(","):
+        item = item.strip()
+        if not item or item.startswith("#"):
+            continue
+        app, sep, token = item.partition("=")
+        if not sep or not app.strip() or not token.strip():
+            # Never echo the item: it may be a token with the app name forgotten.
+            raise ValueError("expected APP=TOKEN pairs separated by commas or newlines")
+        if tokens.get(token.strip(), app.strip()) != app.strip():
+            raise ValueError(f"one token is given to two apps ({tokens[token.strip()]!r} and "
+                             f"{app.strip()!r})")
+        tokens[token.strip()] = app.strip()
+    return tuple((app, token) for token, app in tokens.items())
+
+
+def _secret(raw: str) -> str | None:
+    return raw.strip() or None
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("host", str, "address to listen on"),
+    Setting("port", _port, "port to listen on"),
+    Setting("history_url", _optional_url,
+            "SQLAlchemy URL of the history (postgresql+psycopg://... in production); 'off' "
+            "keeps only /metrics"),
+    Setting("history_migrate", _bool, "upgrade the history schema on the first write"),
+    Setting("spool_dir", Path, "directory of the write-ahead spool (accepted events not yet "
+            "in the database); must survive restarts"),
+    Setting("spool_max_bytes", _positive_int,
+            "spool bound; when full, ingest answers 503 and clients keep their events"),
+    Setting("spool_fsync", _bool, "fsync each accepted request before answering (durable "
+            "across power loss; off: across process crashes only)"),
+    Setting("write_batch_size", _positive_int, "events per history transaction"),
+    Setting("tokens", parse_tokens, "ingest tokens, APP=TOKEN,... ('*=TOKEN' for any app)",
+            secret=True),
+    Setting("read_token", _secret, "token required on /metrics and the read API (default: "
+            "reads are open)", secret=True),
+    Setting("no_auth", _bool, "accept ingest without a token (development only)"),
+    Setting("max_body_bytes", _positive_int, "largest request body, before and after gzip"),
+    Setting("max_events_per_request", _positive_int, "most events in one ingest request"),
+    Setting("max_apps", _positive_int, "most distinct apps in /metrics"),
+    Setting("max_queries_per_app", _positive_int, "most distinct queries per app"),
+    Setting("max_operators_per_query", _positive_int, "most state operators per query"),
+    Setting("terminated_grace_seconds", _positive_float,
+            "how long a terminated query's series stay in /metrics"),
+    Setting("stale_seconds", _positive_float,
+            "series of a query with no event for this long are evicted"),
+    Setting("jobs_enabled", _bool, "run the scheduled jobs (retention, rollups, stalls)"),
+    Setting("retention_days", _positive_float, "days raw per-batch rows are kept"),
+    Setting("rollup_retention_days", _positive_float, "days rollups and runs are kept"),
+    Setting("retention_interval_seconds", _positive_float, "how often retention runs"),
+    Setting("rollup_interval_seconds", _positive_float, "how often rollups are recomputed"),
+    Setting("rollup_lookback_seconds", _positive_float,
+            "rollups recompute the buckets of this recent window (late events land in it)"),
+    Setting("stall_intervals", _positive_int,
+            "a run is stalled after this many trigger intervals without progress or idle"),
+    Setting("stall_min_seconds", _non_negative_float,
+            "a run is never stalled before this many seconds without events"),
+    Setting("stall_check_seconds", _positive_float, "how often stall detection runs"),
+    Setting("evict_interval_seconds", _positive_float, "how often stale series are evicted"),
+    Setting("replica", str, "name of this replica in job_runs (default: host-pid)"),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+assert set(BY_NAME) == {f.name for f in fields(CollectorSettings)}
+
+
+def load_collector_settings(
+    env: Mapping[str, str], flags: Mapping[str, str | None] | None = None,
+    tokens_file: Path | None = None,
+) -> CollectorSettings:
+    """Resolve settings: flags > env > defaults; a bad value names the flag or env var."""
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        raw, origin = _lookup(setting, env, flags or {})
+        if raw is None:
+            continue
+        try:
+            values[setting.name] = setting.parse(raw)
+        except ValueError as exc:
+            shown = "<secret>" if setting.secret else repr(raw)
+            raise SettingsError(f"{origin}={shown}: {exc}") from None
+    if tokens_file is not None:
+        values["tokens"] = parse_tokens_merged(values.get("tokens", ()),
+                                               _read_tokens_file(tokens_file))
+    settings = replace(CollectorSettings(), **values)
+    check(settings)
+    return settings
+
+
+def _lookup(
+    setting: Setting, env: Mapping[str, str], flags: Mapping[str, str | None]
+) -> tuple[str | None, str]:
+    if not setting.secret and flags.get(setting.name) is not None:
+        return flags[setting.name], setting.flag
+    if setting.env in env:
+        return env[setting.env], setting.env
+    return None, ""
+
+
+def parse_tokens_merged(*groups: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    try:
+        return parse_tokens(",".join(f"{app}={token}" for group in groups for app, token in group))
+    except ValueError as exc:
+        raise SettingsError(f"ingest tokens: {exc}") from None
+
+
+def _read_tokens_file(path: Path) -> tuple[tuple[str, str], ...]:
+    try:
+        return parse_tokens(path.read_text())
+    except OSError as exc:
+        raise SettingsError(f"--tokens-file {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise SettingsError(f"--tokens-file {path}: {exc}") from None
+
+
+def check(settings: CollectorSettings) -> None:
+    """Combinations that cannot work, refused at startup rather than discovered later."""
+    if not settings.tokens and not settings.no_auth:
+        raise SettingsError(
+            f"no ingest tokens: set {BY_NAME['tokens'].env}=APP=TOKEN,... or --tokens-file, "
+            f"or {BY_NAME['no_auth'].flag} for an unauthenticated development collector"
+        )
+    if settings.rollup_lookback_seconds > settings.retention_days * 86400:
+        raise SettingsError(
+            "--rollup-lookback-seconds is longer than --retention-days: rollups would be "
+            "recomputed from rows retention already deleted"
+        )

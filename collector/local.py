@@ -1,0 +1,102 @@
+"""A collector in a child process on localhost, for ``sparkwatch demo --collector``.
+
+A real ``sparkwatch collector`` process (not a thread of the demo): the demo then shows exactly
+what production does, pushes over HTTP included. The token is random and passed by environment.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+START_SECONDS = 30.0
+
+
+class LocalCollectorError(RuntimeError):
+    """The collector did not come up; the message holds the end of its log."""
+
+
+@dataclass(frozen=True, slots=True)
+class LocalCollector:
+    url: str
+    token: str
+
+    @property
+    def ingest_url(self) -> str:
+        return self.url + "/api/v1/events"
+
+
+@contextmanager
+def local_collector(history_url: str | None, port: int) -> Iterator[LocalCollector]:
+    """Start ``sparkwatch collector`` on 127.0.0.1:``port``, yield it, stop it (SIGTERM)."""
+    token = secrets.token_urlsafe(24)
+    with tempfile.TemporaryDirectory(prefix="sparkwatch-collector-") as tmp:
+        log_path = Path(tmp) / "collector.log"
+        args = [sys.executable, "-m", "sparkwatch.cli.main", "collector", "--host", "127.0.0.1",
+                "--port", str(port), "--history-url", history_url or "off",
+                "--spool-dir", str(Path(tmp) / "spool")]
+        env = {**os.environ, "SPARKWATCH_COLLECTOR_TOKENS": f"*={token}"}
+        with open(log_path, "wb") as log:
+            # Its own session: the terminal's Ctrl-C stops the demo, which then stops the
+            # collector after the last events were pushed.
+            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True, preexec_fn=_die_with_parent)
+        collector = LocalCollector(f"http://127.0.0.1:{port}", token)
+        try:
+            _wait_healthy(proc, collector, log_path)
+            yield collector
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the demo dies, even by SIGKILL (Linux), so that no
+    collector outlives it holding the port."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], collector: LocalCollector,
+                  log_path: Path) -> None:
+    """Until our collector answers an (empty) ingest with our token: another process on the
+    port would answer /healthz too, but not take our token."""
+    deadline = time.monotonic() + START_SECONDS
+    request = urllib.request.Request(
+        collector.ingest_url, b'{"events": []}', method="POST",
+        headers={"Authorization": f"Bearer {collector.token}",
+                 "Content-Type": "application/json"})
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LocalCollectorError(f"the collector exited: {_tail(log_path)}")
+        try:
+            with urllib.request.urlopen(request, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise LocalCollectorError(f"the collector did not start in {START_SECONDS:g}s: "
+                              f"{_tail(log_path)}")
+
+
+def _tail(path: Path) -> str:
+    lines = path.read_text(errors="replace").strip().splitlines()
+    return lines[-1] if lines else "(no output)"

@@ -1,0 +1,180 @@
+"""Request and response shapes of the HTTP API, as Pydantic models (they make the OpenAPI)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Error(BaseModel):
+    detail: str = Field(description="What was wrong, in one line.")
+
+
+class Rejected(BaseModel):
+    index: int = Field(description="Position of the event in the request's events array.")
+    reason: Literal["invalid", "forbidden_app", "limit"]
+    error: str = Field(description="Why, naming the offending field or limit.")
+
+
+class IngestResult(BaseModel):
+    accepted: int = Field(description="Events accepted: durable in the spool and in /metrics.")
+    duplicates: int = Field(
+        description="Accepted progress events already seen (same run id and batch id): not "
+        "counted again.")
+    rejected: list[Rejected] = Field(description="Events refused, with the reason for each.")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class HistoryHealth(BaseModel):
+    enabled: bool
+    ok: bool = Field(description="False while history writes fail (events stay spooled).")
+    error: str | None = None
+
+
+class SpoolHealth(BaseModel):
+    pending_bytes: int
+    max_bytes: int
+
+
+class Ready(BaseModel):
+    status: Literal["ready", "degraded", "full"] = Field(
+        description="ready; degraded: the history store is failing, ingest continues into the "
+        "spool; full: the spool is (nearly) full, ingest answers 503.")
+    history: HistoryHealth
+    spool: SpoolHealth | None = None
+
+
+class QuerySummary(BaseModel):
+    query_id: str
+    name: str | None
+    app_name: str
+    latest_run_id: str
+    status: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    last_event_at: datetime
+    runs: int
+    batches: int
+    last_batch_id: int | None
+    last_progress_at: datetime | None
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    query_id: str
+    name: str | None
+    app_name: str
+    app_id: str
+    spark_version: str
+    status: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    last_event_at: datetime
+    exception: str | None
+    error_class: str | None
+    batches: int
+    first_batch_id: int | None
+    last_batch_id: int | None
+
+
+class StatePoint(BaseModel):
+    timestamp: datetime
+    run_id: str
+    batch_id: int
+    operator_index: int
+    operator_name: str
+    num_rows_total: int
+    num_rows_updated: int
+    all_updates_time_ms: int
+    num_rows_removed: int
+    all_removals_time_ms: int
+    commit_time_ms: int
+    memory_used_bytes: int
+    num_rows_dropped_by_watermark: int
+    num_shuffle_partitions: int
+    num_state_store_instances: int
+    custom_metrics: dict[str, Any]
+
+
+class ProgressPoint(BaseModel):
+    timestamp: datetime
+    run_id: str
+    batch_id: int
+    batch_duration_ms: int
+    num_input_rows: int
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+    duration_ms: dict[str, Any]
+    event_time_min: datetime | None
+    event_time_max: datetime | None
+    event_time_avg: datetime | None
+    watermark: datetime | None
+
+
+class Rollup(BaseModel):
+    """A query rollup; operator rollups carry the operator fields too."""
+
+    query_id: str
+    resolution: Literal["minute", "hour"]
+    bucket_start: datetime
+    batches: int
+    num_input_rows: int | None = None
+    batch_duration_ms_sum: int | None = None
+    batch_duration_ms_max: int | None = None
+    operator_index: int | None = None
+    operator_name: str | None = None
+    num_rows_total_max: int | None = None
+    num_rows_total_avg: float | None = None
+    num_rows_updated: int | None = None
+    num_rows_removed: int | None = None
+    num_rows_dropped_by_watermark: int | None = None
+    memory_used_bytes_max: int | None = None
+    all_updates_time_ms: int | None = None
+    all_removals_time_ms: int | None = None
+    commit_time_ms: int | None = None
+
+
+class Stall(BaseModel):
+    run_id: str
+    query_id: str
+    name: str | None
+    app_name: str
+    app_id: str
+    detected_at: datetime
+    last_event_at: datetime
+    threshold_seconds: float
+    cleared_at: datetime | None
+
+
+INGEST_BODY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["events"],
+    "properties": {
+        "events": {
+            "type": "array",
+            "description": (
+                "Listener events, each the wire envelope {kind, app: {name, id, spark_version}, "
+                "received_at, payload} where payload is Spark's own event JSON. Items are "
+                "validated one by one (not by this schema), so one bad event does not refuse "
+                "the others. At most max_events_per_request items (default 5000)."
+            ),
+            "items": {},
+        }
+    },
+    "example": {
+        "events": [{
+            "kind": "idle",
+            "app": {"name": "orders-etl", "id": "app-20261121093000-0001",
+                    "spark_version": "4.3.0"},
+            "received_at": 1795252542.5,
+            "payload": {"id": "1891866a-6a90-4757-ae6c-d02aafae929f",
+                        "runId": "2e963325-7856-4a04-95cf-ac7ac40941b8",
+                        "timestamp": "2026-11-21T10:15:42.500Z"},
+        }]
+    },
+}

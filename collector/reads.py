@@ -1,0 +1,134 @@
+"""The history read API's queries: the reader ``sparkwatch history`` uses, plus progress,
+rollups and stall marks over a time range, all with paging.
+
+A database that is down or not migrated is a :class:`HistoryError` the API answers with 503; an
+unknown query or operator is answered with 404.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+
+from sparkwatch.history.engine import connect, create_engine
+from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
+from sparkwatch.history.reader import HistoryReader
+from sparkwatch.history.schema import Batch, OperatorRollup, QueryRollup, QueryStall
+from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
+
+T = TypeVar("T")
+
+PROGRESS_COLUMNS = (
+    "timestamp", "run_id", "batch_id", "batch_duration_ms", "num_input_rows",
+    "input_rows_per_second", "processed_rows_per_second", "duration_ms", "event_time_min",
+    "event_time_max", "event_time_avg", "watermark",
+)
+
+
+class Reads:
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._lock = threading.Lock()
+        self._reader: HistoryReader | None = None
+        self._engine: sa.Engine | None = None
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        if self._engine is not None:
+            self._engine.dispose()
+
+    def _ready(self) -> tuple[HistoryReader, sa.Engine]:
+        """Created on first use: a SQLite file that does not exist yet is not an error at start."""
+        with self._lock:
+            if self._reader is None:
+                self._reader = HistoryReader(self._url)
+            if self._engine is None:
+                self._engine = create_engine(self._url)
+            return self._reader, self._engine
+
+    def _with(self, view: Callable[[HistoryReader], T]) -> T:
+        reader, _ = self._ready()
+        try:
+            return view(reader)
+        except sa.exc.DBAPIError as exc:
+            raise HistoryUnavailable(f"history query failed: {_first_line(exc)}") from None
+
+    def queries(self, limit: int, offset: int) -> list[QuerySummary]:
+        return self._with(lambda r: r.queries())[offset: offset + limit]
+
+    def runs(self, query: str, limit: int, offset: int) -> list[RunSummary]:
+        _check_text(query)
+        return self._with(lambda r: r.runs(query))[offset: offset + limit]
+
+    def state(self, query: str, operator: int | None, since: datetime | None,
+              until: datetime | None, limit: int, offset: int) -> list[StatePoint]:
+        _check_text(query)
+        return self._with(lambda r: r.state(query, operator, since, until, limit, offset))
+
+    def resolve(self, query: str) -> str:
+        _check_text(query)
+        return self._with(lambda r: r.resolve_query(query))
+
+    def progress(self, query: str, since: datetime | None, until: datetime | None, limit: int,
+                 offset: int) -> list[dict[str, Any]]:
+        """Per-batch progress of one query, oldest first (newest ``limit`` without ``since``)."""
+        b = Batch.__table__.c
+        stmt = sa.select(*(b[c] for c in PROGRESS_COLUMNS)).where(b.query_id == self.resolve(query))
+        return self._range(stmt, b.timestamp, [b.timestamp, b.batch_id], since, until, limit,
+                           offset)
+
+    def rollups(self, query: str, resolution: str, operator: int | None, since: datetime | None,
+                until: datetime | None, limit: int, offset: int) -> list[dict[str, Any]]:
+        model = QueryRollup if operator is None else OperatorRollup
+        t = model.__table__.c
+        stmt = sa.select(model.__table__).where(
+            t.query_id == self.resolve(query), t.resolution == resolution)
+        order = [t.bucket_start]
+        if operator is not None:
+            stmt = stmt.where(t.operator_index == operator)
+        return self._range(stmt, t.bucket_start, order, since, until, limit, offset)
+
+    def stalls(self, open_only: bool, limit: int, offset: int) -> list[dict[str, Any]]:
+        s = QueryStall.__table__
+        stmt = sa.select(s).order_by(s.c.detected_at.desc(), s.c.run_id)
+        if open_only:
+            stmt = stmt.where(s.c.cleared_at.is_(None))
+        return self._rows(stmt.limit(limit).offset(offset))
+
+    def _range(self, stmt: sa.Select[Any], time_column: Any, order: list[Any],
+               since: datetime | None, until: datetime | None, limit: int,
+               offset: int) -> list[dict[str, Any]]:
+        """Like the reader's state(): newest ``limit`` rows, or the first from ``since``."""
+        if since is not None:
+            stmt = stmt.where(time_column >= since)
+        if until is not None:
+            stmt = stmt.where(time_column < until)
+        if since is None:
+            rows = self._rows(stmt.order_by(*(c.desc() for c in order)).limit(limit)
+                              .offset(offset))
+            return list(reversed(rows))
+        return self._rows(stmt.order_by(*order).limit(limit).offset(offset))
+
+    def _rows(self, stmt: sa.Select[Any]) -> list[dict[str, Any]]:
+        _, engine = self._ready()
+        try:
+            with connect(engine) as conn:
+                return [dict(row._mapping) for row in conn.execute(stmt)]
+        except sa.exc.DBAPIError as exc:
+            raise HistoryUnavailable(f"history query failed: {_first_line(exc)}") from None
+
+
+def _check_text(query: str) -> None:
+    # PostgreSQL text cannot hold NUL: such a name can match no query.
+    if "\x00" in query:
+        raise UnknownQuery("no query has a NUL character in its id or name")
+
+
+def _first_line(exc: sa.exc.DBAPIError) -> str:
+    text = str(exc.orig or exc).strip()
+    return (text.splitlines() or [type(exc).__name__])[0]

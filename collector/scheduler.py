@@ -1,0 +1,73 @@
+"""The scheduled jobs, on an APScheduler background scheduler.
+
+Database jobs (retention, rollups, stall detection) are leased (:mod:`.leases`): they run once per
+slot across replicas. Local jobs (evicting stale series from this replica's memory, refreshing its
+copy of the stall marks) run on every replica, as each holds its own state.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from sparkwatch.collector.config import CollectorSettings
+from sparkwatch.collector.leases import Job, LeasedRunner
+from sparkwatch.collector.retention import Retention
+from sparkwatch.collector.rollups import Rollups
+from sparkwatch.collector.stalls import StallBoard, StallDetection
+from sparkwatch.metrics.state import MetricState
+
+log = logging.getLogger(__name__)
+
+
+def leased_jobs(settings: CollectorSettings) -> list[Job]:
+    return [
+        Job("retention", settings.retention_interval_seconds,
+            Retention(settings.retention_days, settings.rollup_retention_days)),
+        Job("rollups", settings.rollup_interval_seconds,
+            Rollups(settings.rollup_lookback_seconds)),
+        Job("stalls", settings.stall_check_seconds,
+            StallDetection(settings.stall_intervals, settings.stall_min_seconds,
+                           settings.retention_days)),
+    ]
+
+
+def start_scheduler(
+    settings: CollectorSettings,
+    state: MetricState,
+    runner: LeasedRunner | None,
+    engine: sa.Engine | None,
+    board: StallBoard,
+) -> BackgroundScheduler:
+    scheduler = BackgroundScheduler(timezone=UTC)
+    soon = datetime.now(UTC) + timedelta(seconds=1)
+
+    def every(seconds: float, func: object, name: str) -> None:
+        scheduler.add_job(func, IntervalTrigger(seconds=seconds, timezone=UTC), id=name,
+                          name=name, max_instances=1, coalesce=True, next_run_time=soon)
+
+    every(settings.evict_interval_seconds, state.evict, "evict")
+    if runner is not None and engine is not None and settings.jobs_enabled:
+        for job in leased_jobs(settings):
+            every(job.interval_seconds, _bind(runner, job), job.name)
+        every(min(settings.stall_check_seconds, 15.0), _refresh(board, engine), "stall-board")
+    scheduler.start()
+    return scheduler
+
+
+def _bind(runner: LeasedRunner, job: Job) -> object:
+    return lambda: runner.run(job)
+
+
+def _refresh(board: StallBoard, engine: sa.Engine) -> object:
+    def refresh() -> None:
+        try:
+            board.refresh(engine)
+        except Exception as exc:  # noqa: BLE001 - keep the last known marks while the DB is down
+            log.debug("stall board refresh failed: %s", exc)
+
+    return refresh

@@ -1,0 +1,119 @@
+"""The collector's parts, built from settings and started/stopped together.
+
+Startup never waits for the database: the collector must accept events while it is down. The
+schema is migrated from a background thread (retried), the spool's pending events are folded back
+into the metric state so /metrics shows them again after a restart, and the history pump replays
+them into the database once it is reachable.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import CollectorRegistry
+
+from sparkwatch.collector.auth import Auth
+from sparkwatch.collector.config import CollectorSettings
+from sparkwatch.collector.ingest import Ingestor
+from sparkwatch.collector.leases import LeasedRunner
+from sparkwatch.collector.limits import Caps
+from sparkwatch.collector.pump import HistoryPump, decode_records
+from sparkwatch.collector.reads import Reads
+from sparkwatch.collector.scheduler import start_scheduler
+from sparkwatch.collector.selfmetrics import SelfMetrics
+from sparkwatch.collector.stalls import StallBoard, StalledGauge
+from sparkwatch.history import migrate
+from sparkwatch.history.engine import create_engine, describe_url
+from sparkwatch.history.writer import HistoryWriter
+from sparkwatch.metrics.exposition import SparkwatchCollector
+from sparkwatch.metrics.state import MetricState
+from sparkwatch.spool import Spool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Service:
+    settings: CollectorSettings
+    state: MetricState
+    registry: CollectorRegistry
+    metrics: SelfMetrics
+    auth: Auth
+    ingestor: Ingestor
+    board: StallBoard
+    spool: Spool | None = None
+    pump: HistoryPump | None = None
+    reads: Reads | None = None
+    engine: sa.Engine | None = None
+    scheduler: BackgroundScheduler | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        if self.pump is not None:
+            self.pump.start()
+        if self.engine is not None and self.settings.history_migrate:
+            threading.Thread(target=self._migrate, name="collector-migrate", daemon=True).start()
+        runner = None
+        if self.engine is not None:
+            runner = LeasedRunner(self.engine, self.settings.replica, self.metrics)
+        self.scheduler = start_scheduler(self.settings, self.state, runner, self.engine,
+                                         self.board)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+        if self.pump is not None:
+            self.pump.stop(timeout)
+        if self.spool is not None:
+            self.spool.close()
+        if self.reads is not None:
+            self.reads.close()
+        if self.engine is not None:
+            self.engine.dispose()
+
+    def _migrate(self) -> None:
+        """Upgrade the schema so that jobs and reads work before the first event is written."""
+        assert self.engine is not None
+        delay = 1.0
+        while not self._stop.is_set():
+            try:
+                migrate.upgrade(self.engine)
+                return
+            except Exception as exc:  # noqa: BLE001 - the database may be down: retry
+                log.info("history schema upgrade failed, retrying in %.0f s: %s", delay,
+                         str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
+            self._stop.wait(delay)
+            delay = min(delay * 2, 30.0)
+
+
+def build_service(settings: CollectorSettings) -> Service:
+    state = MetricState(settings.terminated_grace_seconds, settings.stale_seconds)
+    registry = CollectorRegistry(auto_describe=False)
+    metrics = SelfMetrics(registry)
+    board = StallBoard()
+    registry.register(SparkwatchCollector(state))
+    registry.register(StalledGauge(state, board))
+    spool = pump = reads = engine = None
+    if settings.history_url:
+        engine = create_engine(settings.history_url)  # checks URL and driver now, connects later
+        spool = Spool(settings.spool_dir, settings.spool_max_bytes, settings.spool_fsync)
+        metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes)
+        writer = HistoryWriter(settings.history_url, migrate=settings.history_migrate)
+        pump = HistoryPump(spool, writer, metrics, settings.write_batch_size)
+        reads = Reads(settings.history_url)
+        restored = state.apply_all(decode_records(list(spool.pending())))
+        log.info("history %s, spool %s (%d bytes pending, %d events restored to /metrics)",
+                 describe_url(settings.history_url), settings.spool_dir, spool.pending_bytes,
+                 restored)
+    caps = Caps(settings.max_apps, settings.max_queries_per_app, settings.max_operators_per_query)
+    return Service(
+        settings=settings, state=state, registry=registry, metrics=metrics,
+        auth=Auth(settings.tokens, settings.read_token, settings.no_auth),
+        ingestor=Ingestor(state, spool, caps, metrics), board=board, spool=spool, pump=pump,
+        reads=reads, engine=engine,
+    )

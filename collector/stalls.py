@@ -1,0 +1,152 @@
+"""Stalled queries: a running run with no progress and no idle event for N trigger intervals.
+
+Detection is a leased job over the shared history (any replica may have received the run's
+events): it opens a mark in ``query_stalls`` and clears it once the run reports again or ends.
+Every replica reads the open marks into a :class:`StallBoard` for its
+``spark_streaming_query_stalled`` gauge, so the gauge agrees whichever replica Prometheus scrapes.
+
+The trigger interval is not in Spark's events; it is estimated as the median gap between the run's
+recent batches. The threshold never goes below ``min_seconds``: Spark reports an idle query only
+every ``spark.sql.streaming.noDataProgressEventInterval`` (10 s by default), whatever the trigger.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from sparkwatch.history.schema import Batch, QueryRun, QueryStall
+from sparkwatch.metrics import catalogue as cat
+from sparkwatch.metrics.state import MetricState
+
+RECENT_BATCHES = 11
+
+
+@dataclass(frozen=True, slots=True)
+class StallDetection:
+    intervals: int
+    min_seconds: float
+    horizon_days: float
+    """Runs silent for longer than this are history, not stalls (and retention's business)."""
+
+    def __call__(self, conn: sa.Connection, now: datetime) -> tuple[int, int]:
+        """Open marks for newly stalled runs, clear those that resumed; (opened, cleared)."""
+        horizon = now - timedelta(days=self.horizon_days)
+        runs = {r.run_id: r for r in conn.execute(_active_runs(horizon))}
+        gaps = _trigger_intervals(conn, list(runs))
+        open_marks = {m.run_id: m for m in conn.execute(
+            sa.select(QueryStall.__table__).where(QueryStall.cleared_at.is_(None)))}
+        cleared = [
+            mark.run_id for mark in open_marks.values()
+            if mark.run_id not in runs or runs[mark.run_id].last_event_at > mark.last_event_at
+        ]
+        if cleared:
+            conn.execute(sa.update(QueryStall).where(
+                QueryStall.cleared_at.is_(None), QueryStall.run_id.in_(cleared)
+            ).values(cleared_at=now))
+        opened = []
+        for run in runs.values():
+            threshold = self.threshold(gaps.get(run.run_id))
+            silent = (now - run.last_event_at).total_seconds()
+            if silent >= threshold and (run.run_id not in open_marks or run.run_id in cleared):
+                opened.append(_mark(run, now, threshold))
+        if opened:
+            conn.execute(sa.insert(QueryStall), opened)
+        return len(opened), len(cleared)
+
+    def threshold(self, interval: float | None) -> float:
+        return max(self.min_seconds, self.intervals * interval) if interval else self.min_seconds
+
+
+def _active_runs(horizon: datetime) -> sa.Select[Any]:
+    r = QueryRun.__table__.c
+    return sa.select(r.run_id, r.query_id, r.name, r.app_name, r.app_id, r.last_event_at).where(
+        r.ended_at.is_(None), r.last_event_at >= horizon
+    )
+
+
+def _trigger_intervals(conn: sa.Connection, run_ids: list[str]) -> dict[str, float]:
+    """Median seconds between each run's recent batches (runs with fewer than two: absent)."""
+    if not run_ids:
+        return {}
+    b = Batch.__table__.c
+    ranked = sa.select(
+        b.run_id, b.timestamp,
+        sa.func.row_number().over(partition_by=b.run_id, order_by=b.batch_id.desc()).label("rn"),
+    ).where(b.run_id.in_(run_ids)).subquery()
+    times: dict[str, list[datetime]] = {}
+    for run_id, ts in conn.execute(
+        sa.select(ranked.c.run_id, ranked.c.timestamp).where(ranked.c.rn <= RECENT_BATCHES)
+    ):
+        times.setdefault(run_id, []).append(ts)
+    out = {}
+    for run_id, stamps in times.items():
+        stamps.sort()
+        gaps = [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)]
+        if gaps:
+            out[run_id] = statistics.median(gaps)
+    return out
+
+
+def _mark(run: Any, now: datetime, threshold: float) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id, "detected_at": now, "query_id": run.query_id, "name": run.name,
+        "app_name": run.app_name, "app_id": run.app_id, "last_event_at": run.last_event_at,
+        "threshold_seconds": threshold, "cleared_at": None,
+    }
+
+
+class StallBoard:
+    """This replica's copy of the open stall marks, refreshed from the database."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def refresh(self, engine: sa.Engine) -> None:
+        s = QueryStall.__table__.c
+        with engine.connect() as conn:
+            rows = conn.execute(sa.select(s.app_id, s.query_id, s.app_name, s.name).where(
+                s.cleared_at.is_(None)))
+            fresh = {(r.app_id, r.query_id): (r.app_name, r.name or "") for r in rows}
+        with self._lock:
+            self._open = fresh
+
+    def snapshot(self) -> dict[tuple[str, str], tuple[str, str]]:
+        with self._lock:
+            return dict(self._open)
+
+
+class StalledGauge(Collector):
+    """``spark_streaming_query_stalled``: 0 or 1 for every query in /metrics, 1 for stalled
+    queries this replica holds no series for."""
+
+    def __init__(self, state: MetricState, board: StallBoard) -> None:
+        self._state = state
+        self._board = board
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        metric = cat.QUERY_STALLED
+        family = GaugeMetricFamily(metric.family, metric.help, labels=metric.labels)
+        stalled = self._board.snapshot()
+        with self._state.read() as (_, queries):
+            seen = set()
+            for q in queries:
+                seen.add(q.key)
+                value = 1 if q.key in stalled else 0
+                family.add_metric([q.app.name, q.app.id, q.query_id, q.name], value)
+        for (app_id, query_id), (app_name, name) in sorted(stalled.items()):
+            if (app_id, query_id) not in seen:
+                family.add_metric([app_name, app_id, query_id, name], 1)
+        return [family]

@@ -1,0 +1,92 @@
+"""Alerts on liveness: stalled and failed queries, and the listener losing events."""
+
+from __future__ import annotations
+
+from sparkwatch.dashboards.alerts import APP, QUERY, Alert, AlertFactory
+from sparkwatch.dashboards.config import AlertConfig
+from sparkwatch.dashboards.promql import increase, newly_increased, sel
+from sparkwatch.metrics import catalogue as cat
+
+
+def query_stalled(c: AlertConfig, s: str) -> Alert:
+    limit = c.param("max_silence_seconds")
+    active = f"{sel(cat.QUERY_ACTIVE, s)} == 1"
+    silence = f"time() - {sel(cat.QUERY_LAST_EVENT, s)}"
+    # A first batch that never ends (e.g. a source that cannot be reached) sends no event at
+    # all: then the silence counts from the start of the run.
+    since_start = f"time() - {sel(cat.QUERY_START_TIME, s)}"
+    never = f"unless {sel(cat.QUERY_LAST_EVENT, s)}"
+    collector = f"{sel(cat.QUERY_STALLED, s)} == 1"
+    expr = "\nor\n".join(
+        [
+            f"({silence} > {limit}) and {active}",
+            f"({since_start} > {limit}) and {active} {never}",
+            collector,
+        ]
+    )
+    return Alert(
+        "SparkStreamingQueryStalled",
+        c,
+        expr,
+        summary="Query {{ $labels.query_name }} makes no progress.",
+        description=f"{_cap(QUERY)} is active but reported neither progress nor idleness "
+        f"for more than {limit} seconds (or the collector's stall detection marks it stalled): "
+        "a batch hangs or the driver is stuck.",
+        signals=(silence, since_start, sel(cat.QUERY_STALLED, s)),
+    )
+
+
+def query_failed(c: AlertConfig, s: str) -> Alert:
+    failed = sel(cat.QUERY_FAILED, s)
+    failures = increase(cat.QUERY_FAILURES, c.window, s)
+    return Alert(
+        "SparkStreamingQueryFailed",
+        c,
+        f"{failed} == 1\nor\n{failures} > 0",
+        summary="Query {{ $labels.query_name }} failed.",
+        description=f"{_cap(QUERY)} terminated with an exception (within the last "
+        f"{c.window}, also if it was restarted since). The exception is in the history's "
+        "query_runs table and on the History dashboard.",
+        signals=(failed, failures),
+    )
+
+
+def listener_dropping_events(c: AlertConfig, s: str) -> Alert:
+    w = c.window
+    return Alert(
+        "SparkwatchListenerDroppingEvents",
+        c,
+        newly_increased(cat.LISTENER_EVENTS_DROPPED, w, s, cat.LISTENER_INFO),
+        summary="sparkwatch listener of app {{ $labels.app_name }} drops events "
+        "({{ $labels.stage }}).",
+        description=f"The sparkwatch listener in {APP} lost events at stage "
+        "{{ $labels.stage }} during the last " + w + ": metrics or history miss batches.",
+        signals=(increase(cat.LISTENER_EVENTS_DROPPED, w, s),),
+    )
+
+
+def listener_delivery_failing(c: AlertConfig, s: str) -> Alert:
+    w = c.window
+    return Alert(
+        "SparkwatchListenerDeliveryFailing",
+        c,
+        newly_increased(cat.LISTENER_DELIVERY_FAILURES, w, s, cat.LISTENER_INFO),
+        summary="sparkwatch listener of app {{ $labels.app_name }} cannot deliver to "
+        "{{ $labels.sink }}.",
+        description=f"The sparkwatch listener in {APP} failed to deliver events to sink "
+        "{{ $labels.sink }} during the last " + w + ". It retries with backoff; events are "
+        "lost once its queue is full.",
+        signals=(increase(cat.LISTENER_DELIVERY_FAILURES, w, s),),
+    )
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+FACTORIES: dict[str, AlertFactory] = {
+    "query_stalled": query_stalled,
+    "query_failed": query_failed,
+    "listener_dropping_events": listener_dropping_events,
+    "listener_delivery_failing": listener_delivery_failing,
+}

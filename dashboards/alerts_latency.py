@@ -1,0 +1,134 @@
+"""Alerts on event time and keeping up: watermark, late rows, backlog, batch duration."""
+
+from __future__ import annotations
+
+from sparkwatch.dashboards.alerts import OPERATOR, QUERY, Alert, AlertFactory
+from sparkwatch.dashboards.config import AlertConfig
+from sparkwatch.dashboards.promql import increase, rate, sel
+from sparkwatch.metrics import catalogue as cat
+
+
+def watermark_lag(c: AlertConfig, s: str) -> Alert:
+    lag = sel(cat.QUERY_WATERMARK_LAG, s)
+    limit = c.param("max_seconds")
+    return Alert(
+        "SparkStreamingWatermarkLagHigh",
+        c,
+        f"{lag} > {limit}",
+        summary="Watermark of query {{ $labels.query_name }} trails processing time by more "
+        f"than {limit}s.",
+        description=f"The event-time watermark of {QUERY} is more than {limit} seconds behind "
+        "the batches' processing time: results of windows wait that long, and state holds "
+        "that much event time.",
+        signals=(lag,),
+    )
+
+
+def watermark_not_advancing(c: AlertConfig, s: str) -> Alert:
+    w = c.window
+    changes = f"changes({sel(cat.QUERY_WATERMARK, s)}[{w}])"
+    arrived = increase(cat.QUERY_INPUT_ROWS, w, s)
+    return Alert(
+        "SparkStreamingWatermarkNotAdvancing",
+        c,
+        f"{changes} == 0\nand\n{arrived} > 0",
+        summary="Watermark of query {{ $labels.query_name }} is stuck while input arrives.",
+        description=f"The watermark of {QUERY} has not moved for {w} although input rows "
+        "arrived: windows never close, nothing is emitted in append mode and state is not "
+        "evicted.",
+        signals=(changes, arrived),
+    )
+
+
+def rows_dropped_by_watermark(c: AlertConfig, s: str) -> Alert:
+    w, ratio = c.window, c.param("max_ratio")
+    dropped = increase(cat.STATE_ROWS_DROPPED, w, s)
+    arrived = increase(cat.QUERY_INPUT_ROWS, w, s)
+    share = f"{dropped}\n/ ignoring (operator, operator_index) group_left\n{arrived}"
+    return Alert(
+        "SparkStreamingRowsDroppedByWatermark",
+        c,
+        f"{share}\n> {ratio}",
+        summary="Query {{ $labels.query_name }} drops late rows at its watermark.",
+        description=f"During the last {w}, {OPERATOR} dropped more than {ratio:.0%} of the "
+        "query's input rows as later than the watermark: they are missing from the results.",
+        signals=(dropped, arrived),
+    )
+
+
+def processing_slower_than_input(c: AlertConfig, s: str) -> Alert:
+    w, ratio = c.window, c.param("min_ratio")
+    arrival = f"avg_over_time({sel(cat.QUERY_INPUT_RATE, s)}[{w}])"
+    processing = f"avg_over_time({sel(cat.QUERY_PROCESSED_RATE, s)}[{w}])"
+    return Alert(
+        "SparkStreamingProcessingSlowerThanInput",
+        c,
+        f"{arrival}\n> {ratio} * {processing}",
+        summary="Query {{ $labels.query_name }} processes rows slower than they arrive.",
+        description=f"Averaged over {w}, input rows of {QUERY} arrived more than {ratio} times "
+        "faster than Spark processed them: the query falls behind and latency grows.",
+        signals=(arrival, processing),
+    )
+
+
+def source_backlog_growing(c: AlertConfig, s: str) -> Alert:
+    w, floor = c.window, c.param("min_offsets")
+    behind = sel(cat.SOURCE_MAX_BEHIND, s)
+    trend = f"deriv({behind}[{w}])"
+    return Alert(
+        "SparkStreamingSourceBacklogGrowing",
+        c,
+        f"{trend} > 0\nand\n{behind} > {floor}",
+        summary="Backlog of source {{ $labels.source_index }} of query {{ $labels.query_name }} "
+        "keeps growing.",
+        description=f"Source {{{{ $labels.source }}}} of {QUERY} is more than {floor} offsets "
+        f"behind the latest (worst partition) and the gap grew over the last {w}.",
+        signals=(trend, behind),
+    )
+
+
+def batch_duration(c: AlertConfig, s: str) -> Alert:
+    # Spark reports no trigger interval: thresholds come from the config, per query name.
+    w, default = c.window, c.param("max_seconds")
+    per_query: dict[str, float] = dict(c.param("per_query"))
+    branches = [f"({_mean(w, s, f'query_name={_q(n)}')}) > {v}" for n, v in per_query.items()]
+    others = f'query_name!~"{_alternatives(per_query)}"' if per_query else ""
+    branches.append(f"({_mean(w, s, others)}) > {default}")
+    return Alert(
+        "SparkStreamingBatchDurationAboveTrigger",
+        c,
+        "\nor\n".join(branches),
+        summary="Batches of query {{ $labels.query_name }} take longer than its trigger interval.",
+        description=f"Over the last {w}, the mean batch duration of {QUERY} exceeded its "
+        f"trigger interval (configured: {default}s unless set per query): each trigger starts "
+        "late and latency grows.",
+        signals=(_mean(w, s, ""),),
+    )
+
+
+def _mean(window: str, s: str, matcher: str) -> str:
+    h = cat.QUERY_BATCH_DURATION
+    total = rate(h, window, s, matcher, suffix="_sum")
+    count = rate(h, window, s, matcher, suffix="_count")
+    return f"{total} / {count}"
+
+
+def _q(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _alternatives(names: dict[str, float]) -> str:
+    # Query names are literal: escape regex metacharacters (doubled for the PromQL string).
+    special = set(".^$*+?()[]{}|\\")
+    escaped = ("".join("\\\\" + ch if ch in special else ch for ch in n) for n in names)
+    return "|".join(escaped)
+
+
+FACTORIES: dict[str, AlertFactory] = {
+    "watermark_lag": watermark_lag,
+    "watermark_not_advancing": watermark_not_advancing,
+    "rows_dropped_by_watermark": rows_dropped_by_watermark,
+    "processing_slower_than_input": processing_slower_than_input,
+    "source_backlog_growing": source_backlog_growing,
+    "batch_duration": batch_duration,
+}

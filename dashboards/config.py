@@ -1,0 +1,150 @@
+"""The thresholds config: ``config.yaml`` (the defaults, and the schema) merged with overrides.
+
+The defaults file is the single source: rules, promtool tests and dashboard threshold lines are
+generated from it, and the Helm chart's values take it over. Overrides may only change keys the
+defaults have (free maps such as ``extra_labels`` and ``per_query`` excepted), with the same type,
+so a typo in a values file fails the build instead of silently keeping a default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULTS_PATH = Path(__file__).resolve().parent / "config.yaml"
+SEVERITIES = ("critical", "warning", "info")
+# Maps whose keys the user chooses: anything goes below them.
+FREE_MAPS = frozenset({"extra_labels", "per_query"})
+DURATION_KEYS = frozenset({"for", "window", "horizon"})
+
+_DURATION = re.compile(r"^(?:(\d+)(ms|s|m|h|d|w|y))+$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+class ConfigError(ValueError):
+    """An override that does not fit the defaults' layout or types."""
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds of a Prometheus duration such as ``1h30m``."""
+    if not _DURATION.match(text):
+        raise ConfigError(f"not a Prometheus duration: {text!r}")
+    return sum(int(n) * _UNIT_SECONDS[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", text))
+
+
+@dataclass(frozen=True, slots=True)
+class AlertConfig:
+    key: str
+    enabled: bool
+    severity: str
+    for_: str
+    window: str | None
+    params: Mapping[str, Any]
+    """The alert's own keys (thresholds); ``window``/``for`` have attributes."""
+
+    def param(self, name: str) -> Any:
+        return self.params[name]
+
+    def seconds(self, name: str) -> float:
+        """A duration key (``for``, ``window``, ``horizon``) in seconds."""
+        value = {"for": self.for_, "window": self.window}.get(name, self.params.get(name))
+        if not isinstance(value, str):
+            raise ConfigError(f"alerts.{self.key} has no duration {name!r}")
+        return duration_seconds(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    selector: str
+    runbook_url: str
+    extra_labels: Mapping[str, str]
+    alerts: Mapping[str, AlertConfig]
+
+    def alert(self, key: str) -> AlertConfig:
+        return self.alerts[key]
+
+
+def load_config(
+    files: Iterable[Path] = (), sets: Iterable[str] = (), overrides: Mapping[str, Any] | None = None
+) -> Config:
+    """Defaults, then each YAML file, then ``key.path=value`` strings, then ``overrides``."""
+    merged = read_yaml(DEFAULTS_PATH)
+    for path in files:
+        merged = merge(merged, read_yaml(path), where=str(path))
+    for assignment in sets:
+        merged = merge(merged, parse_set(assignment), where=f"--set {assignment}")
+    if overrides:
+        merged = merge(merged, dict(overrides), where="overrides")
+    return to_config(merged)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def parse_set(assignment: str) -> dict[str, Any]:
+    """``a.b.c=value`` as ``{"a": {"b": {"c": value}}}``; the value is read as YAML (numbers)."""
+    path, sep, raw = assignment.partition("=")
+    if not sep or not path:
+        raise ConfigError(f"expected KEY.PATH=VALUE, got {assignment!r}")
+    value: Any = yaml.safe_load(raw) if raw else ""
+    for part in reversed(path.split(".")):
+        value = {part: value}
+    return value
+
+
+def merge(base: dict[str, Any], override: Mapping[str, Any], where: str, path: str = "") -> Any:
+    out = dict(base)
+    for key, value in override.items():
+        dotted = f"{path}.{key}" if path else str(key)
+        if key not in base:
+            raise ConfigError(f"{where}: unknown key {dotted}")
+        out[key] = _merge_value(base[key], value, where, dotted)
+    return out
+
+
+def _merge_value(default: Any, value: Any, where: str, dotted: str) -> Any:
+    leaf = dotted.rsplit(".", 1)[-1]
+    if isinstance(default, dict):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: {dotted} must be a mapping")
+        return {**default, **value} if leaf in FREE_MAPS else merge(default, value, where, dotted)
+    if isinstance(default, bool) or isinstance(value, bool):
+        if type(value) is not type(default):
+            raise ConfigError(f"{where}: {dotted} must be true or false")
+        return value
+    if isinstance(default, int | float):
+        if not isinstance(value, int | float):
+            raise ConfigError(f"{where}: {dotted} must be a number")
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: {dotted} must be a string")
+    return value
+
+
+def to_config(data: Mapping[str, Any]) -> Config:
+    alerts = {key: _alert(key, dict(body)) for key, body in data["alerts"].items()}
+    labels = {str(k): str(v) for k, v in data["extra_labels"].items()}
+    return Config(str(data["selector"]), str(data["runbook_url"]), labels, alerts)
+
+
+def _alert(key: str, body: dict[str, Any]) -> AlertConfig:
+    if body["severity"] not in SEVERITIES:
+        raise ConfigError(f"alerts.{key}.severity must be one of {', '.join(SEVERITIES)}")
+    for name in DURATION_KEYS & body.keys():
+        duration_seconds(str(body[name]))
+    for query, seconds in body.get("per_query", {}).items():
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+            raise ConfigError(f"alerts.{key}.per_query.{query} must be a number of seconds")
+    params = {k: v for k, v in body.items() if k not in ("enabled", "severity", "for", "window")}
+    return AlertConfig(
+        key, bool(body["enabled"]), body["severity"], body["for"], body.get("window"), params
+    )

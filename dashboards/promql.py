@@ -1,0 +1,92 @@
+"""PromQL building blocks over the metric catalogue: every metric name comes from a ``MetricDef``.
+
+Rules and dashboards both use these, so a selector is spelled one way everywhere.
+"""
+
+from __future__ import annotations
+
+from sparkwatch.metrics.catalogue import (
+    APP_LABELS,
+    OPERATOR_LABELS,
+    QUERY_LABELS,
+    SOURCE_LABELS,
+    Kind,
+    MetricDef,
+)
+from sparkwatch.metrics.custom import KNOWN
+
+# Grouping label lists, as written inside by (...).
+BY_APP = ", ".join(APP_LABELS)
+BY_QUERY = ", ".join(QUERY_LABELS)
+BY_OPERATOR = ", ".join(OPERATOR_LABELS)
+BY_SOURCE = ", ".join(SOURCE_LABELS)
+
+# Dashboard filters on the template variables ($app, $query, $operator).
+APP_FILTER = 'app_name=~"$app"'
+QUERY_FILTER = APP_FILTER + ', query_name=~"$query"'
+OPERATOR_FILTER = QUERY_FILTER + ', operator=~"$operator"'
+
+
+def custom(spark_key: str) -> MetricDef:
+    """The metric of a state store ``customMetrics`` key, e.g. ``rocksdbSstFileSize``."""
+    return KNOWN[spark_key].metric
+
+
+def name(metric: MetricDef | str, suffix: str = "") -> str:
+    """The series name; ``suffix`` selects a histogram's ``_bucket``/``_sum``/``_count``."""
+    if isinstance(metric, str):
+        return metric
+    if suffix and metric.kind is not Kind.HISTOGRAM:
+        raise ValueError(f"{metric.name} is a {metric.kind}, it has no {suffix} series")
+    return metric.name + suffix
+
+
+def sel(metric: MetricDef | str, *matchers: str, suffix: str = "") -> str:
+    """``name{m1, m2}``; empty matchers are skipped (the rules' selector may be empty)."""
+    parts = [m for m in matchers if m]
+    series = name(metric, suffix)
+    return f"{series}{{{', '.join(parts)}}}" if parts else series
+
+
+def rng(metric: MetricDef | str, window: str, *matchers: str, suffix: str = "") -> str:
+    """A range selector ``name{...}[window]``."""
+    return f"{sel(metric, *matchers, suffix=suffix)}[{window}]"
+
+
+def rate(metric: MetricDef | str, window: str, *matchers: str, suffix: str = "") -> str:
+    return f"rate({rng(metric, window, *matchers, suffix=suffix)})"
+
+
+def increase(metric: MetricDef | str, window: str, *matchers: str) -> str:
+    return f"increase({rng(metric, window, *matchers)})"
+
+
+def by(aggregation: str, labels: str, expr: str) -> str:
+    return f"{aggregation} by ({labels}) ({expr})"
+
+
+def mean_per_event(histogram: MetricDef, window: str, *matchers: str, labels: str) -> str:
+    """Mean observed value over ``window``: exact, as _sum and _count are cumulative. Without
+    observations in the window (a terminated query) there is no value rather than NaN."""
+    total = by("sum", labels, rate(histogram, window, *matchers, suffix="_sum"))
+    count = by("sum", labels, rate(histogram, window, *matchers, suffix="_count"))
+    return f"{total}\n/\n({count} > 0)"
+
+
+def quantile(q: float, histogram: MetricDef, window: str, *matchers: str, labels: str) -> str:
+    buckets = rate(histogram, window, *matchers, suffix="_bucket")
+    return f"histogram_quantile({q}, {by('sum', 'le, ' + labels, buckets)})"
+
+
+def newly_increased(metric: MetricDef, window: str, selector: str, alive: MetricDef) -> str:
+    """A counter that grew within ``window``, or that appeared with a value since then.
+
+    Some counters are only exported from their first increment (a drop stage, a failing sink):
+    ``increase()`` misses that first step. The second branch catches a series born within the
+    window, but only for an app that was already scraped ``window`` ago (``alive offset``), so a
+    Prometheus restart does not make every old non-zero counter look new.
+    """
+    now = sel(metric, selector)
+    born = f"({now} > 0 unless {now} offset {window})"
+    seen_before = f"{sel(alive, selector)} offset {window}"
+    return f"{increase(metric, window, selector)} > 0\nor\n{born} and on (app_id) {seen_before}"

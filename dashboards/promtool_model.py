@@ -1,0 +1,107 @@
+"""The shape of promtool unit tests, and how one behaviour case becomes a promtool test group.
+
+Input series are sampled every minute (``interval: 1m``), rules are evaluated every minute, so an
+alert whose condition first holds at minute ``t`` fires at minute ``t + for``. A firing case
+checks the boundary: nothing at ``t + for - 1m``, the alert at ``t + for``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkwatch.dashboards.alerts import Alert
+from sparkwatch.dashboards.config import Config
+from sparkwatch.dashboards.promql import name
+from sparkwatch.metrics.catalogue import MetricDef
+
+Labels = Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    metric: MetricDef | str
+    labels: Labels
+    values: str
+    suffix: str = ""
+
+    def to_yaml(self) -> dict[str, str]:
+        pairs = ", ".join(f'{k}="{v}"' for k, v in self.labels.items())
+        return {"series": f"{name(self.metric, self.suffix)}{{{pairs}}}", "values": self.values}
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One behaviour of one alert (``alert`` is its config key)."""
+
+    alert: str
+    name: str
+    series: tuple[Series, ...]
+    true_from: int | None = None
+    """Minute the condition first holds; None for a case that must never fire."""
+    silent_at: tuple[int, ...] = ()
+    """Further minutes at which nothing may fire."""
+    labels: Labels | None = None
+    """Labels of the firing alert (default: those of the first series)."""
+
+
+def minutes(seconds: float) -> int:
+    if seconds % 60:
+        raise ValueError(f"promtool cases need whole minutes, got {seconds}s")
+    return int(seconds // 60)
+
+
+def to_test_group(case: Case, alert: Alert, config: Config) -> dict[str, Any]:
+    checks = [_check(alert.name, t, []) for t in case.silent_at]
+    if case.true_from is not None:
+        fires = case.true_from + minutes(alert.config.seconds("for"))
+        expected = _expected(case, alert, config)
+        if fires > 0:
+            checks.append(_check(alert.name, fires - 1, []))
+        checks.append(_check(alert.name, fires, [expected]))
+    return {
+        "name": f"{alert.name}: {case.name}",
+        "interval": "1m",
+        "input_series": [s.to_yaml() for s in case.series],
+        "alert_rule_test": sorted(checks, key=lambda c: _minute(c["eval_time"])),
+    }
+
+
+def _check(alertname: str, minute: int, expected: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"eval_time": f"{minute}m", "alertname": alertname, "exp_alerts": expected}
+
+
+def _minute(eval_time: str) -> int:
+    return int(eval_time.removesuffix("m"))
+
+
+def _expected(case: Case, alert: Alert, config: Config) -> dict[str, Any]:
+    labels = dict(case.labels if case.labels is not None else case.series[0].labels)
+    rule = alert.rule(config)
+    return {
+        "exp_labels": {**labels, **rule["labels"]},
+        "exp_annotations": {k: render(v, labels) for k, v in rule["annotations"].items()},
+    }
+
+
+_LABEL_REF = re.compile(r"\{\{\s*\$labels\.(\w+)\s*\}\}")
+
+
+def render(template: str, labels: Labels) -> str:
+    """What Prometheus makes of an annotation that only uses ``{{ $labels.x }}``."""
+    if "{{" in _LABEL_REF.sub("", template):
+        raise ValueError(f"annotation uses more than $labels: {template!r}")
+    return _LABEL_REF.sub(lambda m: labels.get(m.group(1), ""), template)
+
+
+@dataclass(frozen=True, slots=True)
+class ExprCase:
+    """A recording rule's value at a minute, for promql_expr_test."""
+
+    name: str
+    series: tuple[Series, ...]
+    expr: str
+    minute: int
+    expected: tuple[tuple[Labels, float], ...] = field(default=())

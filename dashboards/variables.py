@@ -1,0 +1,72 @@
+"""Template variables: datasource, app, query, operator, for Prometheus and for the SQL history.
+
+Prometheus variables are regexes (``All`` is ``.*``, which also matches the empty name of an
+unnamed query); SQL variables expand to quoted lists for ``IN ($var)``.
+"""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.models import dashboard as dm
+
+from sparkwatch.dashboards.panels import PROMETHEUS
+from sparkwatch.dashboards.promql import APP_FILTER, QUERY_FILTER, sel
+from sparkwatch.dashboards.sql import POSTGRES, POSTGRES_TYPE
+from sparkwatch.metrics import catalogue as cat
+
+# SQL filters on the variables, shared by every History query (r = query_runs).
+SQL_APP = "r.app_name IN ($app)"
+SQL_QUERY = "coalesce(r.name, r.query_id) IN ($query)"
+
+
+def _choice(name: str, label: str, query: str, datasource: dm.DataSourceRef) -> db.QueryVariable:
+    return (
+        db.QueryVariable(name)
+        .label(label)
+        .datasource(datasource)
+        .query(query)
+        .multi(True)
+        .include_all(True)
+        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dm.VariableSort.ALPHABETICAL_CASE_INSENSITIVE_ASC)
+        .current(dm.VariableOption(selected=True, text=["All"], value=["$__all"]))
+    )
+
+
+def prometheus_variables() -> list[db.DatasourceVariable | db.QueryVariable]:
+    info = cat.QUERY_INFO
+    return [
+        db.DatasourceVariable("datasource").label("Prometheus").type("prometheus"),
+        _choice("app", "App", f"label_values({info.name}, app_name)", PROMETHEUS).all_value(".*"),
+        _choice(
+            "query",
+            "Query",
+            f"label_values({sel(info, APP_FILTER)}, query_name)",
+            PROMETHEUS,
+        ).all_value(".*"),
+        _choice(
+            "operator",
+            "Operator",
+            f"label_values({sel(cat.STATE_ROWS, QUERY_FILTER)}, operator)",
+            PROMETHEUS,
+        ).all_value(".*"),
+    ]
+
+
+def history_variables() -> list[db.DatasourceVariable | db.QueryVariable]:
+    runs = "FROM query_runs r"
+    operators = (
+        "SELECT DISTINCT ob.operator_name FROM operator_batches ob "
+        f"JOIN query_runs r ON r.run_id = ob.run_id WHERE {SQL_APP} AND {SQL_QUERY} ORDER BY 1"
+    )
+    return [
+        db.DatasourceVariable("datasource").label("PostgreSQL history").type(POSTGRES_TYPE),
+        _choice("app", "App", f"SELECT DISTINCT r.app_name {runs} ORDER BY 1", POSTGRES),
+        _choice(
+            "query",
+            "Query",
+            f"SELECT DISTINCT coalesce(r.name, r.query_id) {runs} WHERE {SQL_APP} ORDER BY 1",
+            POSTGRES,
+        ),
+        _choice("operator", "Operator", operators, POSTGRES),
+    ]

@@ -1,0 +1,306 @@
+"""Pushes events to a sparkwatch collector from a background thread: batched, gzip, retried.
+
+Standard library only (a Spark driver cannot afford a web stack). Events wait in a bounded memory
+queue; past its capacity new ones are dropped and counted. A failed POST is retried with
+exponential backoff and jitter. With a spool directory, a batch that failed goes to a bounded disk
+spool instead, and so does everything behind it, keeping the order; the spool is sent first once
+the collector answers again, and what it holds survives a driver restart. Nothing here runs on
+Spark's callback thread: the intake's worker hands events over with a non-blocking offer.
+
+Counted (per sink ``push``): delivered events, failed attempts (each is retried), and drops by
+stage: ``push`` (memory queue full, or unsent at detach without a spool), ``push_spool`` (spool
+full), ``push_refused`` (the collector refused them as invalid or over a limit; resending cannot
+help). A redelivered batch is harmless: the collector ignores what it already counted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import queue
+import random
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from sparkwatch import __version__
+from sparkwatch.listener.queues import BoundedQueue
+from sparkwatch.metrics.stats import ListenerCounters
+from sparkwatch.model.events import ParsedEvent
+from sparkwatch.model.parse import envelope_to_dict
+from sparkwatch.spool import Spool, SpoolFull
+
+log = logging.getLogger(__name__)
+
+_STOP = None
+Wire = dict[str, Any]
+# Our request was wrong: the same bytes will be refused again.
+PERMANENT = frozenset({400, 415, 422})
+
+
+class Sent(Enum):
+    OK = "ok"
+    RETRY = "retry"
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    url: str
+    token: str | None
+    timeout: float
+
+
+class PushSink:
+    QUEUE = "push"
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        counters: ListenerCounters,
+        capacity: int,
+        batch_size: int,
+        flush_seconds: float,
+        spool: Spool | None = None,
+        backoff: tuple[float, float] = (0.5, 30.0),
+    ) -> None:
+        self._endpoint = endpoint
+        self._counters = counters
+        self._batch_size = batch_size
+        self._flush_seconds = flush_seconds
+        self._spool = spool
+        self._backoff = backoff
+        self._delay = backoff[0]
+        self._failures = 0
+        self._queue: BoundedQueue[Wire | None] = BoundedQueue(capacity)
+        self._deadline: float | None = None
+        self._stop_seen = False
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sparkwatch-push", daemon=True)
+        self._thread.start()
+
+    # --- called from other threads ----------------------------------------------------------
+
+    def __call__(self, event: ParsedEvent) -> None:
+        if self._deadline is not None or not self._queue.offer(envelope_to_dict(event.envelope)):
+            self._counters.count_dropped(self.QUEUE)
+
+    def queue_state(self) -> tuple[int, int]:
+        return self._queue.size(), self._queue.capacity
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until everything received so far was delivered (or dropped); False on timeout."""
+        deadline = time.monotonic() + timeout
+        if not self._queue.wait_drained(timeout):
+            return False
+        while self._spool is not None and not self._spool.is_empty():
+            if time.monotonic() > deadline:
+                return False
+            self._wake.set()
+            time.sleep(0.02)
+        return True
+
+    def stop(self, timeout: float) -> None:
+        """Deliver what is queued within ``timeout``; then spool the rest (or count it dropped)."""
+        self._deadline = time.monotonic() + timeout
+        self._wake.set()
+        self._queue.put_control(_STOP, timeout)
+        self._thread.join(timeout + 2.0)
+        if self._spool is not None:
+            self._spool.close()
+
+    # --- the sender thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop_seen:
+            if self._spool is not None and not self._spool.is_empty():
+                self._spill()
+                self._send_spooled()
+            else:
+                batch = self._next_batch()
+                if batch:
+                    self._send_fresh(batch)
+        self._finish()
+
+    def _stopping(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _next_batch(self) -> list[Wire]:
+        """Block for one event, then gather more for up to flush_seconds or batch_size."""
+        first = self._queue.get()
+        if first is _STOP:
+            self._queue.done()
+            self._stop_seen = True
+            return []
+        batch = [first]
+        deadline = time.monotonic() + self._flush_seconds
+        while len(batch) < self._batch_size:
+            remaining = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=remaining) if remaining > 0 else \
+                    self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                self._queue.done()
+                self._stop_seen = True
+                break
+            batch.append(item)
+        return batch
+
+    def _send_fresh(self, batch: list[Wire]) -> None:
+        """Send a batch from memory; on failure spool it, or retry it until it goes."""
+        try:
+            if self._stopping() and self._spool is None:
+                self._counters.count_dropped(self.QUEUE, len(batch))
+                return
+            while self._send(batch) is Sent.RETRY:
+                if self._spool is not None:
+                    self._to_spool(batch)
+                    return
+                if self._stopping():
+                    self._counters.count_dropped(self.QUEUE, len(batch))
+                    return
+                self._pause()
+        finally:
+            self._queue.done(len(batch))
+
+    def _send_spooled(self) -> None:
+        assert self._spool is not None
+        records, position = self._spool.read(self._batch_size)
+        events = [event for record in records for event in record]
+        if not events or self._send(events) is Sent.OK:
+            self._spool.commit(position)
+        elif not self._stopping():
+            self._pause()
+
+    def _spill(self, wait: float = 0.0) -> None:
+        """Move what waits in memory behind the spooled events (order kept, memory freed);
+        with ``wait``, first wait that long for something to arrive."""
+        pending: list[Wire] = []
+        while True:
+            try:
+                item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            wait = 0.0
+            self._queue.done()
+            if item is _STOP:
+                self._stop_seen = True
+                continue
+            pending.append(item)
+        for start in range(0, len(pending), self._batch_size):
+            self._to_spool(pending[start:start + self._batch_size])
+
+    def _to_spool(self, batch: list[Wire]) -> None:
+        assert self._spool is not None
+        try:
+            self._spool.append(batch)
+        except SpoolFull as exc:
+            self._counters.count_dropped("push_spool", len(batch))
+            log.warning("sparkwatch: dropping %d events: %s", len(batch), exc)
+
+    def _finish(self) -> None:
+        """At stop: try the spool until the deadline; what is left stays in it for next time."""
+        while self._spool is not None and not self._spool.is_empty() and not self._stopping():
+            self._spill()
+            self._send_spooled()
+        if self._spool is not None:
+            self._spill()
+
+    def _pause(self) -> None:
+        """Back off (exponentially, with jitter); wakes early at stop. With a spool, events
+        arriving meanwhile go straight to it, so memory never fills during an outage."""
+        self._wake.clear()
+        end = time.monotonic() + self._delay * random.uniform(0.5, 1.5)
+        if self._deadline is not None:
+            end = min(end, self._deadline)
+        while (remaining := end - time.monotonic()) > 0 and not self._wake.is_set():
+            if self._spool is not None and not self._stop_seen:
+                self._spill(wait=min(remaining, 0.1))
+            else:
+                self._wake.wait(min(remaining, 0.1))
+        self._delay = min(self._delay * 2, self._backoff[1])
+
+    # --- one POST ---------------------------------------------------------------------------
+
+    def _send(self, events: list[Wire]) -> Sent:
+        """POST ``events`` once; OK when the collector took responsibility for them (accepted,
+        or refused for good), RETRY when they should be sent again."""
+        status, reply = self._post(events)
+        if status is not None and (200 <= status < 300 or status == 429):
+            self._delivered(events, reply)
+            return Sent.OK
+        if status == 413 and len(events) > 1:
+            half = len(events) // 2
+            first = self._send(events[:half])
+            return first if first is Sent.RETRY else self._send(events[half:])
+        if status in PERMANENT or status == 413:
+            self._refused(len(events), f"HTTP {status}: {reply.get('detail', '')}")
+            return Sent.OK
+        self._failed(status, reply)
+        return Sent.RETRY
+
+    def _post(self, events: list[Wire]) -> tuple[int | None, dict[str, Any]]:
+        body = gzip.compress(json.dumps({"events": events}, separators=(",", ":")).encode(), 5)
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip",
+                   "User-Agent": f"sparkwatch-listener/{__version__}"}
+        if self._endpoint.token:
+            headers["Authorization"] = f"Bearer {self._endpoint.token}"
+        request = urllib.request.Request(self._endpoint.url, body, headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self._endpoint.timeout) as response:
+                return response.status, _json(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, _json(exc.read())
+        except (OSError, ValueError) as exc:  # refused, reset, timeout, DNS, bad URL
+            return None, {"detail": str(getattr(exc, "reason", None) or exc)}
+
+    def _delivered(self, events: list[Wire], reply: dict[str, Any]) -> None:
+        rejected = reply.get("rejected") or []
+        self._counters.count_delivered(self.QUEUE, len(events) - len(rejected))
+        if rejected:
+            first = rejected[0]
+            self._refused(len(rejected), first.get("error", "") if isinstance(first, dict) else "")
+        if self._failures:
+            log.info("sparkwatch: collector reachable again after %d failed attempts",
+                     self._failures)
+        self._failures, self._delay = 0, self._backoff[0]
+
+    def _refused(self, n: int, why: str) -> None:
+        self._counters.count_dropped("push_refused", n)
+        log.warning("sparkwatch: the collector refused %d events (%s)", n, why)
+
+    def _failed(self, status: int | None, reply: dict[str, Any]) -> None:
+        self._failures += 1
+        self._counters.count_delivery_failure(self.QUEUE)
+        if self._failures == 1 or self._failures % 20 == 0:
+            what = f"HTTP {status}" if status is not None else "no answer"
+            # The URL has no secret (the token travels in a header); the reply is the server's.
+            log.warning("sparkwatch: push to %s failed (%s: %s), attempt %d, retrying",
+                        safe_url(self._endpoint.url), what, reply.get("detail", ""),
+                        self._failures)
+
+
+def safe_url(url: str) -> str:
+    """The URL without user info or query string (either may carry a secret)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        return "<unparseable URL>"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"detail": raw[:200].decode(errors="replace")}
+    return value if isinstance(value, dict) else {}

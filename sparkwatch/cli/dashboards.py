@@ -1,0 +1,113 @@
+"""`sparkwatch dashboards build [--check]`: write the Grafana dashboards (and docs/dashboards.md).
+
+Shared with `sparkwatch rules`: the build arguments (thresholds config, output root) and the
+write-or-check step. The dashboards package is imported inside the commands (it needs the
+``dashboards`` extra, and every ``sparkwatch`` invocation builds this parser).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sparkwatch.cli.errors import CliError
+
+EXTRA_HINT = "install the dashboards extra: pip install 'sparkwatch[dashboards]'"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "dashboards",
+        help="build the Grafana dashboards",
+        description="Generate the Grafana dashboards (JSON) from the metric catalogue and the "
+        "thresholds config.",
+    )
+    actions = parser.add_subparsers(dest="dashboards_action", required=True, metavar="ACTION")
+    build = actions.add_parser(
+        "build",
+        help="write dashboards/generated/grafana/*.json and docs/dashboards.md",
+        description="Write the dashboards (and, in a source checkout, docs/dashboards.md). "
+        "--check writes nothing and exits 1 when the committed files differ.",
+    )
+    add_build_arguments(build)
+    build.set_defaults(func=run_build)
+
+
+def add_build_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if the committed files differ from the build (CI)",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="YAML overrides of dashboards/config.yaml (repeatable)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        dest="sets",
+        help="one override, e.g. alerts.watermark_lag.for=30m",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="DIR",
+        help="root of the generated files (default: the dashboards package)",
+    )
+
+
+def load_config(args: argparse.Namespace) -> Any:
+    try:
+        from sparkwatch.dashboards.config import ConfigError
+        from sparkwatch.dashboards.config import load_config as load
+    except ImportError as exc:
+        raise CliError(f"{exc}: {EXTRA_HINT}") from None
+    try:
+        return load(files=args.config, sets=args.sets)
+    except (ConfigError, OSError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def write_or_check(
+    args: argparse.Namespace, files: Mapping[str, str], root: Path, command: str
+) -> int:
+    from sparkwatch.dashboards.files import stale, write
+
+    if args.check:
+        outdated = stale(files, root)
+        for path in outdated:
+            print(f"stale: {(root / path).resolve()}", file=sys.stderr)
+        if outdated:
+            print(f"regenerate with `{command}`", file=sys.stderr)
+            return 1
+        print(f"{len(files)} files up to date")
+        return 0
+    touched = write(files, root)
+    for path in touched:
+        print(f"wrote {(root / path).resolve()}")
+    print(f"{len(files)} files, {len(touched)} changed")
+    return 0
+
+
+def run_build(args: argparse.Namespace) -> int:
+    config = load_config(args)
+    try:
+        from sparkwatch.dashboards.build import dashboard_files, in_source_checkout
+    except ImportError as exc:
+        raise CliError(f"{exc}: {EXTRA_HINT}") from None
+    from sparkwatch.dashboards.files import PACKAGE_DIR
+
+    root = args.output or PACKAGE_DIR
+    # docs/dashboards.md sits beside the package only in a source checkout.
+    files = dashboard_files(config, with_docs=args.output is None and in_source_checkout())
+    return write_or_check(args, files, root, "sparkwatch dashboards build")

@@ -1,0 +1,69 @@
+"""`sparkwatch doctor`: diagnose recorded queries, with evidence and a concrete fix.
+
+Exit status 1 when a finding at or above ``--fail-on`` exists (to gate a CI job or a deploy),
+0 otherwise, 2 on usage or database errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sparkwatch.cli.db import add_url_argument, command_url, user_errors
+from sparkwatch.cli.errors import CliError
+
+SEVERITIES = ("info", "warning", "error", "never")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "doctor",
+        help="diagnose recorded queries (state growth, watermarks, joins, state store costs)",
+        description="Diagnose each query's latest run from its recorded progress and plan.",
+    )
+    parser.add_argument("query", nargs="?", metavar="QUERY",
+                        help="one query: id, name or unique id prefix (default: all)")
+    add_url_argument(parser)
+    parser.add_argument("--collector", metavar="URL",
+                        help="read from a sparkwatch collector's API instead of a database")
+    parser.add_argument("--token", help="bearer token for --collector (or $SPARKWATCH_TOKEN)")
+    parser.add_argument("--fail-on", choices=SEVERITIES, default="warning",
+                        help="exit 1 when a finding at or above this severity exists "
+                        "(default: warning; never: always exit 0)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--batches", type=int, default=200, metavar="N",
+                        help="newest batches of each query's latest run to examine (default 200)")
+    parser.set_defaults(func=run_doctor)
+
+
+def _records(args: argparse.Namespace) -> list[Any]:
+    if args.batches < 1:
+        raise CliError("--batches must be at least 1")
+    if args.collector:
+        from sparkwatch.doctor.collector_source import load_from_collector
+
+        with user_errors():
+            return load_from_collector(args.collector, args.token, args.query, args.batches)
+    from sparkwatch.doctor.history_source import load_records
+
+    url = command_url(args)
+    with user_errors():
+        return load_records(url, args.query, args.batches)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from sparkwatch.doctor.diagnose import diagnose
+    from sparkwatch.doctor.model import Severity
+    from sparkwatch.doctor.render import to_json, to_text
+
+    records = _records(args)
+    findings = diagnose(records)
+    threshold = None if args.fail_on == "never" else Severity.parse(args.fail_on)
+    failed = threshold is not None and any(f.severity >= threshold for f in findings)
+    if args.format == "json":
+        print(to_json(records, findings, args.fail_on, failed))
+    elif not records:
+        print("nothing recorded yet: no query has a batch in the history")
+    else:
+        print(to_text(records, findings))
+    return 1 if failed else 0

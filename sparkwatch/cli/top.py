@@ -1,0 +1,77 @@
+"""`sparkwatch top`: a live terminal view of queries and their state operators.
+
+Reads an embedded exporter's or a collector's ``/metrics`` (``--metrics``/``--collector``), or the
+history database (default). Keys: g/l/b/s/n sort by growth, lag, batch time, state rows, name;
+``/`` filter; up/down select; enter drills into a query; esc back; q quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from sparkwatch.cli.db import add_url_argument, command_url
+from sparkwatch.cli.errors import CliError
+
+SORTS = ("growth", "lag", "batch", "rows", "name")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "top",
+        help="live view of queries and state operators (sort, filter, drill in)",
+        description="A live terminal view of streaming queries and their state operators.",
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--metrics", metavar="URL",
+                        help="an embedded exporter's /metrics, e.g. http://driver:9750/metrics")
+    source.add_argument("--collector", metavar="URL",
+                        help="a sparkwatch collector (reads its /metrics)")
+    add_url_argument(parser)
+    parser.add_argument("--token", help="bearer token for --metrics/--collector "
+                        "(or $SPARKWATCH_TOKEN)")
+    parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
+                        help="seconds between reads of the source (default 2)")
+    parser.add_argument("--sort", choices=SORTS, default="growth")
+    parser.add_argument("--filter", default="", metavar="TEXT",
+                        help="show only queries whose name, id, operators or keys contain TEXT")
+    parser.add_argument("--once", action="store_true",
+                        help="print one frame and exit (also when stdout is not a terminal)")
+    parser.set_defaults(func=run_top)
+
+
+def _reader(args: argparse.Namespace) -> tuple[str, Callable[[], Any]]:
+    url = args.metrics or (args.collector.rstrip("/") + "/metrics" if args.collector else None)
+    if url:
+        if "://" not in url:
+            url = "http://" + url
+        if args.metrics and urllib.parse.urlparse(url).path in ("", "/"):
+            url = url.rstrip("/") + "/metrics"
+        from sparkwatch.top import metrics_source
+
+        token = args.token or os.environ.get("SPARKWATCH_TOKEN")
+        return url, lambda: metrics_source.read_metrics(url, token)
+    from sparkwatch.top.history_source import read_history
+
+    history_url = command_url(args)
+    return history_url, lambda: read_history(history_url)
+
+
+def run_top(args: argparse.Namespace) -> int:
+    from sparkwatch.top.terminal import print_once, run_live
+    from sparkwatch.top.view import View
+
+    if args.interval <= 0:
+        raise CliError("--interval must be positive")
+    _, read = _reader(args)
+    view = View(sort=args.sort, filter=args.filter)
+    if args.once or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        width = shutil.get_terminal_size((160, 40)).columns
+        return 0 if print_once(read, view, sys.stdout, width) else 2
+    run_live(read, view, args.interval)
+    return 0

@@ -1,0 +1,120 @@
+"""Doctor's input from a sparkwatch collector's read API (``/api/v1/queries...``).
+
+The collector records what the listeners push: progress, not plans, so findings from it name
+operators by their progress names and cannot tell why state grows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime
+from typing import Any
+
+from sparkwatch.doctor.history_source import operator_point
+from sparkwatch.doctor.model import BatchPoint, QueryRecord
+from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
+
+PAGE = 1000
+"""The API's largest page."""
+TIMEOUT = 30.0
+
+
+class Api:
+    def __init__(self, base_url: str, token: str | None) -> None:
+        self._base = base_url.rstrip("/")
+        self._token = token or os.environ.get("SPARKWATCH_TOKEN")
+
+    def get(self, path: str, **params: Any) -> Any:
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        url = f"{self._base}{path}" + (f"?{query}" if query else "")
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        if self._token:
+            request.add_header("Authorization", f"Bearer {self._token}")
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = _detail(exc)
+            if exc.code == 404:
+                raise UnknownQuery(detail) from None
+            message = f"collector at {self._base} answered {exc.code}: {detail}"
+            raise HistoryUnavailable(message) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise HistoryUnavailable(f"cannot reach the collector at {self._base}: {exc}") from None
+
+    def pages(self, path: str, **params: Any) -> list[Any]:
+        out: list[Any] = []
+        while True:
+            page = self.get(path, limit=PAGE, offset=len(out), **params)
+            out.extend(page)
+            if len(page) < PAGE:
+                return out
+
+
+def _detail(exc: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.loads(exc.read()).get("detail"))
+    except Exception:  # noqa: BLE001 - any body: fall back to the status text
+        return exc.reason or "error"
+
+
+def load_from_collector(
+    base_url: str, token: str | None, query: str | None, batches: int
+) -> list[QueryRecord]:
+    api = Api(base_url, token)
+    if query:
+        ids = [api.get(f"/api/v1/queries/{_quote(query)}/runs", limit=1)[0]["query_id"]]
+    else:
+        ids = [q["query_id"] for q in api.pages("/api/v1/queries")]
+    records = [_record(api, query_id, batches) for query_id in ids]
+    return [r for r in records if r is not None]
+
+
+def _quote(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+def _record(api: Api, query_id: str, limit: int) -> QueryRecord | None:
+    runs = api.pages(f"/api/v1/queries/{_quote(query_id)}/runs")
+    run = next((r for r in runs if r["batches"]), None)
+    if run is None:
+        return None
+    progress = api.get(f"/api/v1/queries/{_quote(query_id)}/progress", limit=min(limit, PAGE))
+    rows = [p for p in progress if p["run_id"] == run["run_id"]]
+    if not rows:
+        return None
+    state = api.pages(f"/api/v1/queries/{_quote(query_id)}/state", since=rows[0]["timestamp"])
+    operators: dict[int, list[Any]] = {}
+    first = rows[0]["batch_id"]
+    for p in state:
+        if p["run_id"] == run["run_id"] and p["batch_id"] >= first:
+            operators.setdefault(p["operator_index"], []).append(operator_point(p))
+    return QueryRecord(
+        query_id=query_id,
+        name=run["name"],
+        run_id=run["run_id"],
+        batches=tuple(_batch_point(p) for p in rows),
+        operators={i: tuple(sorted(ps, key=lambda o: o.batch_id)) for i, ps in operators.items()},
+    )
+
+
+def _epoch(value: str | None) -> float | None:
+    if value is None:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _batch_point(p: dict[str, Any]) -> BatchPoint:
+    return BatchPoint(
+        batch_id=p["batch_id"],
+        timestamp=_epoch(p["timestamp"]) or 0.0,
+        duration_ms=p["batch_duration_ms"],
+        input_rows=p["num_input_rows"],
+        event_time_min=_epoch(p["event_time_min"]),
+        event_time_max=_epoch(p["event_time_max"]),
+        watermark=_epoch(p["watermark"]),
+    )

@@ -1,0 +1,102 @@
+"""Doctor's report as text for people and JSON for pipelines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sparkwatch.doctor.evidence import batch_range
+from sparkwatch.doctor.model import Finding, QueryRecord, Severity
+
+
+def plan_status(record: QueryRecord) -> str:
+    if record.plan is None:
+        return "none"
+    return record.plan.source.value
+
+
+def _checked(record: QueryRecord) -> dict[str, Any]:
+    return {
+        "query_id": record.query_id,
+        "name": record.name,
+        "run_id": record.run_id,
+        "batches": len(record.batches),
+        "first_batch": record.batches[0].batch_id if record.batches else None,
+        "last_batch": record.batches[-1].batch_id if record.batches else None,
+        "operators": len(record.operators),
+        "plan": plan_status(record),
+    }
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    return {
+        "code": f.code,
+        "severity": f.severity.label,
+        "query_id": f.query_id,
+        "query_name": f.query_name,
+        "run_id": f.run_id,
+        "operator_index": f.operator_index,
+        "operator": f.operator,
+        "batches": list(f.batches) if f.batches else None,
+        "title": f.title,
+        "evidence": list(f.evidence),
+        "fix": f.fix,
+        "numbers": dict(f.numbers),
+    }
+
+
+def counts(findings: Sequence[Finding]) -> dict[str, int]:
+    return {s.label: sum(1 for f in findings if f.severity is s) for s in reversed(Severity)}
+
+
+def to_json(
+    records: Sequence[QueryRecord], findings: Sequence[Finding], fail_on: str, failed: bool
+) -> str:
+    report = {
+        "checked": [_checked(r) for r in records],
+        "findings": [finding_dict(f) for f in findings],
+        "summary": {**counts(findings), "fail_on": fail_on, "failed": failed},
+    }
+    return json.dumps(report, indent=2)
+
+
+def to_text(records: Sequence[QueryRecord], findings: Sequence[Finding]) -> str:
+    tally = ", ".join(
+        f"{n} {label}{'s' if n > 1 and label != 'info' else ''}"
+        for label, n in counts(findings).items()
+        if n
+    )
+    lines = [
+        f"checked {len(records)} quer{'y' if len(records) == 1 else 'ies'}: "
+        + (tally or "no findings")
+    ]
+    for record in records:
+        lines.append("  " + _query_line(record, findings))
+    for f in findings:
+        lines.append("")
+        lines.extend(_finding_lines(f))
+    return "\n".join(lines)
+
+
+_PLAN_TEXT = {"plan": "plan read", "progress": "plan not read", "none": "no plan recorded"}
+
+
+def _query_line(record: QueryRecord, findings: Sequence[Finding]) -> str:
+    own = sum(1 for f in findings if f.query_id == record.query_id)
+    first, last = record.batches[0].batch_id, record.batches[-1].batch_id
+    verdict = f"{own} finding{'s' if own != 1 else ''}" if own else "ok"
+    return (
+        f"{record.title} ({record.query_id[:8]}): {verdict} - run {record.run_id[:8]}, "
+        f"{batch_range(first, last)}, {_PLAN_TEXT[plan_status(record)]}"
+    )
+
+
+def _finding_lines(f: Finding) -> list[str]:
+    where = [f.query_name or f.query_id]
+    if f.operator_index is not None:
+        where.append(f"operator {f.operator_index} {f.operator}")
+    if f.batches is not None:
+        where.append(batch_range(*f.batches))
+    head = f"{f.severity.label.upper():<8}{f.code}: {f.title} [{', '.join(where)}]"
+    return [head, *(f"        - {line}" for line in f.evidence), f"        fix: {f.fix}"]

@@ -1,0 +1,135 @@
+"""`top` from a Prometheus exposition: an embedded exporter's or a collector's ``/metrics``."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from sparkwatch.metrics import catalogue as cat
+from sparkwatch.plan.describe import summary
+from sparkwatch.plan.model import OperatorIdentity, Watermark
+from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
+
+TIMEOUT = 10.0
+
+_QUERY_VALUES = {
+    cat.QUERY_BATCH_ID.name: "batch_id",
+    cat.QUERY_LAST_BATCH_DURATION.name: "batch_seconds",
+    cat.QUERY_INPUT_RATE.name: "input_rate",
+    cat.QUERY_PROCESSED_RATE.name: "processed_rate",
+}
+_OPERATOR_VALUES = {
+    cat.STATE_ROWS.name: "rows",
+    cat.STATE_LAST_ROWS_UPDATED.name: "updated",
+    cat.STATE_LAST_ROWS_REMOVED.name: "removed",
+    cat.STATE_LAST_ROWS_DROPPED.name: "dropped",
+    cat.STATE_MEMORY.name: "memory_bytes",
+    cat.STATE_LAST_COMMIT_TIME.name: "commit_seconds",
+}
+_STATUS = {cat.QUERY_FAILED.name: "failed", cat.QUERY_IDLE.name: "idle"}
+
+
+def fetch(url: str, token: str | None = None) -> str:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        return str(response.read().decode("utf-8"))
+
+
+def snapshot_from_text(text: str, source: str, now: float | None = None) -> Snapshot:
+    snap = Snapshot(source=source, taken_at=time.time() if now is None else now)
+    queries: dict[tuple[str, str], TopQuery] = {}
+    for name, labels, value in _samples(text):
+        if "query_id" not in labels:
+            continue
+        query = _query(queries, labels)
+        _apply(query, name, labels, value)
+    snap.queries = list(queries.values())
+    for query in snap.queries:
+        query.operators.sort(key=lambda op: op.index)
+    return snap
+
+
+def _samples(text: str) -> Iterable[tuple[str, dict[str, str], float]]:
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            yield s.name, s.labels, s.value
+
+
+def _query(queries: dict[tuple[str, str], TopQuery], labels: dict[str, str]) -> TopQuery:
+    key = (labels.get("app_id", ""), labels["query_id"])
+    query = queries.get(key)
+    if query is None:
+        query = queries[key] = TopQuery(app_id=key[0], query_id=key[1])
+    query.name = labels.get("query_name", "") or query.name
+    query.app_name = labels.get("app_name", "") or query.app_name
+    return query
+
+
+def _operator(query: TopQuery, labels: dict[str, str]) -> TopOperator:
+    index = int(labels["operator_index"])
+    for op in query.operators:
+        if op.index == index:
+            return op
+    op = TopOperator(index=index, operator=labels.get("operator", ""))
+    query.operators.append(op)
+    return op
+
+
+def _apply(query: TopQuery, name: str, labels: dict[str, str], value: float) -> None:
+    if name == cat.QUERY_INFO.name:
+        query.run_id = labels.get("run_id", "")
+    elif name == cat.QUERY_ACTIVE.name and value == 0 and query.status != "failed":
+        query.status = "terminated"
+    elif name in _STATUS and value == 1:
+        query.status = _STATUS[name]
+    elif name in _QUERY_VALUES:
+        setattr(query, _QUERY_VALUES[name], value)
+    elif name in (cat.QUERY_WATERMARK_LAG.name, cat.QUERY_EVENT_TIME_LAG.name):
+        # The watermark lag wins; the event-time lag stands in for queries without watermark.
+        if name == cat.QUERY_WATERMARK_LAG.name or query.lag_seconds is None:
+            query.lag_seconds = value
+    elif "operator_index" in labels:
+        _apply_operator(_operator(query, labels), name, labels, value)
+
+
+def _apply_operator(op: TopOperator, name: str, labels: dict[str, str], value: float) -> None:
+    if name == cat.STATE_OPERATOR_INFO.name:
+        op.kind = labels.get("kind", "")
+        if labels.get("source") == "plan":
+            op.identity = summary(identity_from_labels(op, labels))
+    elif name in _OPERATOR_VALUES:
+        setattr(op, _OPERATOR_VALUES[name], value)
+
+
+def identity_from_labels(op: TopOperator, labels: dict[str, Any]) -> OperatorIdentity:
+    """The info metric's labels back into an identity (what ``summary`` words)."""
+    delay = labels.get("watermark_delay_seconds")
+    column = labels.get("watermark_column")
+    stores = labels.get("num_state_stores")
+    return OperatorIdentity(
+        index=op.index,
+        operator=op.operator,
+        kind=labels.get("kind", ""),
+        node=labels.get("kind", "") or None,  # set: the plan was read (summary() checks it)
+        keys=tuple(k for k in labels.get("keys", "").split(",") if k),
+        output_mode=labels.get("output_mode") or None,
+        watermarks=(Watermark(column, int(float(delay) * 1000) if delay else None),)
+        if column
+        else (),
+        num_state_stores=int(stores) if stores else None,
+        state_store_provider=labels.get("state_store_provider") or None,
+        checkpoint_location=labels.get("checkpoint_location") or None,
+    )
+
+
+def read_metrics(url: str, token: str | None = None) -> Snapshot:
+    try:
+        return snapshot_from_text(fetch(url, token), url)
+    except Exception as exc:  # noqa: BLE001 - show why on screen and keep polling
+        return Snapshot(source=url, taken_at=time.time(), error=f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,241 @@
+"""The collector's HTTP API on a real server process and a real PostgreSQL history: per-event
+validation, auth, limits (each refusal a 4xx naming the problem), dedupe, /metrics, the read API."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import wait_for
+from tests.test_collector_support import (
+    APP,
+    APP_TOKEN,
+    READ_TOKEN,
+    TOKEN,
+    Collector,
+    envelope,
+    fresh_ids,
+    module_database,
+    recorded,
+    run_events,
+    samples,
+    scalar,
+)
+
+pytestmark = pytest.mark.postgres
+
+MAX_BODY = 300_000
+MAX_EVENTS = 40
+MAX_QUERIES = 3
+
+
+@pytest.fixture(scope="module")
+def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
+    with module_database(pg_admin_url) as url:
+        c = Collector(url, tmp_path_factory.mktemp("api") / "spool",
+                      "--max-body-bytes", str(MAX_BODY),
+                      "--max-events-per-request", str(MAX_EVENTS),
+                      "--max-queries-per-app", str(MAX_QUERIES),
+                      env={"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN})
+        c.start()
+        yield c
+        c.stop()
+
+
+def app_named(name: str) -> dict[str, str]:
+    return {"name": name, "id": f"app-{name}-{uuid.uuid4().hex[:8]}", "spark_version": "4.3.0"}
+
+
+def fresh_run(app: str = "orders-etl", **kwargs: Any) -> list[dict[str, Any]]:
+    """A recorded run under new ids in a new app instance (each app has MAX_QUERIES slots)."""
+    return run_events(**fresh_ids(), app=app_named(app), **kwargs)
+
+
+def rows(collector: Collector, sql: str, **params: Any) -> int:
+    return int(scalar(collector.history_url, sql, **params))
+
+
+def test_valid_events_are_accepted_and_each_invalid_one_is_named(collector: Collector) -> None:
+    good = fresh_run()
+    bad = [
+        envelope("progress", {"id": "q", "runId": "r", "timestamp": "yesterday"}),
+        {"kind": "progress", "app": APP, "payload": {}},
+        envelope("progress", {**recorded()["progress"][1], "batchId": "seven"}),
+        "not an event",
+    ]
+    events = good[:3] + bad + good[3:]
+    response = collector.post(events, gzipped=True)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["accepted"] == len(good)
+    errors = {r["index"]: (r["reason"], r["error"]) for r in body["rejected"]}
+    assert sorted(errors) == [3, 4, 5, 6]
+    assert errors[3] == ("invalid", "progress.timestamp: not an ISO-8601 timestamp: 'yesterday'")
+    assert "event.received_at" in errors[4][1]
+    assert "progress.batchId" in errors[5][1]
+    assert errors[6] == ("invalid", "event: expected a JSON object, got str")
+
+
+def test_accepted_batches_reach_the_history_once_and_metrics_do_not_double_count(
+    collector: Collector,
+) -> None:
+    events = fresh_run()
+    ids = {"query_id": events[0]["payload"]["id"], "run_id": events[0]["payload"]["runId"]}
+    progress = [e for e in events if e["kind"] == "progress"]
+    assert collector.post(events).json()["duplicates"] == 0
+    again = collector.post(events).json()  # a retried delivery
+    assert (again["accepted"], again["duplicates"]) == (len(events), len(progress))
+    wait_for(lambda: rows(collector, "select count(*) from batches where run_id = :r",
+                          r=ids["run_id"]) == len(progress), 30, "batches in the history")
+    operators = sum(len(p["payload"]["stateOperators"]) for p in progress)
+    assert rows(collector, "select count(*) from operator_batches where run_id = :r",
+                r=ids["run_id"]) == operators
+    text = collector.metrics(READ_TOKEN)
+    [(labels, batches)] = [s for s in samples(text, "spark_streaming_query_batches_total")
+                           if s[0]["query_id"] == ids["query_id"]]
+    assert batches == len(progress)
+    assert (labels["app_name"], labels["app_id"]) == (events[0]["app"]["name"],
+                                                      events[0]["app"]["id"])
+    [(_, failures)] = [s for s in samples(text, "spark_streaming_query_failures_total")
+                       if s[0]["query_id"] == ids["query_id"]]
+    assert failures == 0
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({}, "missing bearer token"),
+        ({"Authorization": "Bearer wrong"}, "invalid ingest token"),
+        ({"Authorization": f"Basic {TOKEN}"}, "expected 'Bearer <token>'"),
+    ],
+)
+def test_ingest_without_a_valid_token_is_401(
+    collector: Collector, headers: dict[str, str], message: str
+) -> None:
+    response = httpx.post(collector.ingest_url, json={"events": run_events()}, headers=headers)
+    assert response.status_code == 401
+    assert message in response.json()["detail"]
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+    assert TOKEN not in collector.log_text(), "a token reached the log"
+
+
+def test_an_app_token_pushes_only_for_its_app(collector: Collector) -> None:
+    mine = fresh_run(terminated=False)[:2]
+    theirs = fresh_run("billing", terminated=False)[:2]
+    body = collector.post(mine + theirs, token=APP_TOKEN).json()
+    assert body["accepted"] == 2
+    assert [(r["index"], r["reason"]) for r in body["rejected"]] == [
+        (2, "forbidden_app"), (3, "forbidden_app")]
+    assert "'billing' is not the app this token pushes for" in body["rejected"][0]["error"]
+
+
+def test_an_oversized_body_is_413_before_and_after_gzip(collector: Collector) -> None:
+    big = [envelope("idle", {"id": "q", "runId": "r", "timestamp": "2026-11-21T10:00:00.000Z",
+                             "pad": "x" * MAX_BODY})]
+    response = collector.post(big)
+    assert response.status_code == 413
+    assert f"request body is larger than the limit of {MAX_BODY} bytes" in response.text
+    bomb = collector.post(big, gzipped=True)  # ~1 KB on the wire, 300 KB inflated
+    assert bomb.status_code == 413
+    assert "decompressed request body is larger than the limit" in bomb.text
+
+
+def test_too_many_events_in_one_request_is_413(collector: Collector) -> None:
+    events = run_events(terminated=False)[:1] * (MAX_EVENTS + 1)
+    response = collector.post(events)
+    assert response.status_code == 413
+    assert f"{MAX_EVENTS + 1} events in one request, over the limit of {MAX_EVENTS}" in \
+        response.text
+
+
+def test_too_many_queries_for_one_app_is_429_naming_the_limit(collector: Collector) -> None:
+    app = app_named("chatty")
+    for _ in range(MAX_QUERIES):
+        assert collector.post(run_events(**fresh_ids(), app=app)[:2]).json()["accepted"] == 2
+    response = collector.post(run_events(**fresh_ids(), app=app)[:2])
+    assert response.status_code == 429
+    detail = response.json()["detail"]
+    assert f"already has {MAX_QUERIES} queries, the limit (max_queries_per_app)" in detail
+    assert {r["reason"] for r in response.json()["rejected"]} == {"limit"}
+    text = collector.metrics(READ_TOKEN)
+    [(_, refused)] = [s for s in samples(text, "sparkwatch_collector_events_rejected_total")
+                      if s[0]["reason"] == "limit"]
+    assert refused >= 2
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "message"),
+    [
+        (b"{not json", {}, 400, "request body is not valid JSON"),
+        (b"[]", {}, 400, 'must be a JSON object {"events": [...]}'),
+        (b'{"events": {}}', {}, 400, '"events" must be a JSON array'),
+        (b"\x1f\x8b\x08garbage", {"Content-Encoding": "gzip"}, 400, "not valid gzip"),
+        (b"{}", {"Content-Encoding": "br"}, 415, "unsupported Content-Encoding 'br'"),
+    ],
+)
+def test_malformed_requests_are_refused_naming_the_problem(
+    collector: Collector, body: bytes, headers: dict[str, str], status: int, message: str
+) -> None:
+    response = httpx.post(collector.ingest_url, content=body,
+                          headers={"Authorization": f"Bearer {TOKEN}", **headers})
+    assert response.status_code == status
+    assert message in response.json()["detail"]
+
+
+def test_reads_and_metrics_need_the_read_token_when_one_is_set(collector: Collector) -> None:
+    assert collector.get("/metrics").status_code == 401
+    assert collector.get("/api/v1/queries", "wrong").status_code == 401
+    assert collector.get("/api/v1/queries", READ_TOKEN).status_code == 200
+    assert collector.get("/healthz").json() == {"status": "ok"}
+
+
+def test_read_api_pages_through_state_and_progress(collector: Collector) -> None:
+    events = fresh_run()
+    ids = {"query_id": events[0]["payload"]["id"], "run_id": events[0]["payload"]["runId"]}
+    assert collector.post(events).json()["accepted"] == len(events)
+    progress = [e["payload"] for e in events if e["kind"] == "progress"]
+    wait_for(lambda: rows(collector, "select count(*) from batches where run_id = :r",
+                          r=ids["run_id"]) == len(progress), 30, "batches in the history")
+    qid = ids["query_id"]
+    first = collector.get(f"/api/v1/queries/{qid}/state", READ_TOKEN, operator=0,
+                          since="2000-01-01T00:00:00Z", limit=4).json()
+    rest = collector.get(f"/api/v1/queries/{qid}/state", READ_TOKEN, operator=0,
+                         since="2000-01-01T00:00:00Z", limit=4, offset=4).json()
+    assert [p["batch_id"] for p in first + rest] == [p["batchId"] for p in progress]
+    assert [p["num_rows_total"] for p in first + rest] == [
+        p["stateOperators"][0]["numRowsTotal"] for p in progress]
+    newest = collector.get(f"/api/v1/queries/{qid}/progress", READ_TOKEN, limit=2).json()
+    assert [p["batch_id"] for p in newest] == [p["batchId"] for p in progress[-2:]]
+    runs = collector.get(f"/api/v1/queries/{qid}/runs", READ_TOKEN).json()
+    assert [(r["run_id"], r["status"], r["batches"]) for r in runs] == [
+        (ids["run_id"], "terminated", len(progress))]
+    queries = collector.get("/api/v1/queries", READ_TOKEN, limit=1000).json()
+    assert qid in {q["query_id"] for q in queries}
+    missing = collector.get("/api/v1/queries/no-such-query/state", READ_TOKEN)
+    assert missing.status_code == 404 and "no-such-query" in missing.json()["detail"]
+    bad_operator = collector.get(f"/api/v1/queries/{qid}/state", READ_TOKEN, operator=9)
+    assert bad_operator.status_code == 404 and "no state operator 9" in bad_operator.text
+
+
+def test_readyz_reports_the_history_and_spool(collector: Collector) -> None:
+    ready = collector.get("/readyz").json()
+    assert ready["status"] == "ready"
+    assert ready["history"] == {"enabled": True, "ok": True, "error": None}
+    assert ready["spool"]["max_bytes"] > 0
+
+
+def test_gzip_and_plain_bodies_are_equivalent(collector: Collector) -> None:
+    events = fresh_run(terminated=False)[:2]
+    plain = httpx.post(collector.ingest_url, content=json.dumps({"events": events}),
+                       headers={"Authorization": f"Bearer {TOKEN}"})
+    zipped = httpx.post(collector.ingest_url,
+                        content=gzip.compress(json.dumps({"events": events}).encode()),
+                        headers={"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip"})
+    assert plain.json()["accepted"] == zipped.json()["accepted"] == 2
+    assert zipped.json()["duplicates"] == 1

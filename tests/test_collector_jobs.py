@@ -1,0 +1,259 @@
+"""The collector's scheduled jobs on real databases: retention deletes only what is due, rollups
+equal the raw aggregates, stall detection fires and clears (also as a gauge on a running
+collector), and two collectors on one database run each job once per slot."""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from sparkwatch.collector.retention import Retention
+from sparkwatch.collector.rollups import Rollups
+from sparkwatch.collector.stalls import StallDetection
+from sparkwatch.history import migrate
+from sparkwatch.history.schema import JobRun, OperatorRollup, QueryRollup
+from sparkwatch.history.writer import HistoryWriter
+from sparkwatch.model.events import AppInfo, Envelope, EventKind
+from sparkwatch.model.parse import parse_envelope
+from tests.support import wait_for
+from tests.test_collector_support import (
+    Collector,
+    envelope,
+    fresh_ids,
+    recorded,
+    running,
+    samples,
+    scalar,
+)
+
+NOW = datetime(2026, 11, 21, 12, 0, 30, tzinfo=UTC)
+APP = AppInfo("jobs-app", "app-jobs-1", "4.3.0")
+
+
+def iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def progress_at(times: list[datetime], query_id: str, run_id: str) -> list[dict[str, Any]]:
+    """Recorded progress payloads (cycled) re-stamped at ``times`` as batches 0, 1, ..."""
+    source = recorded()["progress"]
+    out = []
+    for batch_id, t in enumerate(times):
+        p = copy.deepcopy(source[batch_id % len(source)])
+        p.update(id=query_id, runId=run_id, batchId=batch_id, timestamp=iso(t))
+        out.append(p)
+    return out
+
+
+def write(url: str, payloads: list[dict[str, Any]], kind: EventKind = EventKind.PROGRESS) -> None:
+    writer = HistoryWriter(url)
+    writer.write([parse_envelope(Envelope(kind, APP, NOW.timestamp(), p)) for p in payloads])
+    writer.close()
+
+
+def run_job(url: str, work: Any, now: datetime = NOW) -> Any:
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            return work(conn, now)
+    finally:
+        engine.dispose()
+
+
+def count(url: str, table: str) -> int:
+    return int(scalar(url, f"select count(*) from {table}"))
+
+
+def test_retention_deletes_only_what_is_due(history_url: str) -> None:
+    ids = fresh_ids()
+    ages = [10, 8, 7.01, 6.99, 1]  # days; raw rows are kept 7 days
+    write(history_url, progress_at([NOW - timedelta(days=d) for d in ages], **ids))
+    ops_per_batch = len(recorded()["progress"][0]["stateOperators"])
+    old_slot, new_slot = NOW - timedelta(days=2), NOW - timedelta(hours=1)
+    engine = sa.create_engine(history_url)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(JobRun), [
+            {"job": "x", "slot": slot, "replica": "r", "ran_at": slot}
+            for slot in (old_slot, new_slot)])
+    engine.dispose()
+    deleted = run_job(history_url, Retention(raw_days=7, rollup_days=90))
+    assert deleted["batches"] == 3
+    assert deleted["operator_batches"] == 3 * ops_per_batch
+    assert count(history_url, "batches") == 2
+    assert count(history_url, "operator_batches") == 2 * ops_per_batch
+    assert count(history_url, "source_batches") == 2
+    assert count(history_url, "query_runs") == 1, "the run still has batches"
+    assert deleted["job_runs"] == 1 and count(history_url, "job_runs") == 1
+    assert run_job(history_url, Retention(raw_days=7, rollup_days=90))["batches"] == 0
+
+
+def expected_rollups(payloads: list[dict[str, Any]], seconds: int) -> tuple[dict, dict]:
+    """The aggregates computed independently, in Python, from the progress JSON."""
+    queries: dict[Any, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    operators: dict[Any, dict[str, Any]] = defaultdict(lambda: defaultdict(int))
+    for p in payloads:
+        epoch = int(datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp())
+        bucket = datetime.fromtimestamp(epoch - epoch % seconds, tz=UTC)
+        duration = p.get("batchDuration", p["durationMs"].get("triggerExecution", 0))
+        q = queries[(p["id"], bucket)]
+        q["batches"] += 1
+        q["num_input_rows"] += p["numInputRows"]
+        q["batch_duration_ms_sum"] += duration
+        q["batch_duration_ms_max"] = max(q["batch_duration_ms_max"], duration)
+        for index, op in enumerate(p["stateOperators"]):
+            o = operators[(p["id"], index, bucket)]
+            o["batches"] += 1
+            o["rows"] = [*o.get("rows", []), op["numRowsTotal"]]
+            o["num_rows_updated"] += op["numRowsUpdated"]
+            o["num_rows_dropped_by_watermark"] += op["numRowsDroppedByWatermark"]
+            o["memory_used_bytes_max"] = max(o["memory_used_bytes_max"], op["memoryUsedBytes"])
+            o["commit_time_ms"] += op["commitTimeMs"]
+    return queries, operators
+
+
+def test_rollups_equal_the_raw_aggregates(history_url: str) -> None:
+    start = NOW - timedelta(minutes=3)
+    payloads = []
+    for run in range(2):  # two queries, batches every 13 s across four minutes
+        ids = fresh_ids()
+        times = [start + timedelta(seconds=13 * i + run) for i in range(15)]
+        payloads += progress_at(times, **ids)
+    write(history_url, payloads)
+    run_job(history_url, Rollups(lookback_seconds=3600))
+    run_job(history_url, Rollups(lookback_seconds=3600))  # idempotent: upserts, no doubling
+    engine = sa.create_engine(history_url)
+    with engine.connect() as conn:
+        for resolution, seconds in (("minute", 60), ("hour", 3600)):
+            queries, operators = expected_rollups(payloads, seconds)
+            got = {(r.query_id, r.bucket_start): r for r in conn.execute(
+                sa.select(QueryRollup.__table__).where(QueryRollup.resolution == resolution))}
+            assert len(got) == len(queries)
+            for (qid, bucket), want in queries.items():
+                row = got[(qid, bucket)]
+                assert {k: getattr(row, k) for k in want} == want
+            ops = {(r.query_id, r.operator_index, r.bucket_start): r for r in conn.execute(
+                sa.select(OperatorRollup.__table__).where(
+                    OperatorRollup.resolution == resolution))}
+            assert len(ops) == len(operators)
+            for (qid, index, bucket), want in operators.items():
+                row = ops[(qid, index, bucket)]
+                assert row.batches == want["batches"]
+                assert row.num_rows_total_max == max(want["rows"])
+                mean = sum(want["rows"]) / len(want["rows"])
+                assert row.num_rows_total_avg == pytest.approx(mean)
+                for key in ("num_rows_updated", "num_rows_dropped_by_watermark",
+                            "memory_used_bytes_max", "commit_time_ms"):
+                    assert getattr(row, key) == want[key], key
+    engine.dispose()
+
+
+def test_stall_detection_fires_for_a_silent_run_and_clears_when_it_resumes(
+    history_url: str,
+) -> None:
+    silent, steady = fresh_ids(), fresh_ids()
+    # Both ran a batch every 2 s; the first stopped 60 s ago, the second reported just now.
+    write(history_url, progress_at([NOW - timedelta(seconds=80 - 2 * i) for i in range(10)],
+                                   **silent))
+    write(history_url, progress_at([NOW - timedelta(seconds=18 - 2 * i) for i in range(10)],
+                                   **steady))
+    detect = StallDetection(intervals=5, min_seconds=5, horizon_days=7)
+    assert detect.threshold(2.0) == 10.0
+    assert run_job(history_url, detect) == (1, 0)
+    assert run_job(history_url, detect) == (0, 0), "an open mark is not opened again"
+    stalls = scalar(history_url, "select count(*) from query_stalls where run_id = :r "
+                    "and cleared_at is null", r=silent["run_id"])
+    assert stalls == 1
+    # It reports again (an idle event counts as much as progress): the mark clears.
+    write(history_url, [{"id": silent["query_id"], "runId": silent["run_id"],
+                         "timestamp": iso(NOW)}], EventKind.IDLE)
+    assert run_job(history_url, detect, NOW + timedelta(seconds=1)) == (0, 1)
+    assert count(history_url, "query_stalls") == 1
+    # Ended runs are never stalled.
+    write(history_url, [{"id": steady["query_id"], "runId": steady["run_id"],
+                         "exception": None}], EventKind.TERMINATED)
+    assert run_job(history_url, detect, NOW + timedelta(minutes=10)) == (1, 0)
+
+
+@pytest.mark.postgres
+def test_the_stalled_gauge_on_a_running_collector(pg_url: str, tmp_path: Path) -> None:
+    collector = Collector(pg_url, tmp_path / "spool", "--stall-check-seconds", "1",
+                          "--stall-min-seconds", "2")
+    ids = fresh_ids()
+    now = datetime.now(UTC)
+    events = [envelope("progress", p) for p in
+              progress_at([now - timedelta(seconds=3 - 0.5 * i) for i in range(6)], **ids)]
+
+    def stalled() -> float | None:
+        values = [v for labels, v in samples(collector.metrics(),
+                                              "spark_streaming_query_stalled")
+                  if labels["query_id"] == ids["query_id"]]
+        return values[0] if values else None
+
+    with running(collector):
+        assert collector.post(events).json()["accepted"] == len(events)
+        wait_for(lambda: stalled() == 1, 30, "the query to be marked stalled")
+        resumed = progress_at([datetime.now(UTC)] * 7, **ids)[-1]  # batch 6, stamped now
+        assert collector.post([envelope("progress", resumed)]).json()["accepted"] == 1
+        wait_for(lambda: stalled() == 0, 30, "the stall to clear")
+    assert int(scalar(pg_url, "select count(*) from query_stalls where cleared_at is not null")) \
+        == 1
+
+
+def job_counts(text: str, outcome: str) -> dict[str, float]:
+    return {labels["job"]: v for labels, v in samples(text, "sparkwatch_collector_job_runs_total")
+            if labels["outcome"] == outcome}
+
+
+@pytest.mark.postgres
+def test_two_collectors_on_one_database_run_each_job_once_per_slot(
+    pg_url: str, tmp_path: Path
+) -> None:
+    migrate.upgrade(pg_url)
+    fast = ("--rollup-interval-seconds", "1", "--stall-check-seconds", "1",
+            "--retention-interval-seconds", "1")
+    a = Collector(pg_url, tmp_path / "a", *fast, "--replica", "a")
+    b = Collector(pg_url, tmp_path / "b", *fast, "--replica", "b")
+    def slots() -> int:
+        return int(scalar(pg_url, "select count(*) from job_runs where job = 'rollups'"))
+
+    a.launch()
+    b.launch()
+    try:
+        a.wait_healthy()
+        b.wait_healthy()
+        both_up = slots()
+        wait_for(lambda: slots() >= both_up + 4, 30, "four rollup slots with both replicas up")
+        texts = [a.metrics(), b.metrics()]
+    finally:
+        a.stop()
+        b.stop()
+    ran = [job_counts(t, "ran") for t in texts]
+    skipped = [job_counts(t, "skipped") for t in texts]
+    assert [job_counts(t, "failed") for t in texts] == [{}, {}]
+    for job in ("rollups", "stalls", "retention"):
+        rows = int(scalar(pg_url, "select count(*) from job_runs where job = :j", j=job))
+        slots = int(scalar(pg_url, "select count(distinct slot) from job_runs where job = :j",
+                           j=job))
+        assert rows == slots, f"{job}: a slot ran twice"
+        # Each run counted by a replica claimed a slot of its own (the count was scraped before
+        # the replicas stopped, so later runs may add rows but never a second run of a slot).
+        assert sum(r.get(job, 0) for r in ran) <= rows
+        assert all(r.get(job, 0) + s.get(job, 0) > 0 for r, s in zip(ran, skipped, strict=True)), \
+            f"{job}: both replicas take part: {ran} {skipped}"
+    assert sum(s.get("rollups", 0) for s in skipped) > 0, "the replicas never contended"
+    replicas = {row[0] for row in _rows(pg_url, "select distinct replica from job_runs")}
+    assert replicas <= {"a", "b"}
+
+
+def _rows(url: str, sql: str) -> list[Any]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        result = list(conn.execute(sa.text(sql)))
+    engine.dispose()
+    return result

@@ -1,0 +1,57 @@
+"""Schemathesis against the OpenAPI the collector publishes, on a real server process and
+PostgreSQL: every operation, every default check (server errors, status codes and response
+schemas as documented, auth enforced, invalid input refused), with bounded examples."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+
+from tests.test_collector_support import Collector, module_database, run_events, samples
+
+pytestmark = pytest.mark.postgres
+
+# One token for ingest (any app) and reads, so that schemathesis can send one header everywhere.
+SHARED_TOKEN = "schemathesis-shared-token"
+
+
+@pytest.fixture(scope="module")
+def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
+    with module_database(pg_admin_url) as url:
+        c = Collector(url, tmp_path_factory.mktemp("openapi") / "spool", env={
+            "SPARKWATCH_COLLECTOR_TOKENS": f"*={SHARED_TOKEN}",
+            "SPARKWATCH_COLLECTOR_READ_TOKEN": SHARED_TOKEN,
+        })
+        c.start()
+        # Some history, so that reads of a known query find rows.
+        assert c.post(run_events(), token=SHARED_TOKEN).json()["accepted"] > 0
+        yield c
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def api_schema(collector: Collector) -> Any:
+    schema = schemathesis.openapi.from_url(collector.url + "/openapi.json")
+    schema.config.update(headers={"Authorization": f"Bearer {SHARED_TOKEN}"})
+    return schema
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@schema.parametrize()
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+def test_every_operation_conforms_to_the_published_openapi(case: Any) -> None:
+    case.call_and_validate()
+
+
+def test_the_run_above_exercised_ingest_with_good_and_bad_requests(collector: Collector) -> None:
+    """Guards the run above against testing nothing (runs after it: pytest keeps file order)."""
+    codes = {labels["code"]: value for labels, value in samples(
+        collector.metrics(SHARED_TOKEN), "sparkwatch_collector_ingest_requests_total")}
+    assert codes.get("200", 0) > 1, codes
+    assert any(code.startswith("4") for code in codes), codes

@@ -1,0 +1,65 @@
+"""The spool on a real disk: order, bound, commit, recovery from a torn write, exclusivity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkwatch.spool import Spool, SpoolBusy, SpoolFull
+
+
+def drain(spool: Spool, batch: int = 3) -> list:
+    out = []
+    while not spool.is_empty():
+        records, position = spool.read(batch)
+        out.extend(records)
+        spool.commit(position)
+    return out
+
+
+def test_records_come_back_in_order_across_segments_and_reopen(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, 1 << 20, segment_bytes=64)
+    for i in range(50):
+        spool.append([{"i": i}])
+    records, position = spool.read(10)
+    assert [r[0]["i"] for r in records] == list(range(10))
+    spool.commit(position)
+    spool.close()
+
+    reopened = Spool(tmp_path, 1 << 20, segment_bytes=64)
+    assert [r[0]["i"] for r in reopened.pending()] == list(range(10, 50))
+    assert [r[0]["i"] for r in drain(reopened)] == list(range(10, 50))
+    assert reopened.pending_bytes == 0
+    assert len(list(tmp_path.glob("*.wal"))) == 1, "finished segments are deleted"
+
+
+def test_the_bound_refuses_appends_and_commits_free_room(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, 200)
+    spool.append(["x" * 80])
+    spool.append(["x" * 80])
+    with pytest.raises(SpoolFull, match="bound of 200 bytes"):
+        spool.append(["x" * 80])
+    drain(spool)
+    spool.append(["x" * 80])
+
+
+def test_a_torn_last_record_is_cut_off_and_the_rest_kept(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, 1 << 20)
+    spool.append([1])
+    spool.append([2])
+    spool.close()
+    segment = next(tmp_path.glob("*.wal"))
+    with open(segment, "ab") as f:  # a crash in the middle of a third append
+        f.write(b"\x00\x00\x01\x00\x12\x34")
+    reopened = Spool(tmp_path, 1 << 20)
+    reopened.append([3])
+    assert list(reopened.pending()) == [[1], [2], [3]]
+
+
+def test_a_second_process_cannot_open_the_same_spool(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, 1 << 20)
+    with pytest.raises(SpoolBusy, match="in use"):
+        Spool(tmp_path, 1 << 20)
+    spool.close()
+    Spool(tmp_path, 1 << 20).close()

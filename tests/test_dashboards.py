@@ -1,0 +1,159 @@
+"""The Grafana dashboards: committed JSON and docs equal the build, stable uids, variables,
+described panels, catalogue names only, PromQL that promtool parses, thresholds from config."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sparkwatch.cli.main import main
+from sparkwatch.dashboards.build import DOCS_FILE, GRAFANA_DIR, dashboard_files, dashboards
+from sparkwatch.dashboards.config import load_config
+from sparkwatch.dashboards.docs import panels_in_order
+from sparkwatch.dashboards.files import PACKAGE_DIR, stale
+from sparkwatch.dashboards.recording import recordings
+from sparkwatch.history.schema import metadata
+from tests.test_dashboards_support import dashboard_targets, promql_for_test
+from tests.test_rules import catalogue_series
+
+UIDS = {
+    "sparkwatch-overview",
+    "sparkwatch-state-store",
+    "sparkwatch-watermark",
+    "sparkwatch-history",
+}
+VARIABLES = ["datasource", "app", "query", "operator"]
+
+
+@pytest.fixture(scope="module")
+def boards() -> dict[str, dict[str, Any]]:
+    return dashboards(load_config())
+
+
+def test_committed_dashboards_and_docs_equal_the_build() -> None:
+    assert stale(dashboard_files(load_config()), PACKAGE_DIR) == [], (
+        "generated dashboards or docs/dashboards.md are stale: run `sparkwatch dashboards build`"
+    )
+
+
+def test_committed_files_pass_the_cli_check() -> None:
+    assert main(["dashboards", "build", "--check"]) == 0
+
+
+def test_uids_are_stable_and_grafana_11_schema(boards: dict[str, dict[str, Any]]) -> None:
+    assert {b["uid"] for b in boards.values()} == UIDS
+    for board in boards.values():
+        assert board["schemaVersion"] >= 39  # Grafana 11
+        assert board["title"].startswith("sparkwatch / ")
+        ids = [p["id"] for p in board["panels"]]
+        assert len(ids) == len(set(ids))
+
+
+def test_every_dashboard_has_the_four_variables(boards: dict[str, dict[str, Any]]) -> None:
+    for board in boards.values():
+        variables = {v["name"]: v for v in board["templating"]["list"]}
+        assert list(variables) == VARIABLES, board["uid"]
+        expected = "grafana-postgresql-datasource" if "history" in board["uid"] else "prometheus"
+        assert variables["datasource"]["query"] == expected
+        for name in VARIABLES[1:]:
+            assert variables[name]["multi"] and variables[name]["includeAll"]
+            assert variables[name]["datasource"]["uid"] == "${datasource}"
+
+
+def test_every_panel_is_described_and_queries_its_datasource(
+    boards: dict[str, dict[str, Any]],
+) -> None:
+    for board in boards.values():
+        sql = "history" in board["uid"]
+        for _, panel in panels_in_order(board):
+            where = f"{board['uid']} / {panel['title']}"
+            assert len(panel.get("description", "")) >= 60, where
+            assert panel["targets"], where
+            assert panel["datasource"]["uid"] == "${datasource}", where
+            for target in panel["targets"]:
+                assert ("rawSql" in target) == sql, where
+
+
+def test_promql_uses_catalogue_names_and_defined_recordings(
+    boards: dict[str, dict[str, Any]],
+) -> None:
+    exprs = [t.text for t in dashboard_targets(boards) if t.language == "promql"]
+    recorded_names = re.compile(r"\bsparkwatch_\w+:[\w:]+")  # they embed a catalogue name
+    raw = {
+        n for e in exprs for n in re.findall(r"\bspark_streaming_\w+", recorded_names.sub("", e))
+    }
+    assert raw <= catalogue_series(), raw - catalogue_series()
+    recorded = {n for e in exprs for n in recorded_names.findall(e)}
+    assert recorded and recorded <= {r.record for r in recordings(load_config())}
+
+
+def test_promtool_parses_every_dashboard_expression(
+    boards: dict[str, dict[str, Any]], promtool: str, tmp_path: Path
+) -> None:
+    # promtool has no "check expression": each expression becomes a recording rule to check.
+    targets = [t for t in dashboard_targets(boards) if t.language == "promql"]
+    rules = [
+        {"record": f"check:expr_{i}", "expr": promql_for_test(t.text)}
+        for i, t in enumerate(targets)
+    ]
+    path = tmp_path / "exprs.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    done = subprocess.run(
+        [promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_sql_reads_only_history_tables(boards: dict[str, dict[str, Any]]) -> None:
+    sql = [t.text for t in dashboard_targets(boards) if t.language == "sql"]
+    variables = [
+        v["query"]
+        for b in boards.values()
+        if "history" in b["uid"]
+        for v in b["templating"]["list"]
+        if v["type"] == "query"
+    ]
+    tables = {
+        m
+        for text in sql + variables
+        for m in re.findall(r"\b(?:FROM|JOIN)\s+(?:LATERAL\s+)?([a-z_]\w*)", text)
+    }
+    assert tables and tables <= set(metadata.tables), tables - set(metadata.tables)
+
+
+def test_threshold_lines_come_from_the_config() -> None:
+    config = load_config(sets=["alerts.watermark_lag.max_seconds=123"])
+    (board,) = [b for b in dashboards(config).values() if b["uid"] == "sparkwatch-watermark"]
+    (panel,) = [p for _, p in panels_in_order(board) if p["title"] == "Watermark lag"]
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps] == [None, 123]
+
+
+def test_docs_list_every_panel_with_its_queries(boards: dict[str, dict[str, Any]]) -> None:
+    docs = (PACKAGE_DIR / DOCS_FILE).read_text()
+    for board in boards.values():
+        assert f"uid `{board['uid']}`" in docs
+    for target in dashboard_targets(boards):
+        assert f"#### {target.panel}\n" in docs, target.where
+        assert target.text in docs, target.where
+
+
+def test_dashboards_build_check_detects_drift_and_build_fixes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = ["dashboards", "build", "--output", str(tmp_path)]
+    assert main([*out, "--check"]) == 1
+    assert main(out) == 0 and main([*out, "--check"]) == 0
+    overview = tmp_path / GRAFANA_DIR / "sparkwatch-overview.json"
+    data = json.loads(overview.read_text())
+    data["uid"] = "changed"
+    overview.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main([*out, "--check"]) == 1
+    assert "sparkwatch-overview.json" in capsys.readouterr().err

@@ -1,0 +1,159 @@
+"""`sparkwatch top` without Spark: parsing an exporter's exposition (with plan identity), growth
+across scrapes, sort/filter/drill keys, frames that fit the terminal, the history source in a
+pseudo-terminal and --once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from sparkwatch.cli.main import main
+from sparkwatch.history import migrate
+from sparkwatch.metrics.exposition import SparkwatchCollector
+from sparkwatch.metrics.state import MetricState
+from sparkwatch.model.events import AppInfo
+from sparkwatch.top.history_source import read_history
+from sparkwatch.top.metrics_source import read_metrics, snapshot_from_text
+from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
+from sparkwatch.top.rates import GrowthTracker
+from sparkwatch.top.render import frame
+from sparkwatch.top.view import View, handle_key, visible
+from tests.doctor_support import SCENARIOS, events_of, load, plan_of, recorded
+from tests.top_terminal import has, query_rows, spawn, wait_frame
+
+
+def exposition(names: list[str]) -> str:
+    """What an exporter serves after the recorded runs of ``names`` (plans read)."""
+    state = MetricState()
+    for name in names:
+        data = recorded(name)
+        events = events_of(data)
+        state.apply_all(events)
+        state.apply_plan(AppInfo(**data["app"]), plan_of(data, events))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SparkwatchCollector(state))
+    return generate_latest(registry).decode()
+
+
+def test_exposition_to_snapshot_keeps_identity_and_numbers() -> None:
+    snap = snapshot_from_text(exposition(["late_data", "join_no_bounds"]), "test", now=100.0)
+    by_name = {q.name: q for q in snap.queries}
+    late = by_name["late_data"]
+    assert (late.status, late.batch_id, late.run_id != "") == ("terminated", 6, True)
+    [op] = late.operators
+    assert (op.index, op.operator, op.kind, op.rows) == (0, "stateStoreSave", "aggregation", 3)
+    assert op.identity == "aggregation on [window, key], append, watermark ts 2s, 2 stores, hdfs"
+    assert by_name["join_no_bounds"].operators[0].identity.startswith(
+        "stream_stream_join on [key], append, no watermark"
+    )
+
+
+def query(name: str, **values: Any) -> TopQuery:
+    ops = values.pop("ops", [])
+    return TopQuery(app_id="a", query_id=f"id-{name}", name=name, operators=ops, **values)
+
+
+def test_growth_is_measured_across_scrapes_and_resets_with_the_run() -> None:
+    tracker = GrowthTracker(window=60)
+
+    def snap(t: float, rows: float, run: str = "r1") -> TopOperator:
+        op = TopOperator(index=0, operator="dedupe", rows=rows)
+        q = query("q", run_id=run, ops=[op])
+        tracker.update(Snapshot("s", t, [q]))
+        return op
+
+    assert snap(0, 100).growth is None
+    assert snap(10, 150).growth == 5.0
+    assert snap(20, 150).growth == 2.5  # over the window, not the last second
+    assert snap(30, 10, run="r2").growth is None  # a restart is not negative growth
+
+
+def test_keys_sort_filter_select_and_drill() -> None:
+    queries = [
+        query("alpha", batch_seconds=1.0, lag_seconds=50.0,
+              ops=[TopOperator(0, "dedupe", kind="dedupe", rows=10, growth=1.0)]),
+        query("beta", batch_seconds=3.0, lag_seconds=5.0,
+              ops=[TopOperator(0, "stateStoreSave", kind="aggregation", rows=99, growth=0.0)]),
+        query("gamma", batch_seconds=2.0,
+              ops=[TopOperator(0, "symmetricHashJoin", rows=5, growth=7.0)]),
+    ]
+    view = View()
+    order = {key: None for key in "glbsn"}
+    for key in order:
+        handle_key(view, key, queries)
+        order[key] = [q.name for q in visible(queries, view)]
+    assert order == {
+        "g": ["gamma", "alpha", "beta"],
+        "l": ["alpha", "beta", "gamma"],
+        "b": ["beta", "gamma", "alpha"],
+        "s": ["beta", "alpha", "gamma"],
+        "n": ["alpha", "beta", "gamma"],
+    }
+    for key in ["/", "a", "g", "g", "BACKSPACE", "ENTER"]:  # filter "ag" (typing does not sort)
+        handle_key(view, key, visible(queries, view))
+    assert (view.filter, view.sort, [q.name for q in visible(queries, view)]) == (
+        "ag", "name", ["beta"]  # matches its operator's kind, aggregation
+    )
+    handle_key(view, "ESC", [])
+    shown = visible(queries, view)
+    handle_key(view, "DOWN", shown)
+    handle_key(view, "ENTER", shown)
+    assert view.detail == ("a", "id-beta")
+    lines = frame(Snapshot("s", 0.0, queries), view, 100)
+    assert "query beta" in lines[3] and "(esc: back to the list)" in lines[-1]
+    handle_key(view, "ESC", shown)
+    handle_key(view, "q", shown)
+    assert view.detail is None and view.quit
+
+
+@pytest.mark.parametrize("width", [40, 80, 200])
+def test_frames_fit_the_terminal(width: int) -> None:
+    snap = snapshot_from_text(exposition(SCENARIOS), "http://driver:9750/metrics")
+    snap.error = "URLError: <urlopen error [Errno 111] Connection refused>"
+    lines = frame(snap, View(filter="a", editing=True), width, height=12)
+    assert len(lines) <= 12 and all(len(line) <= width for line in lines)
+    assert lines[2].startswith("! cannot read")
+
+
+def test_history_source_and_once(sqlite_url: str, capsys) -> None:
+    migrate.upgrade(sqlite_url)
+    load(sqlite_url, SCENARIOS)
+    snap = read_history(sqlite_url)
+    join = next(q for q in snap.queries if q.name == "join_no_bounds")
+    assert (join.status, join.batch_id, join.operators[0].rows) == ("terminated", 5, 96)
+    assert join.operators[0].growth is not None and join.operators[0].growth > 0
+    assert main(["top", "--url", sqlite_url, "--once", "--sort", "rows", "--filter", "late"]) == 0
+    out = capsys.readouterr().out
+    assert "5 queries (1 shown) - sort: rows - filter: late" in out
+    assert [row[0] for row in query_rows(out.splitlines())] == ["late_data"]
+
+
+def test_unreachable_metrics_once_exits_2(capsys) -> None:
+    assert read_metrics("http://127.0.0.1:9/metrics").error is not None
+    assert main(["top", "--metrics", "127.0.0.1:9", "--once"]) == 2
+    assert "! cannot read http://127.0.0.1:9/metrics" in capsys.readouterr().out
+
+
+def test_history_in_a_pseudo_terminal(sqlite_url: str) -> None:
+    migrate.upgrade(sqlite_url)
+    load(sqlite_url, SCENARIOS)
+    child = spawn("--url", sqlite_url, "--interval", "0.3")
+    try:
+        lines = wait_frame(child, has("QUERY / OPERATOR"), "the table", timeout=30)
+        assert len(query_rows(lines)) == 5
+        child.send("l")
+        lines = wait_frame(child, lambda ls: "sort: lag" in ls[0], "sort by lag", timeout=30)
+        child.send("/join\r")
+        lines = wait_frame(child, lambda ls: "filter: join" in ls[0], "the filter", timeout=30)
+        assert [row[0] for row in query_rows(lines)] == ["join_no_bounds"]
+        child.send("\r")
+        wait_frame(child, has("#0 symmetricHashJoin: stream_stream_join on [key]"), "detail")
+        child.send("q")
+        child.wait()
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+    assert child.exitstatus == 0
+
