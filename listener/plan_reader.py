@@ -1,10 +1,12 @@
 """Reads each run's executed plan from the JVM, off every Spark thread, and maps its operators.
 
-``onQueryStarted`` runs inside ``query.start()`` and there is no executed plan yet then, so the
-plan is read once per run when that run's first progress arrives (re-read when a progress lists
-other operators than the plan read). The intake worker only enqueues; a thread of our own makes the
-Py4J calls. Where the plan cannot be read (Spark Connect, a query gone, a layout a future Spark
-prints differently) every operator keeps what the progress says, and the log says why once.
+``onQueryStarted`` runs inside ``query.start()`` and there is no executed plan yet then: on that
+event the reader only takes a handle on the running query, and reads the plan when the run's first
+progress arrives (again when a progress lists other operators than the plan read). The handle
+keeps the plan readable after a fast query (``availableNow``) has already ended. The intake worker
+only enqueues; a thread of our own makes the Py4J calls. Where the plan cannot be read (Spark
+Connect, a query gone, a layout a future Spark prints differently) every operator keeps what the
+progress says, and the log says why once.
 """
 
 from __future__ import annotations
@@ -13,78 +15,44 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from sparkwatch.listener.queues import BoundedQueue
 from sparkwatch.metrics.state import MetricState
-from sparkwatch.model.events import AppInfo, ParsedEvent, QueryProgress, QueryTerminated
+from sparkwatch.model.events import (
+    AppInfo,
+    ParsedEvent,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
+)
+from sparkwatch.plan.jvm import PlanUnavailable, find_query, read_raw_plan
 from sparkwatch.plan.mapping import from_progress, map_plan
 from sparkwatch.plan.model import QueryPlan, RawPlan, Source
-from sparkwatch.plan.settings import CHECKPOINT_KEYS, SESSION_KEYS
 
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[QueryPlan], None]
-Item = tuple[str, str, tuple[str, ...], int] | None
+GRAB, READ, FORGET = "grab", "read", "forget"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    action: str
+    query_id: str
+    run_id: str
+    names: tuple[str, ...] = ()
+    batch_id: int = -1
+
 RETRIES = 5
 RETRY_SECONDS = 0.5
 MAX_REMEMBERED = 10_000
 
 
-class PlanUnavailable(Exception):
-    """The plan of this run cannot be read; the message says why."""
-
-    def __init__(self, reason: str, retry: bool = False) -> None:
-        super().__init__(reason)
-        self.retry = retry
-
-
-def read_raw_plan(jquery: Any, query_id: str, run_id: str) -> RawPlan:
-    """Py4J: the executed plan of a JVM ``StreamingQuery`` (wrapper) and the settings around it."""
-    execution = jquery.streamingQuery().lastExecution()
-    if execution is None:
-        raise PlanUnavailable("the query has not planned a batch yet", retry=True)
-    return RawPlan(
-        query_id=query_id,
-        run_id=run_id,
-        batch_id=int(execution.currentBatchId()),
-        tree=str(execution.executedPlan().treeString()),
-        output_mode=str(execution.outputMode()),
-        state_checkpoint=str(execution.checkpointLocation()),
-        conf={**_checkpoint_conf(execution), **_session_conf(execution)},
-    )
-
-
-def _checkpoint_conf(execution: Any) -> dict[str, str]:
-    conf = execution.offsetSeqMetadata().conf()  # a Scala Map
-    return {key: str(conf.apply(key)) for key in CHECKPOINT_KEYS if conf.contains(key)}
-
-
-def _session_conf(execution: Any) -> dict[str, str]:
-    runtime = execution.sparkSession().conf()
-    out = {}
-    for key in SESSION_KEYS:
-        value = runtime.get(key, None)
-        if value is not None:
-            out[key] = str(value)
-    return out
-
-
-def find_query(jspark: Any, query_id: str, run_id: str) -> Any:
-    """The active JVM query of this run; PlanUnavailable when it is gone or restarted."""
-    jquery = jspark.streams().get(query_id)
-    if jquery is None:
-        raise PlanUnavailable("the query is no longer active")
-    if str(jquery.runId()) != run_id:
-        raise PlanUnavailable("the query restarted since")
-    return jquery
-
-
 class PlanReader:
     """An intake handler: enqueues new runs; its own thread reads, maps and delivers plans."""
-
-    QUEUE = "plans"
 
     def __init__(
         self,
@@ -100,29 +68,38 @@ class PlanReader:
         self._unavailable = unavailable or ("no JVM session" if jspark is None else None)
         self._retry = retry_seconds
         self._seen: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._handles: dict[tuple[str, str], Any] = {}
+        """JVM queries taken when their run started (plan thread only)."""
         self._warned = False
         self._stop = threading.Event()
         self.closers: list[Callable[[], None]] = []
-        self._queue: BoundedQueue[Item] = BoundedQueue(capacity)
+        self._queue: BoundedQueue[Job | None] = BoundedQueue(capacity)
         self._thread = threading.Thread(target=self._run, name="sparkwatch-plans", daemon=True)
         self._thread.start()
 
     def __call__(self, parsed: ParsedEvent) -> None:
         event = parsed.event
-        if isinstance(event, QueryTerminated):
+        if isinstance(event, QueryStarted):
+            self._offer(Job(GRAB, event.query_id, event.run_id))
+        elif isinstance(event, QueryTerminated):
             self._seen.pop((event.query_id, event.run_id), None)
-            return
-        if not isinstance(event, QueryProgress):
-            return
-        names = tuple(op.name for op in event.state_operators)
-        key = (event.query_id, event.run_id)
-        if self._seen.get(key) == names:
-            return
-        if len(self._seen) >= MAX_REMEMBERED:
-            self._seen.clear()
-        self._seen[key] = names
-        if not self._queue.offer((event.query_id, event.run_id, names, event.batch_id)):
-            log.debug("sparkwatch: plan queue full, %s keeps progress names", event.query_id)
+            self._offer(Job(FORGET, event.query_id, event.run_id))
+        elif isinstance(event, QueryProgress):
+            names = tuple(op.name for op in event.state_operators)
+            key = (event.query_id, event.run_id)
+            if self._seen.get(key) == names:
+                return
+            if len(self._seen) >= MAX_REMEMBERED:
+                self._seen.clear()
+            self._seen[key] = names
+            if not self._offer(Job(READ, *key, names, event.batch_id)):
+                self._seen.pop(key, None)  # try again with the next progress
+
+    def _offer(self, job: Job) -> bool:
+        if self._queue.offer(job):
+            return True
+        log.debug("sparkwatch: plan queue full, dropped %s of %s", job.action, job.query_id)
+        return False
 
     def flush(self, timeout: float) -> bool:
         return self._queue.wait_drained(timeout)
@@ -136,15 +113,29 @@ class PlanReader:
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
+            job = self._queue.get()
             try:
-                if item is None:
+                if job is None:
                     return
-                self._publish(self._plan(*item))
+                self._do(job)
             except Exception:  # noqa: BLE001 - never let one plan stop the thread
                 log.exception("sparkwatch: reading a query plan failed")
             finally:
                 self._queue.done()
+
+    def _do(self, job: Job) -> None:
+        key = (job.query_id, job.run_id)
+        if job.action == FORGET:
+            self._handles.pop(key, None)
+        elif job.action == GRAB and self._jspark is not None:
+            if len(self._handles) >= MAX_REMEMBERED:
+                self._handles.clear()
+            try:
+                self._handles[key] = find_query(self._jspark, *key)
+            except Exception:  # noqa: BLE001 - the read falls back to looking it up again
+                log.debug("sparkwatch: no handle on %s at start", job.query_id, exc_info=True)
+        elif job.action == READ:
+            self._publish(self._plan(job.query_id, job.run_id, job.names, job.batch_id))
 
     def _plan(self, query_id: str, run_id: str, names: tuple[str, ...], batch: int) -> QueryPlan:
         if self._jspark is None:
@@ -162,7 +153,10 @@ class PlanReader:
         """Retries while the query has no executed plan yet or Py4J hiccups."""
         for attempt in range(RETRIES):
             try:
-                return read_raw_plan(find_query(self._jspark, query_id, run_id), query_id, run_id)
+                jquery = self._handles.get((query_id, run_id))
+                if jquery is None:
+                    jquery = find_query(self._jspark, query_id, run_id)
+                return read_raw_plan(jquery, query_id, run_id)
             except PlanUnavailable as exc:
                 if not exc.retry:
                     raise

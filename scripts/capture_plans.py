@@ -3,7 +3,7 @@
 
 Runs every workload of tests/workloads.py and the plan scenarios of tests/stateful_scenarios.py
 on local Spark (``availableNow``), reads each query's plan exactly as the listener does
-(``sparkwatch.listener.plan_reader.read_raw_plan``) and writes
+(``sparkwatch.plan.jvm.read_raw_plan``) and writes
 ``tests/fixtures/plans/spark-<version>/<name>.json``:
 
     {"spark_version", "name", "operators": [progress operatorNames], "raw": RawPlan}
@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sparkwatch.listener.plan_reader import read_raw_plan  # noqa: E402
+from sparkwatch.plan.jvm import read_raw_plan  # noqa: E402
 from tests import stateful_scenarios, workloads  # noqa: E402
 
 PLAN_SCENARIOS = (

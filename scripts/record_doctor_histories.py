@@ -29,9 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sparkwatch.listener.plan_reader import read_raw_plan  # noqa: E402
 from sparkwatch.listener.receivers import JvmReceiver, register_jvm  # noqa: E402
 from sparkwatch.model.events import EventKind  # noqa: E402
+from sparkwatch.plan.jvm import read_raw_plan  # noqa: E402
 from tests import stateful_scenarios  # noqa: E402
 from tests.workloads import progress_dicts  # noqa: E402
 

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 import sparkwatch
 from tests.support import wait_for
 from tests.test_collector_support import TOKEN, Collector, envelope, samples, scalar
-from tests.workloads import progress_dicts, start
+from tests.workloads import progress_dicts, run_to_completion
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -44,9 +44,8 @@ def test_pushed_events_become_app_labelled_metrics_and_one_history_row_per_batch
 ) -> None:
     att = attach_pushing(spark, collector)
     try:
-        queries = {n: start(spark, n, tmp_path_factory.mktemp(n)) for n in WORKLOADS}
+        queries = run_to_completion(spark, list(WORKLOADS), tmp_path_factory.mktemp)
         for name, query in queries.items():
-            assert query.awaitTermination(180), f"{name} did not finish"
             # Spark's listener bus delivers the last events after awaitTermination returns.
             wait_for(lambda q=query: _ended(att, str(q.id)), 30, f"{name} terminated event")
         assert att.flush(60), "the push sink did not deliver everything"

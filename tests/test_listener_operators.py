@@ -15,7 +15,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import sparkwatch
 from tests.support import create_database, drop_database, wait_for
-from tests.workloads import WORKLOADS, installed_spark_version, progress_dicts, start, supported
+from tests.workloads import (
+    WORKLOADS,
+    installed_spark_version,
+    progress_dicts,
+    run_to_completion,
+    supported,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -51,18 +57,8 @@ def attachments(spark: Any, pg_admin_url: str, tmp_path_factory: Any) -> Iterato
 
 @pytest.fixture(scope="module")
 def runs(spark: Any, attachments: dict[str, Any], tmp_path_factory: Any) -> dict[str, Run]:
-    """All workloads run concurrently to completion; both listeners have seen them terminate."""
-    names = supported()
-    # JVM-only workloads run together; Python-worker ones one at a time, because on 2 cores a
-    # crowd of Python workers misses Spark's connect-back timeout.
-    queries: dict[str, Any] = {}
-    jvm_only = [n for n in names if not WORKLOADS[n].python_worker]
-    for wave in [jvm_only] + [[n] for n in names if WORKLOADS[n].python_worker]:
-        started = {n: start(spark, n, tmp_path_factory.mktemp(n)) for n in wave}
-        for name, query in started.items():
-            assert query.awaitTermination(180), f"{name} did not finish"
-            assert query.exception() is None, f"{name} failed: {query.exception()}"
-        queries.update(started)
+    """All workloads run to completion; both listeners have seen them terminate."""
+    queries = run_to_completion(spark, supported(), tmp_path_factory.mktemp)
     done = {n: Run(n, q) for n, q in queries.items()}
     for att in attachments.values():
         app_id = att.app.id

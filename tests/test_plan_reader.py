@@ -101,3 +101,80 @@ def test_demo_table_shows_what_the_operator_is_once_its_plan_was_read() -> None:
         lines = render(apps, queries, 160).splitlines()
     at = next(i for i, line in enumerate(lines) if "#0 stateStoreSave" in line)
     assert lines[at + 1].strip() == identity
+
+
+class ScalaMap(dict):
+    def contains(self, key: str) -> bool:
+        return key in self
+
+    def apply(self, key: str) -> str:
+        return self[key]
+
+
+class EndedQuery:
+    """A JVM query handle as Py4J shows it; its execution outlives the query."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+
+    def runId(self) -> str:  # noqa: N802 - JVM names
+        return self.raw["run_id"]
+
+    def streamingQuery(self) -> Any:  # noqa: N802
+        return self
+
+    def lastExecution(self) -> Any:  # noqa: N802
+        raw = self.raw
+
+        class Execution:
+            def currentBatchId(self) -> int:  # noqa: N802
+                return raw["batch_id"]
+
+            def executedPlan(self) -> Any:  # noqa: N802
+                return type("Plan", (), {"treeString": lambda _: raw["tree"]})()
+
+            def outputMode(self) -> str:  # noqa: N802
+                return raw["output_mode"]
+
+            def checkpointLocation(self) -> str:  # noqa: N802
+                return raw["state_checkpoint"]
+
+            def offsetSeqMetadata(self) -> Any:  # noqa: N802
+                return type("Meta", (), {"conf": lambda _: ScalaMap(raw["conf"])})()
+
+            def sparkSession(self) -> Any:  # noqa: N802
+                conf = type("Conf", (), {"get": lambda _, key, default: default})()
+                return type("Session", (), {"conf": lambda _: conf})()
+
+        return Execution()
+
+
+class SessionWhoseQueryEnds:
+    """``streams().get(id)`` finds the query only while it runs (here: only the first time)."""
+
+    def __init__(self, query: EndedQuery) -> None:
+        self.query: EndedQuery | None = query
+
+    def streams(self) -> Any:
+        return self
+
+    def get(self, query_id: str) -> EndedQuery | None:
+        query, self.query = self.query, None
+        return query
+
+
+def test_the_handle_taken_at_start_reads_a_query_that_already_ended() -> None:
+    import json
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "plans" / "spark-4.3.0" / "global_limit.json"
+    raw = json.loads(fixture.read_text())["raw"]
+    raw.update(query_id="q1", run_id="r1")
+    started = event(EventKind.STARTED, {"id": "q1", "runId": "r1", "name": "limit",
+                                        "timestamp": "2026-11-21T10:00:00.000Z"})
+    limit = load_sample("limit")
+    limit.update(id="q1", runId="r1")
+    [plan] = collect(SessionWhoseQueryEnds(EndedQuery(raw)),
+                     [started, event(EventKind.PROGRESS, limit)])
+    assert plan.source is Source.PLAN, plan.note
+    assert (plan.operators[0].kind, plan.operators[0].details) == ("global_limit", {"limit": 25})

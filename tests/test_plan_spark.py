@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import sparkwatch
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.plan.model import QueryPlan, Source
-from tests import stateful_scenarios
+from tests import stateful_scenarios, workloads
 from tests.stateful_scenarios import SCENARIOS, Scenario, workload_input
 from tests.support import wait_for
 from tests.test_plan import EXPECTED, check
@@ -131,3 +131,17 @@ def test_history_keeps_the_plan_of_each_run(
             [stored] = reader.plans(query_id)
         assert (stored.run_id, stored.source) == (plan.run_id, Source.PLAN)
         assert stored.operators == plan.operators
+
+
+def test_a_query_that_ended_before_its_plan_was_read_still_maps(
+    spark: Any, attached: tuple[Any, str], tmp_path: Path
+) -> None:
+    """availableNow queries can end right after their first progress: the handle taken when the
+    run started keeps the plan readable."""
+    att, _ = attached
+    query = workloads.start(spark, "global_limit", tmp_path)
+    assert query.awaitTermination(120) and query.exception() is None
+    wait_for(lambda: plan_of(att, query) is not None, 60, "the plan of the ended query")
+    plan = plan_of(att, query)
+    assert plan is not None and plan.source is Source.PLAN, plan.note
+    assert plan.operators[0].details["limit"] == 25

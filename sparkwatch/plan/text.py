@@ -33,7 +33,10 @@ _UNIT_MS = {
 def split_top_level(text: str) -> list[str]:
     """Split at commas outside (), [], {} and, at the top level, outside ``<...>`` types
     (``struct<start: timestamp, end: timestamp>``); comparison signs inside brackets are safe."""
-    items, depth, angle, current = [], [], 0, []
+    items: list[str] = []
+    depth: list[str] = []
+    current: list[str] = []
+    angle = 0
     for ch in text:
         if ch in _CLOSE:
             depth.append(_CLOSE[ch])
