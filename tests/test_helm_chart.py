@@ -1,0 +1,314 @@
+"""The Helm chart: renders (real Helm engine) for the defaults and every ci/ file, lints strictly,
+validates against the Kubernetes API schemas, ships the generated dashboards exactly, keeps secrets
+out of ConfigMaps, orders the migration hook before the Deployment, and its schema refuses bad
+values with a message naming the key."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import sys
+
+import helm_python
+import kubernetes_validate
+import pytest
+import yaml
+
+from sparkwatch.collector.config import SETTINGS
+from tests.test_helm_support import (
+    CHART,
+    CI_FILES,
+    CRD_KINDS,
+    KUBE_VERSIONS,
+    ROOT,
+    by_kind,
+    ci_values,
+    manifests,
+    one,
+    render,
+    validate_schema,
+)
+
+CASES = [pytest.param({}, id="defaults")] + [
+    pytest.param(ci_values(p), id=p.stem) for p in CI_FILES
+]
+
+
+def test_ci_files_exist_per_combination() -> None:
+    assert {p.stem for p in CI_FILES} >= {
+        "default-values",
+        "monitoring-values",
+        "postgresql-values",
+        "production-values",
+        "rules-overrides-values",
+        "persistent-spool-values",
+    }
+
+
+@pytest.mark.parametrize("values", CASES)
+def test_renders_and_validates_against_kubernetes_schemas(values: dict) -> None:
+    docs = manifests(values)
+    assert by_kind(docs, "Deployment") and by_kind(docs, "Service")
+    for doc in docs:
+        assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == "sparkwatch"
+        assert len(doc["metadata"]["name"]) <= 63
+        if doc["kind"] in CRD_KINDS:
+            assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+            continue
+        for version in KUBE_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize("values", CASES)
+def test_lints_strictly_without_errors(values: dict) -> None:
+    for version in KUBE_VERSIONS:
+        report = helm_python.lint(str(CHART), values, strict=True, kube_version=f"v{version}")
+        problems = [m for m in report["messages"] if m["severity"] >= 2] + report["errors"]
+        assert problems == [], problems
+
+
+def test_collector_pod_is_locked_down() -> None:
+    deployment = one(manifests(), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert "resources" not in container
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert {"/var/lib/sparkwatch/spool", "/var/lib/sparkwatch/history", "/tmp"} <= mounts
+    assert "--tokens-file=/etc/sparkwatch/tokens/tokens" in container["args"]
+
+
+def test_dashboard_configmaps_hold_exactly_the_generated_json() -> None:
+    docs = manifests(ci_values(CHART / "ci" / "monitoring-values.yaml"))
+    maps = [d for d in by_kind(docs, "ConfigMap") if "grafana_dashboard" in d["metadata"]["labels"]]
+    generated = {p.name: p.read_text() for p in (ROOT / "dashboards/generated/grafana").glob("*")}
+    shipped = {}
+    for cm in maps:
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert cm["metadata"]["annotations"]["grafana_folder"] == "Spark Streaming"
+        shipped.update(cm["data"])
+    assert shipped == generated
+    assert {k: json.loads(v) for k, v in shipped.items()} == {
+        k: json.loads(v) for k, v in generated.items()
+    }
+
+
+def test_dashboard_label_and_folder_are_configurable() -> None:
+    docs = manifests(
+        {
+            "dashboards": {
+                "enabled": True,
+                "label": "my_dash",
+                "labelValue": "yes",
+                "folderAnnotation": "k8s-sidecar-target-directory",
+                "folder": "/tmp/dashboards/spark",
+            }
+        }
+    )
+    for cm in by_kind(docs, "ConfigMap"):
+        assert cm["metadata"]["labels"]["my_dash"] == "yes"
+        assert (
+            cm["metadata"]["annotations"]["k8s-sidecar-target-directory"] == "/tmp/dashboards/spark"
+        )
+
+
+def _secret_strings(docs: list[dict]) -> set[str]:
+    out = set()
+    for secret in by_kind(docs, "Secret"):
+        for value in secret["data"].values():
+            text = base64.b64decode(value).decode()
+            out.add(text.strip())
+            for line in text.splitlines():
+                out.update(part for part in line.split("=", 1)[1:] if part)
+    return out
+
+
+@pytest.mark.parametrize(
+    "name", ["monitoring-values", "postgresql-values", "persistent-spool-values", "default-values"]
+)
+def test_secrets_never_appear_outside_secrets(name: str) -> None:
+    docs = manifests(ci_values(CHART / "ci" / f"{name}.yaml"))
+    secrets = _secret_strings(docs)
+    assert secrets, "expected the chart to create a Secret"
+    if name == "postgresql-values":
+        assert "pg-password-42" in " ".join(secrets)
+        secrets.add("pg-password-42")
+    for doc in docs:
+        if doc["kind"] == "Secret":
+            continue
+        text = yaml.safe_dump(doc)
+        for secret in secrets:
+            assert secret not in text, (
+                f"a secret appears in {doc['kind']} {doc['metadata']['name']}"
+            )
+
+
+def test_migration_hook_runs_before_the_deployment() -> None:
+    docs = manifests(ci_values(CHART / "ci" / "postgresql-values.yaml"))
+    job = one(docs, "Job")
+    hooks = job["metadata"]["annotations"]
+    assert set(hooks["helm.sh/hook"].split(",")) == {"pre-install", "pre-upgrade"}
+    # The URL Secret the Job reads is an earlier hook (lower weight); the Deployment is no hook,
+    # so Helm applies it only after every pre-install/pre-upgrade hook succeeded.
+    (url_secret,) = [
+        s
+        for s in by_kind(docs, "Secret")
+        if s["metadata"].get("annotations", {}).get("helm.sh/hook")
+    ]
+    assert int(url_secret["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
+        hooks["helm.sh/hook-weight"]
+    )
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env[0]["valueFrom"]["secretKeyRef"]["name"] == url_secret["metadata"]["name"]
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["db", "upgrade"]
+    deployment = one(docs, "Deployment")
+    assert "helm.sh/hook" not in deployment["metadata"].get("annotations", {})
+    collector_env = {
+        e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert collector_env["SPARKWATCH_COLLECTOR_HISTORY_MIGRATE"]["value"] == "false"
+    # SQLite (single pod): no hook Job, the pod migrates at start.
+    sqlite = manifests()
+    assert not by_kind(sqlite, "Job")
+    env = {
+        e["name"]: e
+        for e in one(sqlite, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["SPARKWATCH_COLLECTOR_HISTORY_MIGRATE"]["value"] == "true"
+
+
+def test_servicemonitor_sends_the_read_token() -> None:
+    docs = manifests(ci_values(CHART / "ci" / "monitoring-values.yaml"))
+    (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    read_secret = [
+        s for s in by_kind(docs, "Secret") if s["metadata"]["name"].endswith("read-token")
+    ]
+    assert endpoint["authorization"]["credentials"]["name"] == read_secret[0]["metadata"]["name"]
+    assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+
+
+BAD_VALUES = [
+    ({"history": {"type": "mysql"}}, "/history/type", "sqlite"),
+    ({"replicaCount": 3}, "/replicaCount", "maximum"),
+    ({"history": {"type": "postgresql"}}, "/history/postgresql", "minLength"),
+    (
+        {"rules": {"alerts": {"watermark_lag": {"for": "soon"}}}},
+        "/rules/alerts/watermark_lag/for",
+        "pattern",
+    ),
+    (
+        {"rules": {"alerts": {"watermark_lag": {"severity": "page"}}}},
+        "/rules/alerts/watermark_lag/severity",
+        "critical",
+    ),
+    (
+        {"rules": {"alerts": {"watermark_lagg": {"max_seconds": 1}}}},
+        "/rules/alerts",
+        "watermark_lagg",
+    ),
+    (
+        {"rules": {"alerts": {"batch_duration": {"per_query": {"q": 5}}}}},
+        "/rules/alerts/batch_duration/per_query",
+        "maxProperties",
+    ),
+    ({"collector": {"config": {"tokens": "a=b"}}}, "propertyName", "tokens"),
+    ({"auth": {"tokens": [{"app": "x", "token": "short"}]}}, "/auth/tokens/0/token", "minLength"),
+    (
+        {
+            "spool": {"persistence": {"enabled": True}},
+            "history": {"type": "postgresql", "postgresql": {"url": "postgresql+psycopg://u@h/d"}},
+            "replicaCount": 2,
+        },
+        "/replicaCount",
+        "maximum",
+    ),
+    ({"serviceMonitor": {"interval": "often"}}, "/serviceMonitor/interval", "pattern"),
+]
+
+
+@pytest.mark.parametrize(
+    ("values", "where", "says"), BAD_VALUES, ids=[w + ":" + s for _, w, s in BAD_VALUES]
+)
+def test_schema_rejects_bad_values_with_a_clear_message(
+    values: dict, where: str, says: str
+) -> None:
+    with pytest.raises(helm_python.HelmValuesError) as caught:
+        validate_schema(values)
+    assert where in str(caught.value) and says in str(caught.value), str(caught.value)
+    # Rendering refuses them too (Helm validates values before templating).
+    with pytest.raises(helm_python.HelmError):
+        render(values)
+
+
+def test_schema_accepts_every_ci_file() -> None:
+    for path in CI_FILES:
+        validate_schema(ci_values(path))
+
+
+def test_collector_config_names_match_the_collector_settings() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    allowed = set(
+        schema["properties"]["collector"]["properties"]["config"]["propertyNames"]["enum"]
+    )
+    managed = {
+        "host",
+        "port",
+        "spool_dir",
+        "history_url",
+        "history_migrate",
+        "spool_max_bytes",
+        "no_auth",
+    }
+    assert allowed == {s.name for s in SETTINGS if not s.secret} - managed
+    docs = manifests(ci_values(CHART / "ci" / "postgresql-values.yaml"))
+    env = {
+        e["name"]: e.get("value")
+        for e in one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["SPARKWATCH_COLLECTOR_RETENTION_DAYS"] == "14"
+    assert env["SPARKWATCH_COLLECTOR_MAX_APPS"] == "1000"
+
+
+def test_chart_is_in_sync_with_its_sources() -> None:
+    """Generated dashboards/rules copies, the rules template, the values block (config.yaml), the
+    schema's rules part and the README values table: `scripts/sync_chart.py --check`."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "sync_chart.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+
+
+def test_readme_values_table_covers_every_top_level_key() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    readme = (CHART / "README.md").read_text()
+    table = readme.split("<!-- values-table:start -->")[1].split("<!-- values-table:end -->")[0]
+    rows = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    for key, value in values.items():
+        assert key in rows or any(r.startswith(key + ".") for r in rows), key
+        if not isinstance(value, dict):
+            assert key in rows, key
+
+
+def test_values_rules_block_is_dashboards_config_yaml() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["rules"] == yaml.safe_load((ROOT / "dashboards" / "config.yaml").read_text())
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+def test_prometheusrule_groups_pass_promtool(tmp_path) -> None:
+    for name in ("monitoring-values", "rules-overrides-values"):
+        rule = one(manifests(ci_values(CHART / "ci" / f"{name}.yaml")), "PrometheusRule")
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+        run = subprocess.run(
+            ["promtool", "check", "rules", str(path)], capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
