@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from sparkwatch.metrics.catalogue import (
     APP_LABELS,
+    OPERATOR_IDENTITY_LABELS,
     OPERATOR_LABELS,
     QUERY_LABELS,
     SOURCE_LABELS,
+    STATE_OPERATOR_INFO,
     Kind,
     MetricDef,
 )
@@ -20,11 +22,16 @@ BY_APP = ", ".join(APP_LABELS)
 BY_QUERY = ", ".join(QUERY_LABELS)
 BY_OPERATOR = ", ".join(OPERATOR_LABELS)
 BY_SOURCE = ", ".join(SOURCE_LABELS)
+# One operator, whatever its name label says: the info metric's join key.
+ON_OPERATOR = "app_id, query_id, operator_index"
+IDENTITY = ", ".join(OPERATOR_IDENTITY_LABELS)
 
 # Dashboard filters on the template variables ($app, $query, $operator).
 APP_FILTER = 'app_name=~"$app"'
 QUERY_FILTER = APP_FILTER + ', query_name=~"$query"'
 OPERATOR_FILTER = QUERY_FILTER + ', operator=~"$operator"'
+# Legend of a per-operator series joined with its identity (``with_identity``).
+OPERATOR_LEGEND = "{{query_name}} #{{operator_index}} {{kind}} [{{keys}}]"
 
 
 def custom(spark_key: str) -> MetricDef:
@@ -76,6 +83,15 @@ def mean_per_event(histogram: MetricDef, window: str, *matchers: str, labels: st
 def quantile(q: float, histogram: MetricDef, window: str, *matchers: str, labels: str) -> str:
     buckets = rate(histogram, window, *matchers, suffix="_bucket")
     return f"histogram_quantile({q}, {by('sum', 'le, ' + labels, buckets)})"
+
+
+def with_identity(expr: str, *matchers: str) -> str:
+    """``expr`` (per operator) with the operator's identity labels (kind, keys, watermark, ...)
+    from the info metric, for legends. The listener exports the info metric with every operator's
+    other metrics (source="progress" where the plan cannot be read), so no series is lost; ``topk``
+    keeps one info series per operator when the same app is scraped twice."""
+    info = f"topk by ({ON_OPERATOR}) (1, {sel(STATE_OPERATOR_INFO, *matchers)})"
+    return f"({expr})\n* on ({ON_OPERATOR}) group_left ({IDENTITY})\n{info}"
 
 
 def newly_increased(metric: MetricDef, window: str, selector: str, alive: MetricDef) -> str:

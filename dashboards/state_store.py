@@ -10,11 +10,13 @@ from sparkwatch.dashboards.config import Config
 from sparkwatch.dashboards.promql import (
     BY_OPERATOR,
     OPERATOR_FILTER,
+    OPERATOR_LEGEND,
     QUERY_FILTER,
     by,
     custom,
     rate,
     sel,
+    with_identity,
 )
 from sparkwatch.dashboards.skeleton import assemble, new_dashboard
 from sparkwatch.dashboards.tables import column_units, join_columns
@@ -23,7 +25,7 @@ from sparkwatch.metrics import catalogue as cat
 
 UID = "sparkwatch-state-store"
 TITLE = "State store"
-OP = "{{query_name}} {{operator}} #{{operator_index}}"
+OP = OPERATOR_LEGEND
 RI = "$__rate_interval"
 
 
@@ -33,6 +35,11 @@ def _op(metric: cat.MetricDef | str, extra: str = "") -> str:
 
 def _rate(metric: cat.MetricDef) -> str:
     return by("sum", BY_OPERATOR, rate(metric, RI, OPERATOR_FILTER))
+
+
+def _prom(expr: str, legend: str) -> Any:
+    """A per-operator target whose legend names the operator's identity."""
+    return p.prom(with_identity(expr, OPERATOR_FILTER), legend)
 
 
 def per_batch(metric: cat.MetricDef) -> str:
@@ -79,14 +86,14 @@ def size_panels(config: Config) -> list[Any]:
             "Rows in each operator's state. Healthy: a plateau or a saw tooth as windows close. "
             "A ramp that never bends is state without eviction (missing watermark, or a key "
             "space that keeps growing).",
-            [p.prom(_op(cat.STATE_ROWS), OP)],
+            [_prom(_op(cat.STATE_ROWS), OP)],
         ),
         p.graph(
             "State memory",
             "Memory of each operator's state stores (all partitions). Red line: the configured "
             "limit of the memory alert. RocksDB keeps most state off-heap and on disk, so "
             "compare with the SST size below.",
-            [p.prom(_op(cat.STATE_MEMORY), OP)],
+            [_prom(_op(cat.STATE_MEMORY), OP)],
             "bytes",
             limit=limit,
         ),
@@ -95,14 +102,14 @@ def size_panels(config: Config) -> list[Any]:
             "Linear trend of the state rows over the last hour, in rows per hour. Above zero for "
             "hours on end is the unbounded-state pattern: check the operator's watermark and "
             "the Rows removed panel.",
-            [p.prom(f"{_op(r.STATE_GROWTH)} * 3600", OP)],
+            [_prom(f"{_op(r.STATE_GROWTH)} * 3600", OP)],
         ),
         p.graph(
             "State memory projected 4h ahead",
             "Where the memory will be in 4 hours if the last hour's trend holds (predict_linear). "
             "Crossing the red line raises the memory alert; act before: add a watermark or TTL, "
             "or more executors.",
-            [p.prom(_op(r.MEMORY_PROJECTION), OP)],
+            [_prom(_op(r.MEMORY_PROJECTION), OP)],
             "bytes",
             limit=limit,
         ),
@@ -117,8 +124,8 @@ def churn_panels() -> list[Any]:
             "updates at a delay equal to the watermark plus the window; none at all means "
             "eviction never happens.",
             [
-                p.prom(_rate(cat.STATE_ROWS_UPDATED), f"{OP} updated"),
-                p.prom(_rate(cat.STATE_ROWS_REMOVED), f"{OP} removed"),
+                _prom(_rate(cat.STATE_ROWS_UPDATED), f"{OP} updated"),
+                _prom(_rate(cat.STATE_ROWS_REMOVED), f"{OP} removed"),
             ],
             width=8,
         ),
@@ -126,7 +133,7 @@ def churn_panels() -> list[Any]:
             "Late rows dropped by the watermark per second",
             "Input rows the operator discarded because they were older than the watermark. "
             "They are missing from the results: if that matters, raise the withWatermark delay.",
-            [p.prom(_rate(cat.STATE_ROWS_DROPPED), OP)],
+            [_prom(_rate(cat.STATE_ROWS_DROPPED), OP)],
             width=8,
         ),
         p.graph(
@@ -135,9 +142,9 @@ def churn_panels() -> list[Any]:
             "Commit dominates with slow checkpoint storage; removal with large scans for "
             "eviction.",
             [
-                p.prom(per_batch(cat.STATE_UPDATE_TIME), f"{OP} update"),
-                p.prom(per_batch(cat.STATE_REMOVAL_TIME), f"{OP} removal"),
-                p.prom(per_batch(cat.STATE_COMMIT_TIME), f"{OP} commit"),
+                _prom(per_batch(cat.STATE_UPDATE_TIME), f"{OP} update"),
+                _prom(per_batch(cat.STATE_REMOVAL_TIME), f"{OP} removal"),
+                _prom(per_batch(cat.STATE_COMMIT_TIME), f"{OP} commit"),
             ],
             "s",
             stack=True,
@@ -164,7 +171,7 @@ def rocksdb_panels() -> list[Any]:
             "RocksDB SST file size",
             "On-disk size of each operator's RocksDB state (all partitions). It grows with "
             "state rows; compaction reclaims deleted keys.",
-            [p.prom(_op(custom("rocksdbSstFileSize")), OP)],
+            [_prom(_op(custom("rocksdbSstFileSize")), OP)],
             "bytes",
             width=8,
         ),
@@ -173,7 +180,7 @@ def rocksdb_panels() -> list[Any]:
             "Share of block reads served by the block cache. Low values with a large state "
             "mean reads go to disk: raise spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB "
             "(or the bounded memory budget).",
-            [p.prom(_op(r.CACHE_HIT_RATIO), OP)],
+            [_prom(_op(r.CACHE_HIT_RATIO), OP)],
             "percentunit",
             width=8,
         ),
@@ -182,8 +189,8 @@ def rocksdb_panels() -> list[Any]:
             "Mean time of one get and one put call. Rising latency with a falling hit ratio "
             "points at memory pressure; with write stalls at compaction falling behind.",
             [
-                p.prom(latency("rocksdbGetCount", "rocksdbGetLatency"), f"{OP} get"),
-                p.prom(latency("rocksdbPutCount", "rocksdbPutLatency"), f"{OP} put"),
+                _prom(latency("rocksdbGetCount", "rocksdbGetLatency"), f"{OP} get"),
+                _prom(latency("rocksdbPutCount", "rocksdbPutLatency"), f"{OP} put"),
             ],
             "s",
             width=8,
@@ -194,8 +201,8 @@ def rocksdb_panels() -> list[Any]:
             "compactions fall behind. Stalls slow every batch: give RocksDB more write buffer "
             "or enable changelog checkpointing.",
             [
-                p.prom(_rate(custom("rocksdbTotalCompactionLatencyMs")), f"{OP} compaction"),
-                p.prom(_rate(custom("rocksdbWriterStallLatencyMs")), f"{OP} write stall"),
+                _prom(_rate(custom("rocksdbTotalCompactionLatencyMs")), f"{OP} compaction"),
+                _prom(_rate(custom("rocksdbWriterStallLatencyMs")), f"{OP} write stall"),
             ],
             "s",
             width=8,
@@ -205,7 +212,7 @@ def rocksdb_panels() -> list[Any]:
             "Where a commit's time goes, per micro-batch: flushing memtables, compacting, the "
             "local checkpoint and syncing files to the checkpoint location (slow object stores "
             "show up as file sync).",
-            [p.prom(per_batch(custom(key)), f"{OP} {part}") for part, key in commit.items()],
+            [_prom(per_batch(custom(key)), f"{OP} {part}") for part, key in commit.items()],
             "s",
             stack=True,
             width=8,
@@ -214,7 +221,7 @@ def rocksdb_panels() -> list[Any]:
             "RocksDB bytes copied to the checkpoint",
             "Bytes uploaded to the checkpoint location per second. Large uploads on every "
             "batch make commits slow; changelog checkpointing uploads only the changes.",
-            [p.prom(_rate(custom("rocksdbBytesCopied")), OP)],
+            [_prom(_rate(custom("rocksdbBytesCopied")), OP)],
             "Bps",
             width=8,
         ),
@@ -229,7 +236,7 @@ def hdfs_and_other_panels() -> list[Any]:
             "Share of state versions found in the executor's cache of loaded maps. Misses load "
             "the state from the checkpoint (after executor loss or rebalancing): frequent "
             "misses make batches slow.",
-            [p.prom(f"{_op(hits)} / (({_op(hits)} + {_op(misses)}) > 0)", OP)],
+            [_prom(f"{_op(hits)} / (({_op(hits)} + {_op(misses)}) > 0)", OP)],
             "percentunit",
             width=8,
         ),
@@ -237,7 +244,7 @@ def hdfs_and_other_panels() -> list[Any]:
             "HDFS provider: state size of the current version",
             "Size of the state map of the current version (snapshot size). The HDFS provider "
             "keeps it on the executor heap: compare with executor memory.",
-            [p.prom(_op(custom("stateOnCurrentVersionSizeBytes")), OP)],
+            [_prom(_op(custom("stateOnCurrentVersionSizeBytes")), OP)],
             "bytes",
             width=8,
         ),
@@ -247,8 +254,8 @@ def hdfs_and_other_panels() -> list[Any]:
             "the last snapshot version uploaded; -1 none yet). A lowest value far behind the "
             "highest is a store whose snapshots lag.",
             [
-                p.prom(_op(cat.STATE_INSTANCE_METRIC_MIN, ", metric"), f"{OP} {{{{metric}}}} min"),
-                p.prom(_op(cat.STATE_INSTANCE_METRIC_MAX, ", metric"), f"{OP} {{{{metric}}}} max"),
+                _prom(_op(cat.STATE_INSTANCE_METRIC_MIN, ", metric"), f"{OP} {{{{metric}}}} min"),
+                _prom(_op(cat.STATE_INSTANCE_METRIC_MAX, ", metric"), f"{OP} {{{{metric}}}} max"),
             ],
             width=8,
         ),

@@ -12,10 +12,12 @@ from sparkwatch.dashboards.promql import (
     BY_QUERY,
     BY_SOURCE,
     OPERATOR_FILTER,
+    OPERATOR_LEGEND,
     QUERY_FILTER,
     by,
     rate,
     sel,
+    with_identity,
 )
 from sparkwatch.dashboards.skeleton import assemble, new_dashboard
 from sparkwatch.dashboards.variables import prometheus_variables
@@ -85,8 +87,11 @@ def late_panels(config: Config) -> list[Any]:
             "grows accordingly).",
             [
                 p.prom(
-                    by("sum", BY_OPERATOR, rate(cat.STATE_ROWS_DROPPED, RI, OPERATOR_FILTER)),
-                    "{{query_name}} {{operator}} #{{operator_index}}",
+                    with_identity(
+                        by("sum", BY_OPERATOR, rate(cat.STATE_ROWS_DROPPED, RI, OPERATOR_FILTER)),
+                        OPERATOR_FILTER,
+                    ),
+                    OPERATOR_LEGEND,
                 )
             ],
         ),

@@ -19,6 +19,7 @@ from sparkwatch.dashboards.docs import panels_in_order
 from sparkwatch.dashboards.files import PACKAGE_DIR, stale
 from sparkwatch.dashboards.recording import recordings
 from sparkwatch.history.schema import metadata
+from sparkwatch.metrics import catalogue as cat
 from tests.test_dashboards_support import dashboard_targets, promql_for_test
 from tests.test_rules import catalogue_series
 
@@ -91,6 +92,22 @@ def test_promql_uses_catalogue_names_and_defined_recordings(
     assert raw <= catalogue_series(), raw - catalogue_series()
     recorded = {n for e in exprs for n in recorded_names.findall(e)}
     assert recorded and recorded <= {r.record for r in recordings(load_config())}
+
+
+def test_operator_legends_name_the_operator_identity(boards: dict[str, dict[str, Any]]) -> None:
+    legends = [
+        (f"{board['uid']} / {panel['title']}", target)
+        for board in boards.values()
+        for _, panel in panels_in_order(board)
+        for target in panel.get("targets", [])
+        if "{{operator_index}}" in target.get("legendFormat", "")
+    ]
+    assert len(legends) > 20
+    for where, target in legends:
+        assert "{{kind}}" in target["legendFormat"], where
+        assert re.search(
+            rf"group_left \(kind\b.*\n.*\b{cat.STATE_OPERATOR_INFO.name}\{{", target["expr"]
+        ), where
 
 
 def test_promtool_parses_every_dashboard_expression(

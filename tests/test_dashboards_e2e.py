@@ -243,6 +243,17 @@ def test_every_dashboard_promql_expression_returns_data(scenario: Scenario) -> N
     assert not failures, "\n\n".join(failures)
 
 
+def test_operator_legends_show_the_identity_from_the_plan(scenario: Scenario) -> None:
+    target = next(t for t in dashboard_targets(scenario.boards) if t.panel == "State rows")
+    series = scenario.prometheus.query(promql_for_test(target.text))
+    labels = {s["metric"]["query_name"]: s["metric"] for s in series}
+    assert labels.keys() == {"unbounded", "watermarked"}, labels
+    assert all(m["source"] == "plan" and m["kind"] for m in labels.values()), labels
+    assert "value" in labels["unbounded"]["keys"], labels
+    assert "watermark_column" not in labels["unbounded"], labels  # empty labels are dropped
+    assert "timestamp" in labels["watermarked"]["watermark_column"], labels
+
+
 def test_every_prometheus_variable_has_values(scenario: Scenario) -> None:
     for board in scenario.boards.values():
         if board["uid"] == "sparkwatch-history":
