@@ -7,6 +7,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+# The history's read views are dataclasses FastAPI serves as they are: one definition for the
+# CLI, the doctor and the HTTP API.
+from sparkwatch.history.views import QuerySummary as QuerySummary
+from sparkwatch.history.views import RunSummary as RunSummary
+from sparkwatch.history.views import StatePoint as StatePoint
+
 
 class Error(BaseModel):
     detail: str = Field(description="What was wrong, in one line.")
@@ -47,58 +53,6 @@ class Ready(BaseModel):
         "spool; full: the spool is (nearly) full, ingest answers 503.")
     history: HistoryHealth
     spool: SpoolHealth | None = None
-
-
-class QuerySummary(BaseModel):
-    query_id: str
-    name: str | None
-    app_name: str
-    latest_run_id: str
-    status: str
-    started_at: datetime | None
-    ended_at: datetime | None
-    last_event_at: datetime
-    runs: int
-    batches: int
-    last_batch_id: int | None
-    last_progress_at: datetime | None
-
-
-class RunSummary(BaseModel):
-    run_id: str
-    query_id: str
-    name: str | None
-    app_name: str
-    app_id: str
-    spark_version: str
-    status: str
-    started_at: datetime | None
-    ended_at: datetime | None
-    last_event_at: datetime
-    exception: str | None
-    error_class: str | None
-    batches: int
-    first_batch_id: int | None
-    last_batch_id: int | None
-
-
-class StatePoint(BaseModel):
-    timestamp: datetime
-    run_id: str
-    batch_id: int
-    operator_index: int
-    operator_name: str
-    num_rows_total: int
-    num_rows_updated: int
-    all_updates_time_ms: int
-    num_rows_removed: int
-    all_removals_time_ms: int
-    commit_time_ms: int
-    memory_used_bytes: int
-    num_rows_dropped_by_watermark: int
-    num_shuffle_partitions: int
-    num_state_store_instances: int
-    custom_metrics: dict[str, Any]
 
 
 class ProgressPoint(BaseModel):
