@@ -123,10 +123,12 @@ def _add_ingest(app: FastAPI, service: Service) -> None:
 async def _ingest(service: Service, limit: int, request: Request) -> JSONResponse:
     try:
         allowed = service.auth.ingest_app(request.headers.get("authorization"))
-        raw = decompress(await _body(request, limit), request.headers.get("content-encoding"),
-                         limit)
-        items = events_of(raw, service.settings.max_events_per_request)
-        outcome = await run_in_threadpool(service.ingestor.ingest, items, allowed)
+        body = await _body(request, limit)
+        # Decoding a large batch is CPU work: off the event loop, which keeps serving /metrics.
+        outcome = await run_in_threadpool(
+            _decode_and_ingest, service, body, request.headers.get("content-encoding"),
+            limit, allowed,
+        )
     except AuthError as exc:
         return _error(401, str(exc))
     except BodyError as exc:
@@ -144,6 +146,14 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
         return JSONResponse({"detail": outcome.rejected[0].error, **result.model_dump()},
                             status_code=429)
     return JSONResponse(result.model_dump())
+
+
+def _decode_and_ingest(
+    service: Service, body: bytes, encoding: str | None, limit: int, allowed: str
+) -> Any:
+    items, strict = events_of(decompress(body, encoding, limit),
+                              service.settings.max_events_per_request)
+    return service.ingestor.ingest(items, allowed, strict_json=strict)
 
 
 def _add_operations(app: FastAPI, service: Service, read_auth: list[Any]) -> None:

@@ -10,6 +10,8 @@ import json
 import zlib
 from typing import Any
 
+from sparkwatch.collector.fastjson import decode
+
 
 class BodyError(Exception):
     def __init__(self, status: int, message: str) -> None:
@@ -42,11 +44,12 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     return out
 
 
-def events_of(raw: bytes, max_events: int) -> list[Any]:
-    """The ``events`` array of a JSON body ``{"events": [...]}``; items are checked one by one
-    later, so that one bad event does not cost the others."""
+def events_of(raw: bytes, max_events: int) -> tuple[list[Any], bool]:
+    """The ``events`` array of a JSON body ``{"events": [...]}`` and whether the body was strict
+    JSON (see :func:`.fastjson.decode`); items are checked one by one later, so that one bad event
+    does not cost the others."""
     try:
-        doc = json.loads(raw)
+        doc, strict = decode(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BodyError(400, f"request body is not valid JSON: {exc}") from None
     except RecursionError:
@@ -61,4 +64,4 @@ def events_of(raw: bytes, max_events: int) -> list[Any]:
             413, f"{len(events)} events in one request, over the limit of {max_events} "
             "(max_events_per_request): send smaller batches"
         )
-    return events
+    return events, strict

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkwatch.collector.config import ANY_APP
+from sparkwatch.collector.fastjson import encode_record
+from sparkwatch.collector.handoff import Handoff
 from sparkwatch.collector.limits import Caps, SeriesIndex
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.metrics.state import MetricState
@@ -54,25 +56,31 @@ class Outcome:
 
 class Ingestor:
     def __init__(
-        self, state: MetricState, spool: Spool | None, caps: Caps, metrics: SelfMetrics
+        self, state: MetricState, spool: Spool | None, caps: Caps, metrics: SelfMetrics,
+        handoff: Handoff | None = None,
     ) -> None:
         self._state = state
         self._spool = spool
+        self._handoff = handoff
         self._caps = caps
         self._metrics = metrics
         # Admission, spooling and folding in one critical section: two requests must not both
         # take the last free query slot, and the spool keeps the order /metrics saw.
         self._lock = threading.Lock()
 
-    def ingest(self, items: list[Any], allowed_app: str) -> Outcome:
+    def ingest(self, items: list[Any], allowed_app: str, strict_json: bool = False) -> Outcome:
         """Raises :class:`~sparkwatch.spool.SpoolFull` (nothing accepted) when the
-        spool has no room."""
+        spool has no room. ``strict_json``: the items hold no NaN or Infinity (decoded by a
+        strict parser), so the fast encoder may spool them."""
         outcome = Outcome()
         valid = self._validate(items, allowed_app, outcome)
         with self._lock:
             admitted = self._admit(valid, outcome)
             if admitted and self._spool is not None:
-                self._spool.append([envelope_to_dict(p.envelope) for _, p in admitted])
+                start, end = self._spool.append_encoded(encode_record(
+                    [envelope_to_dict(p.envelope) for _, p in admitted], strict_json))
+                if self._handoff is not None:
+                    self._handoff.offer(start, end, [p for _, p in admitted])
             for _, parsed in admitted:
                 if not self._state.apply(parsed):
                     outcome.duplicates += 1

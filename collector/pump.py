@@ -1,8 +1,9 @@
 """Moves accepted events from the spool to the SQL history, off the request path, in order.
 
-One thread reads the oldest pending records, writes them in one transaction with the shared
-:class:`~sparkwatch.history.writer.HistoryWriter` (idempotent on run id and batch id) and only
-then commits the spool cursor. When the database is down the same batch is retried with
+One thread takes the oldest pending records (parsed, from ingest's in-memory handoff when it has
+them, see :mod:`.handoff`; else read back from the spool), writes them in one transaction with the
+shared :class:`~sparkwatch.history.writer.HistoryWriter` (idempotent on run id and batch id)
+and only then commits the spool cursor. When the database is down the same batch is retried with
 exponential backoff and jitter while ingest keeps spooling; a crash between the write and the
 cursor commit replays the batch, which the idempotent writer absorbs.
 """
@@ -15,12 +16,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from sparkwatch.collector.handoff import Handoff
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.history.engine import describe_url
 from sparkwatch.history.errors import HistoryUrlError
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import EventParseError, envelope_from_dict, parse_envelope
-from sparkwatch.spool import Spool
+from sparkwatch.spool import Position, Spool
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +43,10 @@ class HistoryPump:
         metrics: SelfMetrics,
         batch_size: int,
         backoff: tuple[float, float] = (0.2, 15.0),
+        handoff: Handoff | None = None,
     ) -> None:
         self._spool = spool
+        self._handoff = handoff
         self._writer = writer
         self._metrics = metrics
         self._batch_size = batch_size
@@ -68,10 +72,18 @@ class HistoryPump:
         while not self._stop.is_set():
             if not self._spool.wait(0.5):
                 continue
-            records, position = self._spool.read(self._batch_size)
-            events = decode_records(records)
+            events, position = self._next_batch()
             if self._write(events):
                 self._spool.commit(position)
+
+    def _next_batch(self) -> tuple[list[ParsedEvent], Position]:
+        """From memory when ingest handed these records over, else read back from the spool."""
+        if self._handoff is not None:
+            taken = self._handoff.take(self._spool.cursor, self._batch_size)
+            if taken is not None:
+                return taken
+        records, position = self._spool.read(self._batch_size)
+        return decode_records(records), position
 
     def _write(self, events: list[ParsedEvent]) -> bool:
         """Write until it succeeds (True) or the pump stops (False)."""

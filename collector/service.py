@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from sparkwatch.collector.auth import Auth
 from sparkwatch.collector.config import CollectorSettings
+from sparkwatch.collector.handoff import Handoff
 from sparkwatch.collector.ingest import Ingestor
 from sparkwatch.collector.leases import LeasedRunner
 from sparkwatch.collector.limits import Caps
@@ -34,6 +35,9 @@ from sparkwatch.metrics.state import MetricState
 from sparkwatch.spool import Spool
 
 log = logging.getLogger(__name__)
+
+HANDOFF_BATCHES = 4
+"""History writes' worth of parsed events kept in memory for the pump (see .handoff)."""
 
 
 @dataclass
@@ -98,13 +102,15 @@ def build_service(settings: CollectorSettings) -> Service:
     board = StallBoard()
     registry.register(SparkwatchCollector(state))
     registry.register(StalledGauge(state, board))
-    spool = pump = reads = engine = None
+    spool = pump = reads = engine = handoff = None
     if settings.history_url:
         engine = create_engine(settings.history_url)  # checks URL and driver now, connects later
         spool = Spool(settings.spool_dir, settings.spool_max_bytes, settings.spool_fsync)
         metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes)
         writer = HistoryWriter(settings.history_url, migrate=settings.history_migrate)
-        pump = HistoryPump(spool, writer, metrics, settings.write_batch_size)
+        # A few writes' worth in memory; a pump further behind reads the spool back instead.
+        handoff = Handoff(HANDOFF_BATCHES * settings.write_batch_size)
+        pump = HistoryPump(spool, writer, metrics, settings.write_batch_size, handoff=handoff)
         reads = Reads(settings.history_url)
         restored = state.apply_all(decode_records(list(spool.pending())))
         log.info("history %s, spool %s (%d bytes pending, %d events restored to /metrics)",
@@ -114,6 +120,6 @@ def build_service(settings: CollectorSettings) -> Service:
     return Service(
         settings=settings, state=state, registry=registry, metrics=metrics,
         auth=Auth(settings.tokens, settings.read_token, settings.no_auth),
-        ingestor=Ingestor(state, spool, caps, metrics), board=board, spool=spool, pump=pump,
-        reads=reads, engine=engine,
+        ingestor=Ingestor(state, spool, caps, metrics, handoff), board=board, spool=spool,
+        pump=pump, reads=reads, engine=engine,
     )

@@ -15,8 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from sparkwatch.history import migrate
+from sparkwatch.history.copy import copy_batches, is_duplicate, supports_copy
 from sparkwatch.history.engine import create_engine
-from sparkwatch.history.rows import Row, plan_rows, rows_for
+from sparkwatch.history.rows import Row, Rows, plan_rows, rows_for
 from sparkwatch.history.schema import (
     Batch,
     OperatorBatch,
@@ -43,6 +44,8 @@ class HistoryWriter:
         self._migrate = migrate
         self._engine: sa.Engine | None = None
         self._migrated = False
+        self._copy: bool | None = None
+        """COPY for new batches (PostgreSQL with psycopg 3); None until the first write knows."""
 
     def write(self, events: Sequence[ParsedEvent]) -> None:
         """Write ``events`` in one transaction.
@@ -55,12 +58,33 @@ class HistoryWriter:
             return
         engine = self._ready_engine()
         rows = rows_for(events)
+        if self._copy is not False and self._write_by_copy(engine, rows):
+            return
         with engine.begin() as conn:
             _upsert_runs(conn, rows.runs)
             _insert_new(conn, Batch, rows.batches)
             _insert_new(conn, OperatorBatch, rows.operators)
             _insert_new(conn, SourceBatch, rows.sources)
             _insert_new(conn, SinkBatch, rows.sinks)
+
+    def _write_by_copy(self, engine: sa.Engine, rows: Rows) -> bool:
+        """The fast path (PostgreSQL): False when some batch exists already, and nothing was
+        written, so the idempotent INSERTs must run instead."""
+        try:
+            with engine.begin() as conn:
+                if self._copy is None:
+                    self._copy = supports_copy(conn)
+                if not self._copy:
+                    return False
+                _upsert_runs(conn, rows.runs)
+                copy_batches(conn, rows)
+        except Exception as exc:
+            if not is_duplicate(exc):
+                raise
+            log.debug("events include batches already in the history (a replay): writing them "
+                      "with INSERT ... ON CONFLICT DO NOTHING")
+            return False
+        return True
 
     def write_plans(self, plans: Sequence[QueryPlan]) -> None:
         """Write operator identities, replacing what an earlier read of the same run said (a

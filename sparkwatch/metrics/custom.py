@@ -493,3 +493,7 @@ def split_instance_key(key: str) -> tuple[str, int, str] | None:
     if match is None:
         return None
     return match["metric"], int(match["partition"]), match["store"]
+
+
+PER_BATCH_SCALE: dict[str, float] = {k: m.scale for k, m in KNOWN.items() if m.per_batch}
+"""Per-batch keys and their scale to base units: what the metric state accumulates."""

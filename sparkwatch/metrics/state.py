@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from sparkwatch.metrics.catalogue import BATCH_DURATION_BUCKETS, PHASE_DURATION_BUCKETS
-from sparkwatch.metrics.custom import KNOWN
+from sparkwatch.metrics.custom import PER_BATCH_SCALE
 from sparkwatch.model.events import (
     AppInfo,
     EventTime,
@@ -301,8 +301,9 @@ def _apply_progress(state: QueryState, p: QueryProgress) -> bool:
         totals.update_ms += op.all_updates_time_ms
         totals.removal_ms += op.all_removals_time_ms
         totals.commit_ms += op.commit_time_ms
+        accumulated = totals.custom
         for key, value in op.custom_metrics.items():
-            known = KNOWN.get(key)
-            if known is not None and known.per_batch:
-                totals.custom[key] = totals.custom.get(key, 0.0) + value * known.scale
+            scale = PER_BATCH_SCALE.get(key)  # a plain dict: this runs per key of every event
+            if scale is not None:
+                accumulated[key] = accumulated.get(key, 0.0) + value * scale
     return True
