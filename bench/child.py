@@ -32,10 +32,14 @@ WARMUP_TIMEOUT_S = 180.0
 def register(spark: Any, cfg: RunConfig) -> list[Measured]:
     # sparkwatch first: with both registered, Spark calls listeners in registration order.
     measured = []
+
+    def history(name: str) -> str | None:
+        return os.path.join(cfg.workdir, f"{name}-history.db") if cfg.history else None
+
     if cfg.kind in ("both", "sparkwatch"):
-        measured.append(measure_sparkwatch(spark, cfg.probe_e2e))
+        measured.append(measure_sparkwatch(spark, cfg.probe_e2e, history("sparkwatch")))
     if cfg.kind in ("both", "public"):
-        measured.append(measure_public(spark))
+        measured.append(measure_public(spark, cfg.probe_e2e, history("public")))
     return measured
 
 
@@ -59,9 +63,12 @@ def listener_result(m: Measured, received_at_stop: int) -> dict[str, Any]:
     }
     if m.probe is not None:
         e2e, scrape = summarize_ns(m.probe.latencies_ns), summarize_ns(m.probe.scrape_ns)
+        history = summarize_ns(m.probe.history_latencies_ns)
         out["e2e"] = e2e.to_dict() if e2e else None
+        out["e2e_history"] = history.to_dict() if history else None
         out["e2e_scrape"] = scrape.to_dict() if scrape else None
         out["e2e_skipped"], out["e2e_timeouts"] = m.probe.skipped, m.probe.timeouts
+        out["e2e_history_timeouts"] = m.probe.history_timeouts
     return out
 
 
@@ -85,6 +92,7 @@ def measure(spark: Any, cfg: RunConfig) -> dict[str, Any]:
     drain_s = time.monotonic() - drain_begin
     result = {
         "kind": cfg.kind, "queries": cfg.queries, "trigger_ms": cfg.trigger_ms,
+        "history": cfg.history,
         "warmed_up": warmed, "warmup_s": warmup_s, "window_s": window_s,
         "produced": produced, "failures": failed,
         "drained": drained, "drain_s": drain_s, "peak_streams_queue": monitor.stop(),

@@ -28,6 +28,8 @@ class RunConfig:
     """Measure sparkwatch's callback-to-/metrics latency (one probe in flight at a time)."""
     streams_capacity: int | None = None
     """``spark.scheduler.listenerbus.eventqueue.streams.capacity``; None keeps Spark's default."""
+    history: bool = True
+    """Both listeners also write the SQL history (SQLite in ``workdir``, the embedded default)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -8,18 +8,20 @@ from typing import Any
 from bench.tables import ms, percent, ratio, table
 
 STATS = ("median_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms")
+E2E_STATS = ("median_ms", "p90_ms", "max_ms")
 CALLBACK_GOAL = 20.0
 
 
 def callback_table(timing: dict[str, Any]) -> str:
     sw, pub = timing["listeners"]["sparkwatch"], timing["listeners"]["public"]
     export = pub.get("inline_export")
+    history = " + history write" if timing.get("history") else ""
     rows: list[list[Any]] = [
         ["sparkwatch `JvmReceiver` (`jevent.json()` + queue offer)", _n(sw["callback"]),
          *(ms(sw["callback"], k) for k in STATS)],
-        ["public `addListener` (`fromJObject` + `.json` + parse + apply)", _n(pub["callback"]),
-         *(ms(pub["callback"], k) for k in STATS)],
-        ["… of which the inline export (parse + apply)", _n(export),
+        [f"public `addListener` (`fromJObject` + `.json` + parse + apply{history})",
+         _n(pub["callback"]), *(ms(pub["callback"], k) for k in STATS)],
+        [f"… of which the inline export (parse + apply{history})", _n(export),
          *(ms(export, k) for k in STATS)],
         ["**public / sparkwatch**", "",
          *(ratio(ms(pub["callback"], k), ms(sw["callback"], k)) for k in STATS)],
@@ -49,15 +51,17 @@ def events_table(runs: list[dict[str, Any]]) -> str:
 
 def e2e_table(runs: list[dict[str, Any]]) -> str:
     rows = []
-    for run in runs:
-        lst = run["listeners"].get("sparkwatch", {})
-        e2e = lst.get("e2e")
+    for run, name, lst in per_listener(runs):
         if "e2e" not in lst:
             continue
-        rows.append([run["queries"], _n(e2e), *(ms(e2e, k) for k in STATS),
-                     ms(lst.get("e2e_scrape"), "median_ms"), lst.get("e2e_timeouts")])
-    header = ["queries", "probes", "median ms", "p90 ms", "p99 ms", "mean ms", "max ms",
-              "one scrape (median ms)", "not visible in 10 s"]
+        e2e, history = lst.get("e2e"), lst.get("e2e_history")
+        rows.append([run["queries"], name, _n(e2e),
+                     *(ms(e2e, k) for k in E2E_STATS), ms(lst.get("e2e_scrape"), "median_ms"),
+                     *(ms(history, k) for k in E2E_STATS),
+                     f"{lst.get('e2e_timeouts')} / {lst.get('e2e_history_timeouts', '–')}"])
+    header = ["queries", "listener", "probes", "/metrics median ms", "/metrics p90 ms",
+              "/metrics max ms", "one scrape (median ms)", "history median ms",
+              "history p90 ms", "history max ms", "not visible in 10 s (/metrics / history)"]
     return table(header, rows)
 
 

@@ -34,16 +34,21 @@ def exported_batches(state: Any) -> int:
         return sum(q.batches for q in queries)
 
 
-def measure_sparkwatch(spark: Any, probe_e2e: bool) -> Measured:
+def sqlite_url(history_file: str | None) -> str:
+    return f"sqlite:///{history_file}" if history_file else "off"
+
+
+def measure_sparkwatch(spark: Any, probe_e2e: bool, history_file: str | None) -> Measured:
     import sparkwatch
     from sparkwatch.listener.receivers import JvmReceiver
 
-    att = sparkwatch.attach(spark, metrics_port=0, metrics_address="127.0.0.1", history_url="off")
+    att = sparkwatch.attach(spark, metrics_port=0, metrics_address="127.0.0.1",
+                            history_url=sqlite_url(history_file))
     if att.mode != "jvm":
         raise RuntimeError(f"sparkwatch attached in {att.mode!r} mode, expected 'jvm'")
     receiver = find_proxy(spark, lambda o: isinstance(o, JvmReceiver), "JvmReceiver")
     assert att.metrics_port is not None
-    probe = MetricsProbe(att.metrics_port) if probe_e2e else None
+    probe = MetricsProbe(att.metrics_port, history_file) if probe_e2e else None
     timer = CallbackTimer()
     timer.wrap(receiver, "onQueryProgress", after=probe.offer if probe else None)
 
@@ -62,11 +67,12 @@ def measure_sparkwatch(spark: Any, probe_e2e: bool) -> Measured:
                     lambda: att.flush(FLUSH_TIMEOUT_S), close, probe)
 
 
-def measure_public(spark: Any) -> Measured:
-    public = add_public_listener(spark)
+def measure_public(spark: Any, probe_e2e: bool, history_file: str | None) -> Measured:
+    public = add_public_listener(spark, history_file and sqlite_url(history_file))
     proxy = find_proxy(spark, public.is_its_proxy, "JStreamingQueryListener")
+    probe = MetricsProbe(public.server.port, history_file) if probe_e2e else None
     timer = CallbackTimer()
-    timer.wrap(proxy, "onQueryProgress")
+    timer.wrap(proxy, "onQueryProgress", after=probe.offer if probe else None)
 
     def details() -> dict[str, Any]:
         export = summarize_ns(public.export.export_ns)
@@ -74,5 +80,10 @@ def measure_public(spark: Any) -> Measured:
         return {"export_errors": public.export.errors,
                 "inline_export": export.to_dict() if export else None}
 
+    def close() -> None:
+        if probe is not None:
+            probe.stop(timeout=PROBE_STOP_TIMEOUT_S)
+        public.remove(spark)
+
     return Measured("public", timer, lambda: exported_batches(public.export.state), details,
-                    lambda: True, lambda: public.remove(spark))
+                    lambda: True, close, probe)

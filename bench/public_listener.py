@@ -2,9 +2,9 @@
 
 It is sparkwatch's own public-API receiver (:func:`make_public_listener`, the Spark Connect path)
 with the export done inline on the callback thread, as a hand-written listener would: take
-``event.progress.json``, parse it with sparkwatch's parser and fold it into a ``MetricState``
-served on its own ``/metrics``. So both listeners do the same export; only the way the event
-reaches Python differs.
+``event.progress.json``, parse it with sparkwatch's parser, fold it into a ``MetricState`` served
+on its own ``/metrics`` and write it to its own SQL history. So both listeners do the same export;
+only the way the event reaches Python differs.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.listener.exporter import MetricsServer, serve_metrics
 from sparkwatch.listener.receivers import make_public_listener
 from sparkwatch.metrics.exposition import SparkwatchCollector
@@ -25,16 +26,21 @@ from sparkwatch.model.parse import envelope_from_json, parse_envelope
 
 @dataclass
 class InlineExport:
-    """Parse + apply on the caller's thread; times the progress part (the export's own cost)."""
+    """Parse + apply (+ history write) on the caller's thread; times the progress part (the
+    export's own cost)."""
 
     app: AppInfo
+    writer: HistoryWriter | None = None
     state: MetricState = field(default_factory=MetricState)
     export_ns: list[int] = field(default_factory=list)
     errors: int = 0
 
     def __call__(self, kind: EventKind, raw_json: str) -> None:
         start = time.perf_counter_ns()
-        self.state.apply(parse_envelope(envelope_from_json(kind, raw_json, self.app, time.time())))
+        parsed = parse_envelope(envelope_from_json(kind, raw_json, self.app, time.time()))
+        self.state.apply(parsed)
+        if self.writer is not None:
+            self.writer.write([parsed])
         if kind is EventKind.PROGRESS:
             self.export_ns.append(time.perf_counter_ns() - start)
 
@@ -57,12 +63,14 @@ class PublicListener:
     def remove(self, spark: Any) -> None:
         spark.streams.removeListener(self.listener)
         self.server.stop()
+        if self.export.writer is not None:
+            self.export.writer.close()
 
 
-def add_public_listener(spark: Any) -> PublicListener:
+def add_public_listener(spark: Any, history_url: str | None) -> PublicListener:
     app_id = spark.sparkContext.applicationId
     app = AppInfo(name="bench-public", id=app_id, spark_version=spark.version)
-    export = InlineExport(app)
+    export = InlineExport(app, HistoryWriter(history_url) if history_url else None)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SparkwatchCollector(export.state))
     server = serve_metrics(registry, "127.0.0.1", 0)

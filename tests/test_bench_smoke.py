@@ -55,7 +55,9 @@ def test_a_tiny_run_counts_and_times_every_progress_event(smoke_result: dict[str
     sw, pub = run["listeners"]["sparkwatch"], run["listeners"]["public"]
     assert sw["intake_received"] == sw["received"] and sw["intake_dropped"] == 0
     assert pub["export_errors"] == 0 and pub["inline_export"]["n"] == pub["received"]
-    assert sw["e2e"]["n"] >= 1 and sw["e2e_timeouts"] == 0
+    for lst in (sw, pub):  # visible on /metrics and in the SQLite history, through both paths
+        assert lst["e2e"]["n"] >= 1 and lst["e2e_timeouts"] == 0
+        assert lst["e2e_history"]["n"] >= 1 and lst["e2e_history_timeouts"] == 0
 
 
 @pytest.mark.spark
@@ -64,6 +66,7 @@ def test_the_tables_render_from_a_real_run(smoke_result: dict[str, Any], tmp_pat
     opts = listener_cmd.options(_parse(["--quick"]))
     body = listener_cmd.render(smoke_result, [smoke_result], opts)
     assert "**public / sparkwatch**" in body and "| 1 | sparkwatch |" in body
+    assert "history median ms" in body and "+ history write" in body
     assert "callback time, public/sparkwatch:" in body
     doc = tmp_path / "benchmarks.md"
     write_block(doc, "listener", "Listener", "first")
@@ -77,7 +80,8 @@ def test_quick_and_full_plans() -> None:
     assert [(c.kind, c.queries) for c in quick] == [("both", 1), ("sparkwatch", 1), ("public", 1)]
     full = listener_cmd.plan(listener_cmd.options(_parse(["--queries", "1,6,12"])))
     assert [c.queries for c in full] == [2, 1, 1, 6, 6, 12, 12] and full[0].seconds == 30
-    assert [c.probe_e2e for c in full[:3]] == [False, True, False]
+    assert [c.probe_e2e for c in full[:3]] == [False, True, True]
+    assert all(c.history for c in full)
     events = listener_cmd.plan(listener_cmd.options(_parse(["--runs", "events", "--queries", "3"])))
     assert [c.kind for c in events] == ["sparkwatch", "public"]
 
