@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
 from tests.support import wait_for
 from tests.test_collector_support import (
@@ -20,13 +19,13 @@ from tests.test_collector_support import (
     READ_TOKEN,
     TOKEN,
     Collector,
+    count_rows,
     envelope,
     fresh_ids,
     module_database,
     recorded,
     run_events,
     samples,
-    scalar,
 )
 
 pytestmark = pytest.mark.postgres
@@ -59,10 +58,7 @@ def fresh_run(app: str = "orders-etl", **kwargs: Any) -> list[dict[str, Any]]:
 
 
 def rows(collector: Collector, sql: str, **params: Any) -> int:
-    try:
-        return int(scalar(collector.history_url, sql, **params))
-    except sa.exc.ProgrammingError:  # no table yet: the collector migrates in the background
-        return 0
+    return count_rows(collector.history_url, sql, **params)
 
 
 def test_valid_events_are_accepted_and_each_invalid_one_is_named(collector: Collector) -> None:

@@ -16,7 +16,14 @@ import sqlalchemy as sa
 
 import sparkwatch
 from tests.support import wait_for
-from tests.test_collector_support import TOKEN, Collector, envelope, samples, scalar
+from tests.test_collector_support import (
+    TOKEN,
+    Collector,
+    count_rows,
+    envelope,
+    samples,
+    scalar,
+)
 from tests.workloads import progress_dicts, run_to_completion
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
@@ -81,8 +88,8 @@ def _ended(att: Any, query_id: str) -> bool:
 
 def _history_matches(url: str, run_id: str, progress: list[dict[str, Any]],
                      last: dict[str, Any], name: str) -> None:
-    wait_for(lambda: int(scalar(url, "select count(*) from batches where run_id = :r",
-                                r=run_id)) == len(progress), 30, f"{name} batches")
+    wait_for(lambda: count_rows(url, "select count(*) from batches where run_id = :r",
+                                r=run_id) == len(progress), 30, f"{name} batches")
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         got = conn.execute(sa.text(
@@ -154,8 +161,8 @@ def test_a_collector_outage_costs_spark_nothing_and_loses_nothing(
 
     run_id, qid = str(query.runId), str(query.id)
     url = collector.history_url
-    wait_for(lambda: int(scalar(url, "select count(*) from batches where run_id = :r",
-                                r=run_id)) == len(progress), 30, "every batch in the history")
+    wait_for(lambda: count_rows(url, "select count(*) from batches where run_id = :r",
+                                r=run_id) == len(progress), 30, "every batch in the history")
     first, last = (scalar(url, f"select {f}(batch_id) from batches where run_id = :r", r=run_id)
                    for f in ("min", "max"))
     assert (first, last) == (progress[0]["batchId"], progress[-1]["batchId"])

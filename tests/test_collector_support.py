@@ -155,6 +155,15 @@ def scalar(url: str, sql: str, **params: Any) -> Any:
         engine.dispose()
 
 
+def count_rows(url: str, sql: str, **params: Any) -> int:
+    """A count for ``wait_for``: 0 while the table does not exist yet (a collector migrates in
+    the background and accepts events before its schema is there)."""
+    try:
+        return int(scalar(url, sql, **params))
+    except (sa.exc.ProgrammingError, sa.exc.OperationalError):
+        return 0
+
+
 def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
     """(labels, value) of every sample of metric ``name`` in an exposition text."""
     from prometheus_client.parser import text_string_to_metric_families

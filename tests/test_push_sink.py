@@ -21,11 +21,11 @@ from tests.support import wait_for
 from tests.test_collector_support import (
     TOKEN,
     Collector,
+    count_rows,
     fresh_ids,
     module_database,
     run_events,
     samples,
-    scalar,
 )
 
 pytestmark = pytest.mark.postgres
@@ -61,7 +61,7 @@ def sink(collector: Collector, counters: ListenerCounters, token: str = TOKEN,
 
 
 def history_batches(url: str, run_ids: list[str]) -> int:
-    return int(scalar(url, "select count(*) from batches where run_id = any(:r)", r=run_ids))
+    return count_rows(url, "select count(*) from batches where run_id = any(:r)", r=run_ids)
 
 
 def accepted(collector: Collector) -> float:

@@ -301,6 +301,9 @@ def envelope_to_dict(envelope: Envelope) -> dict[str, JsonValue]:
     }
 
 
+_KINDS = frozenset(k.value for k in EventKind)
+
+
 def envelope_from_dict(data: Any) -> Envelope:
     """Inverse of :func:`envelope_to_dict`, validating the envelope (not yet the payload)."""
     d = _obj(data, "event")
@@ -309,7 +312,7 @@ def envelope_from_dict(data: Any) -> Envelope:
     if isinstance(received_at, bool) or not isinstance(received_at, int | float):
         raise EventParseError(f"event.received_at: expected epoch seconds, got {received_at!r}")
     kind = d.get("kind")
-    if kind not in {k.value for k in EventKind}:
+    if kind not in _KINDS:
         raise EventParseError(f"event.kind: unknown event kind {kind!r}")
     return Envelope(
         kind=EventKind(kind),
