@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import signal
 import subprocess
@@ -48,6 +49,8 @@ class Options:
     profile: Path | None
     record: bool
     json_out: Path | None
+    collector_python: str | None = None
+    collector_label: str = ""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -76,6 +79,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=Path, metavar="DIR",
                    help="run py-spy on the collector during the PostgreSQL run; raw stacks "
                    "and a per-thread summary go to DIR (figures of that run are perturbed)")
+    p.add_argument("--collector-python", metavar="PATH",
+                   help="run the collector with this interpreter instead (e.g. a virtualenv "
+                   "with an older sparkwatch installed, for before/after figures)")
+    p.add_argument("--collector-label", default="",
+                   help="appended to the collector rows' names, e.g. ' (before, ecaa70b)'")
     p.add_argument("--record", action="store_true", help=f"write the results into {DOC}")
     p.add_argument("--json", dest="json_out", type=Path, help="also write raw results here")
 
@@ -94,6 +102,7 @@ def options(ns: argparse.Namespace) -> Options:
         pushgateway_seconds=ns.pushgateway_seconds or (5.0 if ns.quick else 30.0),
         per_tx=ns.per_tx, drain_timeout=ns.drain_timeout, profile=ns.profile,
         record=ns.record, json_out=ns.json_out,
+        collector_python=ns.collector_python, collector_label=ns.collector_label,
     )
 
 
@@ -129,7 +138,8 @@ def measure(opts: Options, fleet: Fleet, expected: Expected) -> list[Run]:
                 opts.profile.mkdir(parents=True, exist_ok=True)
                 profile = opts.profile / "collector-postgresql.raw"
             runs += run_collector(backend, opts.pg_admin_url, fleet, lanes,  # type: ignore[arg-type]
-                                  expected, opts.drain_timeout, profile, log)
+                                  expected, opts.drain_timeout, profile, log,
+                                  opts.collector_python, opts.collector_label)
         del lanes
     if "pushgateway" in opts.paths:
         log(f"rendering {fleet.queries} + {opts.pushgateway_events} pushes")
@@ -203,6 +213,9 @@ def main(ns: argparse.Namespace, argv: list[str]) -> int:
     if opts.json_out:
         opts.json_out.write_text(json.dumps([asdict(r) for r in runs], indent=1, default=str))
     if opts.record:
-        write_block(DOC, "ingest", "Collector ingest: events/s accepted and written", body)
+        # Another build's figures (before/after) get their own block beside the current ones.
+        suffix = re.sub(r"[^a-z0-9]+", "-", opts.collector_label.lower()).strip("-")
+        write_block(DOC, f"ingest-{suffix}" if suffix else "ingest",
+                    f"Collector ingest: events/s accepted and written{opts.collector_label}", body)
         log("recorded")
     return 1 if any(r.problems for r in runs) else 0

@@ -77,15 +77,19 @@ def sample(samples: dict[str, float], name: str, **labels: str) -> float:
 
 
 @contextmanager
-def collector(history_url: str, workdir: Path, app: str, queries: int) -> Iterator[Running]:
+def collector(history_url: str, workdir: Path, app: str, queries: int,
+              python: str | None = None) -> Iterator[Running]:
+    """``python``: another interpreter (e.g. a virtualenv holding an older sparkwatch, for
+    before/after figures); it runs from ``workdir`` so that this checkout does not shadow it."""
     port, token = free_port(), secrets.token_hex(16)
     log = workdir / "collector.log"
-    args = [sys.executable, "-m", "sparkwatch.cli.main", "collector", "--host", "127.0.0.1",
+    args = [python or sys.executable, "-m", "sparkwatch.cli.main", "collector",
+            "--host", "127.0.0.1",
             "--port", str(port), "--history-url", history_url,
             "--spool-dir", str(workdir / "spool"), "--jobs-enabled", "false",
             "--max-queries-per-app", str(max(QUERY_CAP_MIN, queries))]
     env = {**os.environ, "SPARKWATCH_COLLECTOR_TOKENS": f"{app}={token}"}
-    proc = spawn(args, log, env)
+    proc = spawn(args, log, env, cwd=workdir if python else None)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_serving(proc, url + "/healthz", log, START_TIMEOUT_S)

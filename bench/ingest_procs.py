@@ -61,11 +61,11 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def spawn(args: Sequence[str], log: Path, env: Mapping[str, str] | None = None
-          ) -> subprocess.Popen[bytes]:
+def spawn(args: Sequence[str], log: Path, env: Mapping[str, str] | None = None,
+          cwd: Path | None = None) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT,
-                                env=None if env is None else dict(env),
+                                env=None if env is None else dict(env), cwd=cwd,
                                 preexec_fn=_die_with_parent)
 
 

@@ -119,15 +119,20 @@ def all_written(running: Running, counter: Counter, fleet: Fleet, clients: int,
 
 def run_collector(backend: Backend, admin_url: str, fleet: Fleet,
                   lanes: Sequence[Sequence[Request]], expected: Expected, drain_timeout: float,
-                  profile: Path | None, log: Log) -> tuple[Run, Run]:
-    """The collector's accepted and written figures for one history backend."""
-    what = f"collector → {'PostgreSQL' if backend == 'postgresql' else 'SQLite'}"
+                  profile: Path | None, log: Log, python: str | None = None,
+                  label: str = "") -> tuple[Run, Run]:
+    """The collector's accepted and written figures for one history backend (``python``,
+    ``label``: another collector build, see :func:`.ingest_collector.collector`)."""
+    what = f"collector → {'PostgreSQL' if backend == 'postgresql' else 'SQLite'}{label}"
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp, ExitStack() as stack:
         url = stack.enter_context(_history(backend, admin_url, Path(tmp)))
-        running = stack.enter_context(collector(url, Path(tmp), fleet.app, fleet.queries))
+        running = stack.enter_context(collector(url, Path(tmp), fleet.app, fleet.queries,
+                                                python))
         counter = stack.enter_context(Counter(url))
+        # Another build migrates to its own head: wait for its schema, whatever revision.
         head = migrate.head()
-        wait_until(lambda: running.alive() and counter.revision() == head,
+        wait_until(lambda: running.alive() and (counter.revision() == head if python is None
+                                                else counter.revision() is not None),
                    SCHEMA_TIMEOUT_S, "the history schema")
         log(f"{what}: pushing {expected.events} events")
         before = proc_stats(running.pid)
