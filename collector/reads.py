@@ -59,11 +59,11 @@ class Reads:
             raise HistoryUnavailable(f"history query failed: {_first_line(exc)}") from None
 
     def queries(self, limit: int, offset: int) -> list[QuerySummary]:
-        return self._with(lambda r: r.queries())[offset: offset + limit]
+        return self._with(lambda r: r.queries(limit, offset))
 
     def runs(self, query: str, limit: int, offset: int) -> list[RunSummary]:
         _check_text(query)
-        return self._with(lambda r: r.runs(query))[offset: offset + limit]
+        return self._with(lambda r: r.runs(query, limit, offset))
 
     def state(self, query: str, operator: int | None, since: datetime | None,
               until: datetime | None, limit: int, offset: int) -> list[StatePoint]:

@@ -81,17 +81,19 @@ ORDER BY 1""",
             "Hourly maximum of state rows from the collector's rollups, kept for months after "
             "raw batches are deleted. Empty without the collector.",
             [
+                # The selected queries first (each named by its latest run), then their rollups
+                # by primary key; not a lookup of the latest run per rollup row of every query.
                 Sql(
                     f"""
 SELECT o.bucket_start AS time,
        coalesce(r.name, o.query_id) || ' ' || o.operator_name || ' #' || o.operator_index
          AS metric,
        max(o.num_rows_total_max) AS "rows"
-FROM operator_rollups o
-JOIN LATERAL (
-  SELECT name, query_id, app_name FROM query_runs
-  WHERE query_id = o.query_id ORDER BY last_event_at DESC LIMIT 1
-) r ON true
+FROM (
+  SELECT DISTINCT ON (query_id) name, query_id, app_name FROM query_runs
+  ORDER BY query_id, last_event_at DESC
+) r
+JOIN operator_rollups o ON o.query_id = r.query_id
 WHERE o.resolution = 'hour' AND $__timeFilter(o.bucket_start) AND {RUN_FILTER}
   AND o.operator_name IN ($operator)
 GROUP BY 1, 2

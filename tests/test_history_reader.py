@@ -87,6 +87,14 @@ def test_queries_are_ordered_most_recently_active_first(reader: HistoryReader) -
     assert times == sorted(times, reverse=True)
 
 
+def test_queries_and_runs_page_in_the_database(reader: HistoryReader) -> None:
+    """A page (the read API's) is the same slice of the same rows as the whole list."""
+    everything = reader.queries()
+    assert reader.queries(limit=2, offset=1) == everything[1:3]
+    assert reader.queries(limit=100) == everything
+    assert reader.runs("window_agg", limit=1, offset=1) == reader.runs("window_agg")[1:]
+
+
 def test_runs_of_a_query_latest_first(reader: HistoryReader) -> None:
     new, old = reader.runs("window_agg")
     assert (new.run_id, new.status, new.batches, new.first_batch_id, new.last_batch_id) == (

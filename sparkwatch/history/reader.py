@@ -48,16 +48,18 @@ class HistoryReader:
                 self._checked = True
             yield conn
 
-    def queries(self) -> list[QuerySummary]:
-        """Every query, most recently active first."""
+    def queries(self, limit: int | None = None, offset: int = 0) -> list[QuerySummary]:
+        """Every query (or the page ``offset``, ``limit``), most recently active first."""
         with self._connection() as conn:
-            return [QuerySummary(**row._mapping) for row in conn.execute(_queries_select())]
+            stmt = _queries_select(limit, offset)
+            return [QuerySummary(**row._mapping) for row in conn.execute(stmt)]
 
-    def runs(self, query: str) -> list[RunSummary]:
-        """The runs of one query, latest first."""
+    def runs(self, query: str, limit: int | None = None, offset: int = 0) -> list[RunSummary]:
+        """The runs of one query (or the page ``offset``, ``limit``), latest first."""
         with self._connection() as conn:
             query_id = _resolve(conn, query)
-            return [RunSummary(**row._mapping) for row in conn.execute(_runs_select(query_id))]
+            stmt = _runs_select(query_id).limit(limit).offset(offset)
+            return [RunSummary(**row._mapping) for row in conn.execute(stmt)]
 
     def state(
         self,
@@ -75,14 +77,11 @@ class HistoryReader:
         """
         with self._connection() as conn:
             query_id = _resolve(conn, query)
-            stmt = _state_select(query_id, operator, since, until)
-            columns = OperatorBatch.__table__.c
-            order = [columns.timestamp, columns.batch_id, columns.operator_index]
+            operators = [operator] if operator is not None else _operator_indexes(conn, query_id)
+            stmt = _state_page(query_id, operators, since, until, limit, offset)
+            rows = list(conn.execute(stmt)) if stmt is not None else []
             if since is None:
-                stmt = stmt.order_by(*(c.desc() for c in order)).limit(limit).offset(offset)
-                rows = list(reversed(conn.execute(stmt).all()))
-            else:
-                rows = list(conn.execute(stmt.order_by(*order).limit(limit).offset(offset)))
+                rows.reverse()
             if not rows and operator is not None:
                 _check_operator(conn, query_id, operator)
             return [StatePoint(**row._mapping) for row in rows]
@@ -131,7 +130,7 @@ def _distinct_ids(conn: sa.Connection, condition: sa.ColumnElement[bool]) -> lis
     return list(conn.execute(stmt).scalars())
 
 
-def _queries_select() -> sa.Select[Any]:
+def _queries_select(limit: int | None, offset: int) -> sa.Select[Any]:
     runs, batches = QueryRun.__table__.c, Batch.__table__.c
     latest_first = (runs.last_event_at.desc(), runs.run_id.desc())
     ranked = sa.select(
@@ -139,60 +138,60 @@ def _queries_select() -> sa.Select[Any]:
         sa.func.row_number().over(partition_by=runs.query_id, order_by=latest_first).label("rank"),
         sa.func.count().over(partition_by=runs.query_id).label("runs"),
     ).subquery()
+    page = (
+        sa.select(ranked)
+        .where(ranked.c.rank == 1)
+        .order_by(ranked.c.last_event_at.desc(), ranked.c.query_id)
+        .limit(limit)
+        .offset(offset)
+        .subquery()
+    )
+    of_query = batches.query_id == page.c.query_id
+    # A page counts its own queries' batches, one index range each; every query at once is one
+    # aggregate pass over the index instead (cheaper than thousands of ranges).
     stats = (
-        sa.select(
-            batches.query_id,
-            sa.func.count().label("batches"),
-            sa.func.max(batches.timestamp).label("last_progress_at"),
-        )
+        sa.select(batches.query_id, sa.func.count().label("batches"),
+                  sa.func.max(batches.timestamp).label("last_progress_at"))
         .group_by(batches.query_id)
         .subquery()
     )
-    last_batch = _per_run_batches().subquery()
-    return (
-        sa.select(
-            ranked.c.query_id,
-            ranked.c.name,
-            ranked.c.app_name,
-            ranked.c.run_id.label("latest_run_id"),
-            ranked.c.status,
-            ranked.c.started_at,
-            ranked.c.ended_at,
-            ranked.c.last_event_at,
-            ranked.c.runs,
-            sa.func.coalesce(stats.c.batches, 0).label("batches"),
-            last_batch.c.last_batch_id,
-            stats.c.last_progress_at,
-        )
-        .outerjoin(stats, stats.c.query_id == ranked.c.query_id)
-        .outerjoin(last_batch, last_batch.c.run_id == ranked.c.run_id)
-        .where(ranked.c.rank == 1)
-        .order_by(ranked.c.last_event_at.desc(), ranked.c.query_id)
+    counted: list[Any] = (
+        [sa.func.coalesce(stats.c.batches, 0), stats.c.last_progress_at] if limit is None
+        else [_scalar(sa.func.count(), of_query), _scalar(sa.func.max(batches.timestamp), of_query)]
     )
-
-
-def _per_run_batches(query_id: str | None = None) -> sa.Select[Any]:
-    batches = Batch.__table__.c
     stmt = sa.select(
-        batches.run_id,
-        sa.func.count().label("batches"),
-        sa.func.min(batches.batch_id).label("first_batch_id"),
-        sa.func.max(batches.batch_id).label("last_batch_id"),
-    ).group_by(batches.run_id)
-    return stmt if query_id is None else stmt.where(batches.query_id == query_id)
+        page.c.query_id,
+        page.c.name,
+        page.c.app_name,
+        page.c.run_id.label("latest_run_id"),
+        page.c.status,
+        page.c.started_at,
+        page.c.ended_at,
+        page.c.last_event_at,
+        page.c.runs,
+        counted[0].label("batches"),
+        _scalar(sa.func.max(batches.batch_id), batches.run_id == page.c.run_id)
+        .label("last_batch_id"),
+        counted[1].label("last_progress_at"),
+    ).order_by(page.c.last_event_at.desc(), page.c.query_id)
+    return stmt.outerjoin(stats, stats.c.query_id == page.c.query_id) if limit is None else stmt
+
+
+def _scalar(aggregate: Any, condition: sa.ColumnElement[bool]) -> sa.ScalarSelect[Any]:
+    """``aggregate`` over the batches matching ``condition``, as a correlated subquery."""
+    return sa.select(aggregate).select_from(Batch.__table__).where(condition).scalar_subquery()
 
 
 def _runs_select(query_id: str) -> sa.Select[Any]:
-    runs = QueryRun.__table__.c
-    counts = _per_run_batches(query_id).subquery()
+    runs, batches = QueryRun.__table__.c, Batch.__table__.c
+    of_run = batches.run_id == runs.run_id
     return (
         sa.select(
             *(runs[name] for name in _RUN_COLUMNS),
-            sa.func.coalesce(counts.c.batches, 0).label("batches"),
-            counts.c.first_batch_id,
-            counts.c.last_batch_id,
+            _scalar(sa.func.count(), of_run).label("batches"),
+            _scalar(sa.func.min(batches.batch_id), of_run).label("first_batch_id"),
+            _scalar(sa.func.max(batches.batch_id), of_run).label("last_batch_id"),
         )
-        .outerjoin(counts, counts.c.run_id == runs.run_id)
         .where(runs.query_id == query_id)
         .order_by(runs.last_event_at.desc(), runs.run_id)
     )
@@ -204,19 +203,53 @@ _RUN_COLUMNS = (
 )
 
 
+def _operator_indexes(conn: sa.Connection, query_id: str) -> list[int]:
+    """The query's operator indexes, one index lookup each (a skip scan of its index)."""
+    ops = OperatorBatch.__table__.c
+    found: list[int] = []
+    while True:
+        stmt = sa.select(sa.func.min(ops.operator_index)).where(ops.query_id == query_id)
+        if found:
+            stmt = stmt.where(ops.operator_index > found[-1])
+        index = conn.execute(stmt).scalar()
+        if index is None:
+            return found
+        found.append(int(index))
+
+
+def _state_page(
+    query_id: str, operators: list[int], since: datetime | None, until: datetime | None,
+    limit: int, offset: int,
+) -> sa.Select[Any] | None:
+    """One page of state points, newest first without ``since``, else oldest first.
+
+    The index is (query, operator, time): one ordered, limited range scan per operator, merged,
+    instead of a single ORDER BY time that sorts every row of the query for one page.
+    """
+    if not operators:
+        return None
+    newest = since is None
+    parts = [_state_select(query_id, index, since, until, newest).limit(limit + offset)
+             for index in operators]
+    merged = sa.union_all(*(sa.select(p.subquery()) for p in parts)).subquery()
+    order = [merged.c.timestamp, merged.c.batch_id, merged.c.operator_index]
+    return (sa.select(merged).order_by(*(c.desc() for c in order) if newest else order)
+            .limit(limit).offset(offset))
+
+
 def _state_select(
-    query_id: str, operator: int | None, since: datetime | None, until: datetime | None
+    query_id: str, operator: int, since: datetime | None, until: datetime | None,
+    newest: bool,
 ) -> sa.Select[Any]:
     ops = OperatorBatch.__table__.c
     stmt = sa.select(*(ops[name] for name in StatePoint.__dataclass_fields__))
-    stmt = stmt.where(ops.query_id == query_id)
-    if operator is not None:
-        stmt = stmt.where(ops.operator_index == operator)
+    stmt = stmt.where(ops.query_id == query_id, ops.operator_index == operator)
     if since is not None:
         stmt = stmt.where(ops.timestamp >= since)
     if until is not None:
         stmt = stmt.where(ops.timestamp < until)
-    return stmt
+    order = [ops.timestamp, ops.batch_id]
+    return stmt.order_by(*(c.desc() for c in order) if newest else order)
 
 
 def _check_operator(conn: sa.Connection, query_id: str, operator: int) -> None:

@@ -20,7 +20,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sparkwatch.history.columns import UtcDateTime, json_type
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0003"
+SCHEMA_REVISION = "0004"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -83,7 +83,8 @@ class Batch(Base):
     """One ``StreamingQueryProgress``."""
 
     __tablename__ = "batches"
-    __table_args__ = (sa.Index(None, "query_id", "timestamp"),)
+    # timestamp alone: fleet-wide time ranges (History dashboard, retention); migration 0004.
+    __table_args__ = (sa.Index(None, "query_id", "timestamp"), sa.Index(None, "timestamp"))
 
     run_id: Mapped[str] = mapped_column(
         sa.ForeignKey("query_runs.run_id", ondelete="CASCADE"), primary_key=True
@@ -119,6 +120,7 @@ class OperatorBatch(Base):
     __table_args__ = (
         _batch_fk(),
         sa.Index(None, "query_id", "operator_index", "timestamp"),
+        sa.Index(None, "timestamp"),
     )
 
     run_id: Mapped[str] = mapped_column(primary_key=True)
@@ -209,7 +211,11 @@ class OperatorRollup(Base):
     """Per-operator aggregates of ``operator_batches`` over one minute or hour."""
 
     __tablename__ = "operator_rollups"
-    __table_args__ = (sa.Index(None, "bucket_start"),)
+    # (query_id, resolution, bucket_start): one query's hourly rollups without its minute ones.
+    __table_args__ = (
+        sa.Index(None, "bucket_start"),
+        sa.Index(None, "query_id", "resolution", "bucket_start"),
+    )
 
     query_id: Mapped[str] = mapped_column(primary_key=True)
     operator_index: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
