@@ -1,20 +1,31 @@
-"""``python -m bench <benchmark> [options]``."""
+"""``python -m bench <benchmark> [options]`` — one command for every benchmark in ``bench/``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from bench import listener_cmd
+# benchmark name -> module with ``add_arguments(parser)`` and ``main(ns, argv) -> int``; the
+# module's docstring is its help line. Imported lazily: each pulls in its own stack.
+COMMANDS = {
+    "listener": "bench.listener_cmd",
+    "ingest": "bench.ingest_cmd",
+    "scrape": "bench.scrape_cmd",
+    "history": "bench.history_cmd",
+}
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = parser.add_subparsers(dest="benchmark", required=True)
-    listener = sub.add_parser("listener", help=listener_cmd.__doc__)
-    listener_cmd.add_arguments(listener)
+    modules = {}
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        modules[name] = module
+        module.add_arguments(sub.add_parser(name, help=module.__doc__))
     ns = parser.parse_args(argv)
-    return listener_cmd.main(ns, argv)
+    return int(modules[ns.benchmark].main(ns, argv))
 
 
 if __name__ == "__main__":

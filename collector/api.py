@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.exposition import gzip_accepted
 
 from sparkwatch import __version__
 from sparkwatch.collector import models
@@ -24,6 +25,7 @@ from sparkwatch.collector.body import BodyError, decompress, events_of, too_larg
 from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.service import Service
 from sparkwatch.history.errors import HistoryError, UnknownOperator, UnknownQuery
+from sparkwatch.metrics.text import gzipped, render
 from sparkwatch.spool import SpoolFull
 
 INGEST_PATH = "/api/v1/events"
@@ -161,8 +163,15 @@ def _add_operations(app: FastAPI, service: Service, read_auth: list[Any]) -> Non
              response_class=Response, responses={
                  200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                        "description": "Prometheus text exposition"}, **_errors(401)})
-    def metrics() -> Response:
-        return Response(generate_latest(service.registry), media_type=CONTENT_TYPE_LATEST)
+    def metrics(request: Request) -> Response:
+        # Collected now (the snapshot, and any error, before the answer starts), then rendered
+        # and sent in pieces: thousands of queries make a body of tens of MB, never held whole.
+        # Prometheus asks for gzip.
+        chunks = render(list(service.registry.collect()))
+        if gzip_accepted(request.headers.get("accept-encoding", "")):
+            return StreamingResponse(gzipped(chunks), media_type=CONTENT_TYPE_LATEST,
+                                     headers={"Content-Encoding": "gzip"})
+        return StreamingResponse(chunks, media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz", tags=["operations"], response_model=models.Health)
     def healthz() -> models.Health:

@@ -24,6 +24,7 @@ from sparkwatch.metrics.catalogue import Kind, MetricDef
 from sparkwatch.metrics.custom import KNOWN, split_instance_key
 from sparkwatch.metrics.state import MetricState, QueryState
 from sparkwatch.metrics.stats import ListenerStats
+from sparkwatch.metrics.text import RowFamily
 from sparkwatch.model.events import QueryProgress, SourceProgress, StateOperator
 from sparkwatch.plan.describe import label_values
 
@@ -39,23 +40,21 @@ _FAMILY_TYPES: dict[Kind, Callable[..., Metric]] = {
 
 
 class Families:
-    """Lazily created metric families keyed by their definition, yielded in catalogue order."""
+    """Lazily created metric families keyed by their definition, yielded in catalogue order.
+
+    Families hold rows of label values (:class:`RowFamily`): /metrics renders them straight to
+    text with :func:`sparkwatch.metrics.text.generate`."""
 
     def __init__(self) -> None:
-        self._families: dict[str, Metric] = {}
+        self._families: dict[str, RowFamily] = {}
 
     def add(self, metric: MetricDef, labels: Iterable[str], value: float) -> None:
-        family = self._family(metric)
-        values = list(labels)
-        if metric.kind is Kind.INFO:
-            family.add_metric(values, {})  # type: ignore[attr-defined]
-        else:
-            family.add_metric(values, value)  # type: ignore[attr-defined]
+        self._family(metric).add(_values(labels), value)
 
     def add_histogram(
         self, metric: MetricDef, labels: Iterable[str], buckets: list[tuple[str, int]], total: float
     ) -> None:
-        self._family(metric).add_metric(list(labels), buckets, total)  # type: ignore[attr-defined]
+        self._family(metric).add_histogram(_values(labels), buckets, total)
 
     def __iter__(self) -> Iterator[Metric]:
         for metric in cat.ALL:
@@ -63,12 +62,18 @@ class Families:
             if family is not None:
                 yield family
 
-    def _family(self, metric: MetricDef) -> Metric:
+    def _family(self, metric: MetricDef) -> RowFamily:
         family = self._families.get(metric.name)
         if family is None:
-            family = _FAMILY_TYPES[metric.kind](metric.family, metric.help, labels=metric.labels)
-            self._families[metric.name] = family
+            empty = _FAMILY_TYPES[metric.kind](metric.family, metric.help, labels=metric.labels)
+            family = self._families[metric.name] = RowFamily(empty, metric.labels)
         return family
+
+
+def _values(labels: Iterable[str]) -> tuple[str, ...]:
+    # Callers pass one tuple to many families (a query's labels): keeping that very tuple lets
+    # the renderer format its label set once per scrape (text.Bodies).
+    return labels if isinstance(labels, tuple) else tuple(labels)
 
 
 class SparkwatchCollector(Collector):
