@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,19 @@ from sparkwatch.metrics.catalogue import Kind
 from sparkwatch.metrics.custom import KNOWN, MS, split_instance_key
 from tests.conftest import FIXTURES, ROOT, unavailable
 
-REFERENCE = ROOT.parent / "shared" / "docs" / "spark-progress-reference.md"
+
+def _reference() -> Path:
+    """The project's background reading (``shared/`` beside the checkout); a clone elsewhere finds
+    it through SPARKWATCH_SHARED_DIR or the workspace's ``/work/shared``."""
+    relative = Path("docs") / "spark-progress-reference.md"
+    override = os.environ.get("SPARKWATCH_SHARED_DIR")
+    candidates = [Path(override)] if override else []
+    candidates += [ROOT.parent / "shared", Path("/work/shared")]
+    found = [c / relative for c in candidates if (c / relative).exists()]
+    return found[0] if found else candidates[0] / relative
+
+
+REFERENCE = _reference()
 NAMES = [m.name for m in cat.ALL]
 
 
