@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparkwatch.collector.handoff import Handoff
+from sparkwatch.history.rows import rows_for
 from sparkwatch.spool import Spool
 from tests.test_history_idempotency import RAW
 from tests.test_history_support import batch_of, progress
@@ -59,3 +60,19 @@ def test_a_restarted_spool_has_nothing_in_memory(tmp_path: Path) -> None:
     reopened = Spool(tmp_path, 1 << 20)
     assert Handoff(100).take(reopened.cursor, 10) is None
     assert list(reopened.pending()) == [[{"batch": 0}]]
+
+
+def test_handed_off_events_drop_the_payload_but_keep_what_history_rows_need(
+    tmp_path: Path,
+) -> None:
+    """Spark's JSON is in the spool already; rows come from the parsed fields."""
+    spool, handoff = Spool(tmp_path, 1 << 20), Handoff(100)
+    [original] = _events(7)
+    _append(spool, handoff, [original])
+    [taken], _ = handoff.take(spool.cursor, 10) or ([None], None)
+    assert original.envelope.payload  # the caller's event is untouched
+    assert taken.envelope.payload == {}
+    assert taken.event is original.event
+    assert (taken.app, taken.kind, taken.envelope.received_at) == (
+        original.app, original.kind, original.envelope.received_at)
+    assert rows_for([taken]) == rows_for([original])

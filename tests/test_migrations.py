@@ -104,3 +104,29 @@ def test_concurrent_upgrades_from_threads_of_one_process_all_succeed(sqlite_url:
 def test_unknown_revision_is_a_migration_error(sqlite_url: str) -> None:
     with pytest.raises(MigrationError, match="0042"):
         migrate.upgrade(sqlite_url, "0042")
+
+
+def test_per_batch_maps_are_plain_json_on_postgresql_and_plans_stay_jsonb(pg_url: str) -> None:
+    """Migration 0005: maps written once per batch and read back whole skip jsonb's decomposition
+    (half of PostgreSQL's cost per progress event); plans and run tags stay jsonb."""
+    migrate.upgrade(pg_url)
+    with engine_for(pg_url).connect() as conn:
+        types = dict(conn.execute(sa.text(
+            "SELECT table_name || '.' || column_name, data_type FROM information_schema.columns "
+            "WHERE data_type IN ('json', 'jsonb')")).all())
+    assert types == {
+        "batches.duration_ms": "json", "batches.observed_metrics": "json",
+        "operator_batches.custom_metrics": "json",
+        "source_batches.start_offset": "json", "source_batches.end_offset": "json",
+        "source_batches.latest_offset": "json", "source_batches.metrics": "json",
+        "sink_batches.metrics": "json",
+        "query_runs.job_tags": "jsonb",
+        "operator_plans.keys": "jsonb", "operator_plans.details": "jsonb",
+        "operator_plans.settings": "jsonb",
+    }
+    migrate.downgrade(pg_url, "0004")
+    with engine_for(pg_url).connect() as conn:
+        custom = conn.execute(sa.text(
+            "SELECT data_type FROM information_schema.columns "
+            "WHERE table_name = 'operator_batches' AND column_name = 'custom_metrics'")).scalar()
+    assert custom == "jsonb"

@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
         from sparkwatch.collector.api import create_app
         from sparkwatch.collector.config import SETTINGS, load_collector_settings
+        from sparkwatch.collector.gctune import tune_gc
         from sparkwatch.collector.service import build_service
         from sparkwatch.history.errors import HistoryUrlError
     except ImportError as exc:
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot open the spool in {exc.filename}: {exc.strerror}") from None
+    tune_gc()
     uvicorn.run(create_app(service), host=settings.host, port=settings.port,
                 log_level="debug" if verbose else "info", access_log=verbose,
                 timeout_graceful_shutdown=5, log_config=None)

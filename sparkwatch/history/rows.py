@@ -60,10 +60,12 @@ def rows_for(events: Sequence[ParsedEvent]) -> Rows:
             continue
         seen.add(key)
         rows.batches.append(batch_row(progress))
-        rows.operators.extend(operator_row(progress, op) for op in progress.state_operators)
-        rows.sources.extend(source_rows(progress))
+        child = _child_key(progress)  # once per batch: its children share it
+        rows.operators.extend(operator_row(progress, op, child)
+                              for op in progress.state_operators)
+        rows.sources.extend(source_rows(progress, child))
         if progress.sink is not None:
-            rows.sinks.append(sink_row(progress))
+            rows.sinks.append(sink_row(progress, child))
     return rows
 
 
@@ -157,9 +159,9 @@ def _child_key(p: QueryProgress) -> Row:
     }
 
 
-def operator_row(p: QueryProgress, op: StateOperator) -> Row:
+def operator_row(p: QueryProgress, op: StateOperator, child: Row | None = None) -> Row:
     return {
-        **_child_key(p),
+        **(child or _child_key(p)),
         "operator_index": op.index,
         "operator_name": _clean(op.name),
         "num_rows_total": op.num_rows_total,
@@ -176,10 +178,11 @@ def operator_row(p: QueryProgress, op: StateOperator) -> Row:
     }
 
 
-def source_rows(p: QueryProgress) -> list[Row]:
+def source_rows(p: QueryProgress, child: Row | None = None) -> list[Row]:
+    child = child or _child_key(p)
     return [
         {
-            **_child_key(p),
+            **child,
             "source_index": s.index,
             "description": _clean(s.description),
             "start_offset": json_safe(s.start_offset),
@@ -194,10 +197,10 @@ def source_rows(p: QueryProgress) -> list[Row]:
     ]
 
 
-def sink_row(p: QueryProgress) -> Row:
+def sink_row(p: QueryProgress, child: Row | None = None) -> Row:
     assert p.sink is not None
     return {
-        **_child_key(p),
+        **(child or _child_key(p)),
         "description": _clean(p.sink.description),
         "num_output_rows": p.sink.num_output_rows,
         "metrics": json_safe(p.sink.metrics),

@@ -5,8 +5,9 @@ of that batch. The child rows repeat ``query_id`` and the batch ``timestamp`` so
 queries for one query or one operator (Grafana panels, retention, rollups) hit one index with no
 join. Keys are Spark's own ids, which makes every write idempotent on (run_id, batch_id, ...).
 
-Spark ``Long`` fields are BigInteger; JSON maps are JSONB on PostgreSQL. Migrations are written by
-hand in ``migrations/versions``; a test asserts they create exactly these tables.
+Spark ``Long`` fields are BigInteger; JSON maps are JSONB on PostgreSQL, but for the per-batch
+maps, which are plain ``json`` (written once, read back whole: migration 0005). Migrations are
+written by hand in ``migrations/versions``; a test asserts they create exactly these tables.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from sparkwatch.history.columns import UtcDateTime, json_type
+from sparkwatch.history.columns import UtcDateTime, batch_json_type, json_type
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0004"
+SCHEMA_REVISION = "0005"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -105,12 +106,12 @@ class Batch(Base):
     wal_commit_ms: Mapped[int | None]
     commit_offsets_ms: Mapped[int | None]
     trigger_execution_ms: Mapped[int | None]
-    duration_ms: Mapped[dict[str, Any]]
+    duration_ms: Mapped[dict[str, Any]] = mapped_column(batch_json_type())
     event_time_min: Mapped[datetime | None]
     event_time_max: Mapped[datetime | None]
     event_time_avg: Mapped[datetime | None]
     watermark: Mapped[datetime | None]
-    observed_metrics: Mapped[dict[str, Any]]
+    observed_metrics: Mapped[dict[str, Any]] = mapped_column(batch_json_type())
 
 
 class OperatorBatch(Base):
@@ -140,7 +141,7 @@ class OperatorBatch(Base):
     num_shuffle_partitions: Mapped[int]
     num_state_store_instances: Mapped[int]
     # Whole, unknown keys included: new keys arrive with almost every Spark release.
-    custom_metrics: Mapped[dict[str, Any]]
+    custom_metrics: Mapped[dict[str, Any]] = mapped_column(batch_json_type())
 
 
 class SourceBatch(Base):
@@ -158,13 +159,13 @@ class SourceBatch(Base):
     query_id: Mapped[str]
     timestamp: Mapped[datetime]
     description: Mapped[str] = mapped_column(sa.Text)
-    start_offset: Mapped[Any | None]
-    end_offset: Mapped[Any | None]
-    latest_offset: Mapped[Any | None]
+    start_offset: Mapped[Any | None] = mapped_column(batch_json_type())
+    end_offset: Mapped[Any | None] = mapped_column(batch_json_type())
+    latest_offset: Mapped[Any | None] = mapped_column(batch_json_type())
     num_input_rows: Mapped[int]
     input_rows_per_second: Mapped[float | None]
     processed_rows_per_second: Mapped[float | None]
-    metrics: Mapped[dict[str, Any]]
+    metrics: Mapped[dict[str, Any]] = mapped_column(batch_json_type())
 
 
 class SinkBatch(Base):
@@ -183,7 +184,7 @@ class SinkBatch(Base):
     description: Mapped[str] = mapped_column(sa.Text)
     # -1 for V1 sinks, which do not report it.
     num_output_rows: Mapped[int]
-    metrics: Mapped[dict[str, Any]]
+    metrics: Mapped[dict[str, Any]] = mapped_column(batch_json_type())
 
 
 # --- written by the collector's scheduled jobs (migration 0002) ---------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -28,6 +29,7 @@ from sparkwatch.plan.kinds import kind_of
 from sparkwatch.plan.model import OperatorIdentity, QueryPlan, Source
 
 RUNS_REMEMBERED = 4
+PER_BATCH_KEYS = frozenset(PER_BATCH_SCALE)
 """Runs per query whose applied batches are remembered to recognise late redeliveries."""
 
 
@@ -47,12 +49,21 @@ class Histogram:
     def observe(self, value: float) -> None:
         self.total += value
         self.count += 1
-        for i, bound in enumerate(self.bounds):
-            if value <= bound:
-                self.counts[i] += 1
+        # Counts are per bucket (the first bound >= value), made cumulative when read: one
+        # increment per observation instead of one per bound (this runs ~10 times per event).
+        i = bisect_left(self.bounds, value)
+        if i < len(self.counts):
+            self.counts[i] += 1
+
+    def cumulative(self) -> list[int]:
+        out, running = [], 0
+        for c in self.counts:
+            running += c
+            out.append(running)
+        return out
 
     def buckets(self) -> list[tuple[str, int]]:
-        out = [(_bound_label(b), c) for b, c in zip(self.bounds, self.counts, strict=True)]
+        out = [(_bound_label(b), c) for b, c in zip(self.bounds, self.cumulative(), strict=True)]
         out.append(("+Inf", self.count))
         return out
 
@@ -301,9 +312,8 @@ def _apply_progress(state: QueryState, p: QueryProgress) -> bool:
         totals.update_ms += op.all_updates_time_ms
         totals.removal_ms += op.all_removals_time_ms
         totals.commit_ms += op.commit_time_ms
-        accumulated = totals.custom
-        for key, value in op.custom_metrics.items():
-            scale = PER_BATCH_SCALE.get(key)  # a plain dict: this runs per key of every event
-            if scale is not None:
-                accumulated[key] = accumulated.get(key, 0.0) + value * scale
+        accumulated, custom = totals.custom, op.custom_metrics
+        # Only the per-batch keys (a handful of ~40 on RocksDB), found by a set intersection in C.
+        for key in PER_BATCH_KEYS.intersection(custom):
+            accumulated[key] = accumulated.get(key, 0.0) + custom[key] * PER_BATCH_SCALE[key]
     return True
