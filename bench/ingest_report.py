@@ -76,10 +76,25 @@ def notes(runs: Sequence[Run]) -> list[str]:
         if extra.get("db_backend_cpu_s") is not None and r.path.endswith("written"):
             lines.append(f"{r.path}: PostgreSQL backends serving the collector used "
                          f"{extra['db_backend_cpu_s']:.1f} s of CPU")
+            budget = cpu_budget(r)
+            if budget:
+                lines.append(f"{r.path}: {budget}")
         if extra.get("retries_503") and r.path.endswith("accepted"):
             lines.append(f"{r.path}: {extra['retries_503']} requests answered 503 (spool full) "
                          "and retried")
     return lines
+
+
+def cpu_budget(run: Run) -> str | None:
+    """CPU per event of the collector and of PostgreSQL over a written run, and what the target
+    rate would take at that cost: the figure that says whether a miss is the code or the machine."""
+    db = run.extra.get("db_backend_cpu_s")
+    if run.cpu_s is None or db is None or not run.events:
+        return None
+    collector_us, db_us = 1e6 * run.cpu_s / run.events, 1e6 * db / run.events
+    cores = TARGET_PG_EVENTS_S * (collector_us + db_us) / 1e6
+    return (f"CPU per event: collector {collector_us:,.0f} µs + PostgreSQL {db_us:,.0f} µs; "
+            f"{TARGET_PG_EVENTS_S:,} events/s at that cost takes {cores:.1f} cores")
 
 
 def _clients(run: Run) -> str:

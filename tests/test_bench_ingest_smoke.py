@@ -117,3 +117,14 @@ def test_rendered_pushes_hold_only_their_query(tmp_path: Path) -> None:
     assert f'query_id="{fleet.query_id(1)}"' in body
     assert fleet.query_id(0) not in body and "spark_streaming_app_info" not in body
     assert 'spark_streaming_query_batches_total{' in body
+
+
+def test_a_written_run_states_its_cpu_per_event_and_the_cores_the_target_takes() -> None:
+    from bench.ingest_report import cpu_budget
+    from bench.ingest_runs import Run
+
+    run = Run("collector → PostgreSQL, written", 100_000, 67.48,
+              extra={"db_backend_cpu_s": 25.1}, cpu_s=50.3)
+    assert cpu_budget(run) == ("CPU per event: collector 503 µs + PostgreSQL 251 µs; "
+                               "20,000 events/s at that cost takes 15.1 cores")
+    assert cpu_budget(Run("floor: PostgreSQL COPY", 10, 1.0)) is None
