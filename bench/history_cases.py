@@ -72,6 +72,7 @@ def reader_cases(reader: HistoryReader, picks: list[Sample], end: datetime) -> l
     six_hours = end - timedelta(hours=6)
     return [
         Case("reader", "queries()", "–", ALL, lambda i: len(reader.queries())),
+        Case("reader", "statuses()", "–", ALL, lambda i: len(reader.statuses())),
         Case("reader", "queries(limit=100)", "–", ALL,
              lambda i: len(reader.queries(limit=100))),
         case("runs(id)", lambda s: reader.runs(s.query_id)),

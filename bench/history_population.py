@@ -242,22 +242,20 @@ def _derive(engine: sa.Engine, end: datetime, log: Log) -> None:
     with engine.begin() as conn:
         for table in DERIVED_TABLES + ("operator_plans",):
             conn.execute(sa.text(f"DELETE FROM {table}"))
-    statements = [gen.PLANS, gen.STALLS]
+    statements: list[str | sa.Executable] = [gen.PLANS, gen.STALLS]
     for resolution, seconds, since in (("minute", 60, end - MINUTE_ROLLUPS),
                                        ("hour", 3600, datetime(2000, 1, 1, tzinfo=UTC))):
-        for rollup in (gen.QUERY_ROLLUPS, gen.OPERATOR_ROLLUPS):
-            statements.append(rollup.replace(":resolution", f"'{resolution}'")
-                              .replace(":seconds", str(seconds))
-                              .replace(":since", f"'{since.isoformat()}'::timestamptz"))
+        statements += gen.rollup_inserts(resolution, seconds, since)
+    statements += gen.day_rollup_inserts(datetime(2000, 1, 1, tzinfo=UTC))
     _timed(engine, log, "plans, stall marks, rollups", statements)
 
 
-def _timed(engine: sa.Engine, log: Log, what: str, statements: list[str]) -> None:
+def _timed(engine: sa.Engine, log: Log, what: str, statements: list[str | sa.Executable]) -> None:
     started = time.monotonic()
     with engine.begin() as conn:
         _session(conn)
         for statement in statements:
-            conn.execute(sa.text(statement))
+            conn.execute(sa.text(statement) if isinstance(statement, str) else statement)
     log(f"[bench] {what} ({time.monotonic() - started:.0f} s)")
 
 

@@ -9,6 +9,14 @@ in which a collector writes them: a query's rows are spread over the table as in
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from sparkwatch.history import rollups
+from sparkwatch.history.schema import OperatorRollup, QueryRollup
+
 HELPERS = """
 CREATE TABLE bench_queries (
   q int PRIMARY KEY, query_id text NOT NULL, app_name text NOT NULL, app_id text NOT NULL,
@@ -155,29 +163,8 @@ FROM bench_runs r JOIN bench_queries q ON q.q = r.q
 WHERE q.q % 50 = 0 AND r.ri = q.runs - 1
 """
 
-# The collector's rollups (collector/rollups.py), computed once over everything since :since
-# (minute rollups: the last week only, to keep the database small; only the rollups API reads
-# them, one query at a time by primary key).
-_BUCKET = "to_timestamp(floor(extract(epoch FROM timestamp))::bigint / {s} * {s})"
-QUERY_ROLLUPS = f"""
-INSERT INTO query_rollups (query_id, resolution, bucket_start, batches, num_input_rows,
-  batch_duration_ms_sum, batch_duration_ms_max)
-SELECT query_id, :resolution, {_BUCKET.format(s=':seconds')}, count(*), sum(num_input_rows),
-  sum(batch_duration_ms), max(batch_duration_ms)
-FROM batches WHERE timestamp >= :since GROUP BY 1, 3
-"""
-OPERATOR_ROLLUPS = f"""
-INSERT INTO operator_rollups (query_id, operator_index, resolution, bucket_start, operator_name,
-  batches, num_rows_total_max, num_rows_total_avg, num_rows_updated, num_rows_removed,
-  num_rows_dropped_by_watermark, memory_used_bytes_max, all_updates_time_ms,
-  all_removals_time_ms, commit_time_ms)
-SELECT query_id, operator_index, :resolution, {_BUCKET.format(s=':seconds')},
-  max(operator_name), count(*), max(num_rows_total), avg(num_rows_total),
-  sum(num_rows_updated), sum(num_rows_removed), sum(num_rows_dropped_by_watermark),
-  max(memory_used_bytes), sum(all_updates_time_ms), sum(all_removals_time_ms),
-  sum(commit_time_ms)
-FROM operator_batches WHERE timestamp >= :since GROUP BY 1, 2, 4
-"""
+# The rollups are the product's own aggregates (sparkwatch.history.rollups, what the collector's
+# job and the listener's history sink compute), as INSERT ... SELECT: see rollup_inserts.
 
 # Constraints and indexes of the bulk tables, dropped while loading and recreated after.
 CONSTRAINTS = """
@@ -191,3 +178,26 @@ FROM pg_index i WHERE i.indrelid = ANY(CAST(:tables AS regclass[]))
   AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)
 ORDER BY 1
 """
+
+
+def rollup_inserts(resolution: str, seconds: int, since: datetime) -> list[sa.Insert]:
+    """The product's rollup aggregates over every batch since ``since``, inserted server-side
+    (the job fetches them and upserts; same values, no round trip of millions of rows)."""
+    return [_insert(QueryRollup, rollups.query_aggregates("postgresql", seconds, since),
+                    resolution),
+            _insert(OperatorRollup, rollups.operator_aggregates("postgresql", seconds, since),
+                    resolution)]
+
+
+def day_rollup_inserts(since: datetime) -> list[sa.Insert]:
+    """The product's day rollups, from the hour rollups (insert those first)."""
+    return [_insert(QueryRollup, rollups.query_days("postgresql", since), rollups.DAY),
+            _insert(OperatorRollup, rollups.operator_days("postgresql", since), rollups.DAY)]
+
+
+def _insert(model: type, aggregates: sa.Select[Any], resolution: str) -> sa.Insert:
+    sub = aggregates.subquery()
+    values = [c for c in sub.c if c.name != "bucket"]
+    select = sa.select(*values, sa.literal(resolution), sa.func.to_timestamp(sub.c.bucket))
+    names = [c.name for c in values] + ["resolution", "bucket_start"]
+    return sa.insert(model).from_select(names, select)

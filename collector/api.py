@@ -243,7 +243,7 @@ def _add_reads(app: FastAPI, reads: Reads, read_auth: list[Any]) -> None:
 
     @get("/api/v1/queries/{query}/rollups", list[models.Rollup],
          "Per-minute or per-hour aggregates of a query, or of one of its operators")
-    def rollups(query: str, resolution: Literal["minute", "hour"] = "minute",
+    def rollups(query: str, resolution: Literal["minute", "hour", "day"] = "minute",
                 operator: int | None = Query(None, ge=0, le=10_000),
                 since: datetime | None = Since, until: datetime | None = Until,
                 limit: int = Limit, offset: int = Offset) -> Any:

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from sparkwatch.collector.selfmetrics import SelfMetrics
-from sparkwatch.history.schema import JobRun
+from sparkwatch.history.rollups import claim_slot
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +68,4 @@ class LeasedRunner:
         return True
 
     def _claim(self, conn: sa.Connection, job: Job, now: datetime) -> bool:
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        row = {"job": job.name, "slot": slot_of(now, job.interval_seconds),
-               "replica": self._replica, "ran_at": now}
-        stmt = dialect.insert(JobRun).values(row).on_conflict_do_nothing().returning(JobRun.job)
-        # RETURNING, not rowcount: psycopg reports -1 for INSERT .. ON CONFLICT DO NOTHING.
-        return conn.execute(stmt).first() is not None
+        return claim_slot(conn, job.name, slot_of(now, job.interval_seconds), self._replica, now)

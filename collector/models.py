@@ -74,16 +74,19 @@ class Rollup(BaseModel):
     """A query rollup; operator rollups carry the operator fields too."""
 
     query_id: str
-    resolution: Literal["minute", "hour"]
+    resolution: Literal["minute", "hour", "day"]
     bucket_start: datetime
     batches: int
     num_input_rows: int | None = None
     batch_duration_ms_sum: int | None = None
     batch_duration_ms_max: int | None = None
+    batch_duration_ms_p95: float | None = None
     operator_index: int | None = None
     operator_name: str | None = None
     num_rows_total_max: int | None = None
     num_rows_total_avg: float | None = None
+    num_rows_total_first: int | None = None
+    num_rows_total_last: int | None = None
     num_rows_updated: int | None = None
     num_rows_removed: int | None = None
     num_rows_dropped_by_watermark: int | None = None

@@ -1,8 +1,10 @@
 """History: long-range views from the SQL history (PostgreSQL datasource, our schema).
 
 Raw tables (``query_runs``, ``batches``, ``operator_batches``) are written by the listener and by
-the collector; ``operator_rollups`` and ``query_stalls`` only by the collector's jobs, which keep
-hourly aggregates after retention deleted raw rows.
+the collector; the rollups by the collector's job or, without a collector, by the listener's
+history writer (:mod:`sparkwatch.history.rollups`); ``query_stalls`` only by the collector.
+Panels over days read the day and hour rollups, not raw rows: at 10 M progress rows a fleet-wide
+range of raw rows takes seconds, its rollups milliseconds (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -18,16 +20,43 @@ from sparkwatch.dashboards.variables import SQL_APP, SQL_QUERY, history_variable
 UID = "sparkwatch-history"
 TITLE = "History"
 QUERY_NAME = "coalesce(r.name, r.query_id)"
-OPERATOR_NAME = f"{QUERY_NAME} || ' ' || ob.operator_name || ' #' || ob.operator_index"
 RUN_FILTER = f"{SQL_APP} AND {SQL_QUERY}"
-OPERATOR_FROM = f"""
-FROM operator_batches ob
-JOIN query_runs r ON r.run_id = ob.run_id
-WHERE $__timeFilter(ob.timestamp) AND {RUN_FILTER} AND ob.operator_name IN ($operator)"""
-BATCH_FROM = f"""
-FROM batches b
-JOIN query_runs r ON r.run_id = b.run_id
-WHERE $__timeFilter(b.timestamp) AND {RUN_FILTER}"""
+# Panels over every query show the TOP series by the panel's own measure: a graph of thousands
+# of lines says less than the 20 that matter (select queries to see others).
+TOP = 20
+# The selected queries, each named by its latest run (one index pass over the runs, not a lookup
+# per rollup row); the fleet-wide panels then read the rollups, not raw rows.
+SELECTED = f"""
+WITH r AS (
+  SELECT DISTINCT ON (query_id) query_id, name, app_name FROM query_runs
+  ORDER BY query_id, last_event_at DESC
+), q AS (
+  SELECT r.query_id, {QUERY_NAME} AS query FROM r WHERE {RUN_FILTER}
+)"""
+
+
+def overlapping(bucket_start: str, width: str) -> str:
+    """Buckets of ``width`` overlapping the time range (the one it starts in too, so a range
+    shorter than a bucket still shows its bucket)."""
+    return (f"{bucket_start} > $__timeFrom()::timestamptz - interval '1 {width}' "
+            f"AND {bucket_start} <= $__timeTo()")
+
+
+# Every day row of the range, read by the (resolution, bucket_start) index in one pass and only
+# then joined with the selected queries: a few ms for the whole fleet, where a lookup per
+# selected query (what the planner picks from a join) costs an index descent each.
+def day_rows(name: str, table: str, columns: str, where: str = "") -> str:
+    return f""", {name} AS MATERIALIZED (
+  SELECT {columns} FROM {table} d
+  WHERE d.resolution = 'day' AND {overlapping("d.bucket_start", "day")}{where}
+)"""
+
+
+OPERATOR_METRIC = "q.query || ' ' || o.operator_name || ' #' || o.operator_index"
+ROLLUPS_NOTE = (
+    " From the rollups (written by the collector's rollups job, or by the listener's history "
+    "writer when there is no collector), kept after raw batches are deleted; UTC days."
+)
 
 
 def _daily(title: str, description: str, sql: str, unit: str = "short") -> Any:
@@ -36,71 +65,74 @@ def _daily(title: str, description: str, sql: str, unit: str = "short") -> Any:
     )
 
 
+OPERATOR_CHOSEN = " AND d.operator_name IN ($operator)"
+
+
+def daily_top(value: str, column: str, rank: str) -> str:
+    """Per day, ``value`` (over the day rollup ``d``) of the TOP operators by ``rank`` (an
+    aggregate of ``s.value``): a few thousand day rows, not hundreds of thousands of hours."""
+    columns = ("d.query_id, d.operator_index, d.operator_name, d.bucket_start AS time, "
+               f"{value} AS value")
+    return f"""{SELECTED}{day_rows("s", "operator_rollups", columns, OPERATOR_CHOSEN)}, top AS (
+  SELECT query_id, operator_index FROM s JOIN q USING (query_id) GROUP BY 1, 2
+  ORDER BY {rank} DESC NULLS LAST, 1, 2 LIMIT {TOP}
+)
+SELECT s.time, q.query || ' ' || s.operator_name || ' #' || s.operator_index AS metric,
+       s.value AS "{column}"
+FROM s JOIN top USING (query_id, operator_index) JOIN q USING (query_id)
+ORDER BY 1"""
+
+
+# The day's last state minus the previous day's last (or, on the first day, its first batch's).
+GAINED = """d.num_rows_total_last - coalesce(lag(d.num_rows_total_last) OVER (
+           PARTITION BY d.query_id, d.operator_index ORDER BY d.bucket_start),
+           d.num_rows_total_first)"""
+
+# The TOP operators by their largest day in the range, then only their hours (by the index on
+# query_id, resolution, bucket_start).
+HOURLY_STATE = f"""{SELECTED}{day_rows("s", "operator_rollups",
+                                      "d.query_id, d.operator_index, d.num_rows_total_max",
+                                      OPERATOR_CHOSEN)}, top AS (
+  SELECT query_id, operator_index FROM s JOIN q USING (query_id)
+  GROUP BY 1, 2 ORDER BY max(num_rows_total_max) DESC NULLS LAST, 1, 2 LIMIT {TOP}
+)
+SELECT o.bucket_start AS time, {OPERATOR_METRIC} AS metric, o.num_rows_total_max AS "rows"
+FROM top
+JOIN operator_rollups o ON o.query_id = top.query_id AND o.operator_index = top.operator_index
+JOIN q ON q.query_id = o.query_id
+WHERE o.resolution = 'hour' AND {overlapping("o.bucket_start", "hour")}
+  AND o.operator_name IN ($operator)
+ORDER BY 1"""
+
+
 def state_panels() -> list[Any]:
-    per_day = f"""
-SELECT date_trunc('day', ob.timestamp) AS time, {OPERATOR_NAME} AS metric,
-       (array_agg(ob.num_rows_total ORDER BY ob.timestamp DESC))[1] AS last_rows,
-       (array_agg(ob.num_rows_total ORDER BY ob.timestamp))[1] AS first_rows{OPERATOR_FROM}
-GROUP BY 1, 2"""
     return [
         _daily(
             "State rows gained per day, per operator",
             "Rows in state at the end of each day minus the end of the previous day (or the "
             "day's first batch). A query whose state gains every day, day after day, has no "
-            "effective eviction: see the unbounded-state runbook.",
-            f"""
-SELECT time, metric,
-       last_rows - coalesce(lag(last_rows) OVER (PARTITION BY metric ORDER BY time), first_rows)
-         AS "rows gained"
-FROM ({per_day}
-) d
-ORDER BY 1""",
+            f"effective eviction: see the unbounded-state runbook. The {TOP} operators that "
+            "gained most over the range." + ROLLUPS_NOTE,
+            daily_top(GAINED, "rows gained", "sum(s.value)"),
         ),
         _daily(
             "State rows per day, per operator (max)",
-            "The largest state each operator held each day (raw batches; the collector deletes "
-            "them after its retention, see the hourly panel for longer ranges).",
-            f"""
-SELECT date_trunc('day', ob.timestamp) AS time, {OPERATOR_NAME} AS metric,
-       max(ob.num_rows_total) AS "rows"{OPERATOR_FROM}
-GROUP BY 1, 2
-ORDER BY 1""",
+            f"The largest state each operator held each day; the {TOP} largest over the "
+            "range." + ROLLUPS_NOTE,
+            daily_top("d.num_rows_total_max", "rows", "max(s.value)"),
         ),
         _daily(
             "Late rows dropped per day, per operator",
             "Rows each operator dropped as later than its watermark, per day. Steady drops mean "
-            "the watermark delay is shorter than the data's lateness.",
-            f"""
-SELECT date_trunc('day', ob.timestamp) AS time, {OPERATOR_NAME} AS metric,
-       sum(ob.num_rows_dropped_by_watermark) AS "late rows"{OPERATOR_FROM}
-GROUP BY 1, 2
-ORDER BY 1""",
+            f"the watermark delay is shorter than the data's lateness. The {TOP} operators "
+            "that dropped most over the range." + ROLLUPS_NOTE,
+            daily_top("d.num_rows_dropped_by_watermark", "late rows", "sum(s.value)"),
         ),
         p.graph(
-            "State rows per hour, per operator (collector rollups)",
-            "Hourly maximum of state rows from the collector's rollups, kept for months after "
-            "raw batches are deleted. Empty without the collector.",
-            [
-                # The selected queries first (each named by its latest run), then their rollups
-                # by primary key; not a lookup of the latest run per rollup row of every query.
-                Sql(
-                    f"""
-SELECT o.bucket_start AS time,
-       coalesce(r.name, o.query_id) || ' ' || o.operator_name || ' #' || o.operator_index
-         AS metric,
-       max(o.num_rows_total_max) AS "rows"
-FROM (
-  SELECT DISTINCT ON (query_id) name, query_id, app_name FROM query_runs
-  ORDER BY query_id, last_event_at DESC
-) r
-JOIN operator_rollups o ON o.query_id = r.query_id
-WHERE o.resolution = 'hour' AND $__timeFilter(o.bucket_start) AND {RUN_FILTER}
-  AND o.operator_name IN ($operator)
-GROUP BY 1, 2
-ORDER BY 1""",
-                    "time_series",
-                )
-            ],
+            "State rows per hour, per operator",
+            f"Hourly maximum of state rows; the {TOP} operators with the largest state over "
+            "the range's days." + ROLLUPS_NOTE,
+            [Sql(HOURLY_STATE, "time_series")],
             datasource=POSTGRES,
             width=24,
         ),
@@ -164,36 +196,58 @@ LIMIT 200""")
     ]
 
 
+# The slowest hours first (index on resolution, batch_duration_ms_max), then only their raw
+# rows by the (query_id, timestamp) index. Exact: a batch among the 50 slowest lies in an hour
+# whose maximum is at least its duration, so in one of the 50 slowest hours (ties aside).
+SLOWEST_HOURS = f"""
+, t AS (
+  SELECT h.query_id, h.bucket_start FROM query_rollups h
+  WHERE h.resolution = 'hour' AND h.query_id IN (SELECT query_id FROM q)
+    AND {overlapping("h.bucket_start", "hour")}
+  ORDER BY h.batch_duration_ms_max DESC LIMIT 50
+)"""
+
+
 def batch_panels() -> list[Any]:
-    slowest = f"""
+    slowest = f"""{SELECTED}{SLOWEST_HOURS}
 SELECT b.timestamp AS "time", {QUERY_NAME} AS "query", b.batch_id AS "batch",
        b.batch_duration_ms / 1000.0 AS "duration", b.num_input_rows AS "input rows",
        b.add_batch_ms / 1000.0 AS "addBatch", b.query_planning_ms / 1000.0 AS "queryPlanning",
        coalesce(b.latest_offset_ms, b.get_offset_ms) / 1000.0 AS "latestOffset",
        b.get_batch_ms / 1000.0 AS "getBatch", b.wal_commit_ms / 1000.0 AS "walCommit",
-       b.commit_offsets_ms / 1000.0 AS "commitOffsets", r.run_id AS "run id"{BATCH_FROM}
+       b.commit_offsets_ms / 1000.0 AS "commitOffsets", r.run_id AS "run id"
+FROM t
+JOIN batches b ON b.query_id = t.query_id AND b.timestamp >= t.bucket_start
+  AND b.timestamp < t.bucket_start + interval '1 hour'
+JOIN query_runs r ON r.run_id = b.run_id
 ORDER BY b.batch_duration_ms DESC
 LIMIT 50"""
     table = p.grid(
         "Slowest batches",
-        "The 50 longest micro-batches in the time range with their phases (seconds). A slow "
-        "addBatch is the query's own work (state, shuffles); slow walCommit/commitOffsets "
-        "point at the checkpoint storage; slow latestOffset at the source.",
+        "The 50 longest micro-batches in the hours of the time range (whole hours: the first "
+        "may start before the range) with their phases (seconds). A slow addBatch is the "
+        "query's own work (state, shuffles); slow walCommit/commitOffsets point at the "
+        "checkpoint storage; slow latestOffset at the source. The hourly rollups find the "
+        "slowest hours, raw batches fill them in: empty once retention deleted the raw rows.",
         [Sql(slowest)],
         datasource=POSTGRES,
         height=9,
     )
     hourly = p.graph(
         "Batch duration per hour (p95 and max)",
-        "Long-range batch duration from the raw batches: the 95th percentile and the slowest "
-        "batch of every hour, per query.",
+        "The 95th percentile and the slowest batch of every hour, per query; the "
+        f"{TOP} queries with the slowest batches over the range's days." + ROLLUPS_NOTE,
         [
             Sql(
-                f"""
-SELECT date_trunc('hour', b.timestamp) AS time, {QUERY_NAME} AS metric,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY b.batch_duration_ms) / 1000.0 AS "p95",
-       max(b.batch_duration_ms) / 1000.0 AS "max"{BATCH_FROM}
-GROUP BY 1, 2
+                f"""{SELECTED}{day_rows("s", "query_rollups",
+                                       "d.query_id, d.batch_duration_ms_max")}, top AS (
+  SELECT query_id FROM s JOIN q USING (query_id)
+  GROUP BY 1 ORDER BY max(batch_duration_ms_max) DESC, 1 LIMIT {TOP}
+)
+SELECT h.bucket_start AS time, q.query AS metric,
+       h.batch_duration_ms_p95 / 1000.0 AS "p95", h.batch_duration_ms_max / 1000.0 AS "max"
+FROM top JOIN query_rollups h ON h.query_id = top.query_id JOIN q ON q.query_id = h.query_id
+WHERE h.resolution = 'hour' AND {overlapping("h.bucket_start", "hour")}
 ORDER BY 1""",
                 "time_series",
             )

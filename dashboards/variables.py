@@ -55,10 +55,12 @@ def prometheus_variables() -> list[db.DatasourceVariable | db.QueryVariable]:
 
 def history_variables() -> list[db.DatasourceVariable | db.QueryVariable]:
     runs = "FROM query_runs r"
-    # A run's state operators are fixed by its plan, so its latest batch names them all: two
-    # primary-key lookups per run instead of reading every operator row of the history.
+    # A run's state operators are fixed by its plan, so its latest batch names them all; and a
+    # query's operators are its latest run's: two primary-key lookups per query (not per run,
+    # nor every operator row of the history).
     operators = (
-        "SELECT DISTINCT ob.operator_name FROM query_runs r "
+        "SELECT DISTINCT ob.operator_name FROM (SELECT DISTINCT ON (query_id) run_id, query_id, "
+        "name, app_name FROM query_runs ORDER BY query_id, last_event_at DESC) r "
         "JOIN operator_batches ob ON ob.run_id = r.run_id AND ob.batch_id = ("
         "SELECT max(l.batch_id) FROM operator_batches l WHERE l.run_id = r.run_id) "
         f"WHERE {SQL_APP} AND {SQL_QUERY} ORDER BY 1"

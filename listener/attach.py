@@ -6,6 +6,7 @@ import atexit
 import logging
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -163,12 +164,20 @@ def _history_sink(settings: ListenerSettings, counters: ListenerCounters) -> His
     from sparkwatch.history.writer import HistoryWriter
 
     assert settings.history_url is not None
+    writer = HistoryWriter(settings.history_url, migrate=settings.history_migrate)
+    seconds = settings.history_rollup_seconds
+
+    def roll_up() -> bool:
+        return writer.roll_up(datetime.now(UTC), seconds)
+
     return HistorySink(
-        HistoryWriter(settings.history_url, migrate=settings.history_migrate),
+        writer,
         counters,
         capacity=settings.history_queue_capacity,
         batch_size=settings.history_batch_size,
         flush_seconds=settings.history_flush_seconds,
+        maintenance=roll_up if seconds > 0 else None,
+        maintenance_seconds=seconds,
     )
 
 

@@ -2,6 +2,8 @@
 
 When the database is slow or down the batch being written is retried with exponential backoff and
 jitter while new events wait in a bounded queue; past its capacity they are dropped and counted.
+Between writes the same thread runs periodic ``maintenance`` (the history's rollups, which the
+History dashboard reads and which a deployment without a collector has no other writer of).
 Nothing here ever runs on Spark's callback thread.
 """
 
@@ -12,7 +14,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from sparkwatch.listener.queues import BoundedQueue
@@ -50,8 +52,13 @@ class HistorySink:
         batch_size: int,
         flush_seconds: float,
         backoff: tuple[float, float] = (0.5, 30.0),
+        maintenance: Callable[[], object] | None = None,
+        maintenance_seconds: float = 60.0,
     ) -> None:
         self._writer = writer
+        self._maintenance = maintenance
+        self._maintenance_seconds = maintenance_seconds
+        self._maintenance_due = time.monotonic() + maintenance_seconds
         self._counters = counters
         self._batch_size = batch_size
         self._flush_seconds = flush_seconds
@@ -93,10 +100,31 @@ class HistorySink:
             if len(events) < len(batch) or self._abort.is_set():
                 self._count_abandoned()
                 return
+            if time.monotonic() >= self._maintenance_due:
+                self._maintain()
+
+    def _first(self) -> ParsedEvent | None:
+        """Block for one event, running maintenance whenever it falls due while idle."""
+        while self._maintenance is not None:
+            try:
+                wait = self._maintenance_due - time.monotonic()
+                return self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                self._maintain()
+        return self._queue.get()
+
+    def _maintain(self) -> None:
+        self._maintenance_due = time.monotonic() + self._maintenance_seconds
+        if self._maintenance is None:
+            return
+        try:
+            self._maintenance()
+        except Exception as exc:  # noqa: BLE001 - the next interval retries; writes go on
+            log.warning("sparkwatch: history maintenance failed (will retry): %s", exc)
 
     def _next_batch(self) -> list[ParsedEvent | None]:
         """Block for one event, then gather more for up to flush_seconds or batch_size."""
-        batch = [self._queue.get()]
+        batch = [self._first()]
         deadline = time.monotonic() + self._flush_seconds
         while len(batch) < self._batch_size and batch[-1] is not None:
             remaining = deadline - time.monotonic()

@@ -31,6 +31,7 @@ class ListenerSettings:
     history_batch_size: int = 500
     history_flush_seconds: float = 1.0
     history_queue_capacity: int = 10_000
+    history_rollup_seconds: float = 60.0
     queue_capacity: int = 10_000
     terminated_grace_seconds: float = 300.0
     app_name: str | None = None
@@ -87,6 +88,13 @@ def _positive_float(raw: str) -> float:
     return value
 
 
+def _non_negative_float(raw: str) -> float:
+    value = float(raw)
+    if not value >= 0:
+        raise ValueError("expected a number >= 0")
+    return value
+
+
 def _mode(raw: str) -> str:
     if raw not in ("auto", "jvm", "public"):
         raise ValueError("expected auto, jvm or public")
@@ -138,6 +146,13 @@ LISTENER_FIELDS: tuple[Field, ...] = (
         "history.queueCapacity",
         _positive_int,
         "Events buffered for the history writer; beyond it new events are dropped and counted.",
+    ),
+    Field(
+        "history_rollup_seconds",
+        "history.rollupSeconds",
+        _non_negative_float,
+        "How often the history writer recomputes the recent minute/hour rollups the History "
+        "dashboard reads (once per interval across drivers and collectors); 0 turns it off.",
     ),
     Field(
         "queue_capacity",

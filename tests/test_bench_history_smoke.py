@@ -12,6 +12,7 @@ import argparse
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import sqlalchemy as sa
 
 from bench import history_cmd, history_grafana, history_population
 from bench.history_spec import Population
+from sparkwatch.history import rollups
 from tests.support import drop_database
 
 pytestmark = [pytest.mark.postgres]
@@ -66,6 +68,7 @@ def test_bench_history_smoke(bench_url: str, tmp_path: Path,
         len(board.panels) * ranges * selections)
     # Every query, and the population's own counts, through each way in.
     assert by_key[("reader", "queries()", "–", "All")] == [QUERIES, QUERIES]
+    assert by_key[("reader", "statuses()", "–", "All")] == [QUERIES, QUERIES]
     assert by_key[("http", "GET /api/v1/queries", "–", "All")] == [QUERIES, QUERIES]
     assert by_key[("dashboard", "variable $query", "–", "All")] == [QUERIES, QUERIES]
     assert by_key[("reader", "state(id) newest 100", "–", "one query")] == [100, 100]
@@ -78,3 +81,28 @@ def test_bench_history_smoke(bench_url: str, tmp_path: Path,
     # Reused as it is: no rebuild, same counts.
     again = history_population.ensure(bench_url, population, rebuild=False, log=print)
     assert again.reused and again.counts == loaded.counts
+    assert_rollups_are_the_jobs(bench_url, loaded.end)
+
+
+def rollup_rows(conn: sa.Connection, table: str) -> list[tuple]:
+    return [tuple(r) for r in conn.execute(sa.text(
+        f"SELECT * FROM {table} WHERE resolution IN ('hour', 'day') ORDER BY 1, 2, 3, 4"))]
+
+
+def assert_rollups_are_the_jobs(url: str, end: datetime) -> None:
+    """The population's hour and day rollups are exactly what the product's rollups job writes
+    over the same batches (recomputed in a transaction that is rolled back)."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            tables = ("query_rollups", "operator_rollups")
+            built = {t: rollup_rows(conn, t) for t in tables}
+            conn.execute(sa.text("DELETE FROM query_rollups; DELETE FROM operator_rollups"))
+            rollups.recompute(conn, end, lookback_seconds=400 * 86400)
+            for table in tables:
+                assert rollup_rows(conn, table) == built[table], table
+            hours = [r for r in built["query_rollups"] if r[1] == "hour"]
+            assert hours and all(r[-1] is not None for r in hours)  # the p95
+            conn.rollback()
+    finally:
+        engine.dispose()

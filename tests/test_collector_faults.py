@@ -17,6 +17,7 @@ from tests.support import create_database, wait_for
 from tests.test_collector_support import (
     Collector,
     PrivatePostgres,
+    count_rows,
     fresh_ids,
     run_events,
     running,
@@ -47,7 +48,7 @@ def private_url(cluster: PrivatePostgres) -> Iterator[str]:
 
 
 def batches(url: str, run_id: str) -> int:
-    return int(scalar(url, "select count(*) from batches where run_id = :r", r=run_id))
+    return count_rows(url, "select count(*) from batches where run_id = :r", r=run_id)
 
 
 def operator_rows(url: str, run_id: str) -> int:

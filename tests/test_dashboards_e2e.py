@@ -66,7 +66,6 @@ EMPTY_METRICS = {
     cat.STATE_CUSTOM_METRIC.name: "every customMetrics key of Spark 4.3 has a dedicated metric",
 }
 EMPTY_TABLES = {
-    "operator_rollups": "written by the collector's rollup job; this scenario has no collector",
     "query_stalls": "written by the collector's stall detection; this scenario has no collector",
 }
 RECORDED = re.compile(r"\bsparkwatch_\w+:[\w:]+")  # recording names embed catalogue names
@@ -204,7 +203,8 @@ def scenario(
     for relative, text in rulefiles.render(config).items():
         (root / Path(relative).name).write_text(text)
     rule_paths = [root / Path(r).name for r in (rulefiles.RECORDING_FILE, rulefiles.ALERTS_FILE)]
-    att = sparkwatch.attach(spark, metrics_port=0, history_url=url)
+    # No collector: the listener's history writer keeps the rollups the History panels read.
+    att = sparkwatch.attach(spark, metrics_port=0, history_url=url, history_rollup_seconds=1)
     prom, queries = None, []
     try:
         prom = start_prometheus(root, [f"127.0.0.1:{att.metrics_port}"], rule_paths)
@@ -336,6 +336,13 @@ def test_every_history_sql_query_returns_rows_from_postgresql(scenario: Scenario
     start, end = scenario.started - timedelta(minutes=5), datetime.now(UTC) + timedelta(minutes=5)
     engine = sa.create_engine(scenario.history_url)
     failures = []
+
+    def rolled_up(table: str) -> bool:
+        with engine.connect() as conn:
+            return conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one() > 0
+
+    for table in ("query_rollups", "operator_rollups"):
+        wait_for(lambda t=table: rolled_up(t), 30, f"the listener's {table}")
     try:
         with engine.connect() as conn:
             chosen = history_values(conn, board, start, end)

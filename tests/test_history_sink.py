@@ -4,14 +4,17 @@ that is down, and gives up cleanly on a URL that can never work."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
 from sparkwatch.history.writer import HistoryWriter
+from sparkwatch.listener.attach import _history_sink
 from sparkwatch.listener.history_sink import HistorySink
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import AppInfo, Envelope, EventKind
 from sparkwatch.model.parse import parse_envelope
+from sparkwatch.settings import ListenerSettings
 from tests.conftest import FIXTURES
 from tests.support import wait_for
 
@@ -52,3 +55,34 @@ def test_an_unusable_url_disables_the_history_and_counts_what_it_could_not_keep(
     wait_for(lambda: counters.dropped.get("history", 0) == 5, 10, "all five counted as dropped")
     assert counters.delivery_failures == {"history": 1}
     sink.stop(2)
+
+
+def test_a_listener_without_a_collector_keeps_the_rollups_current(history_url: str) -> None:
+    """The sink attach() builds rolls up what it wrote on its own thread, while idle too, so the
+    History dashboard's rollup panels work with no collector."""
+    now = datetime.now(UTC)
+    stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    fresh = [parse_envelope(Envelope(EventKind.PROGRESS, APP, now.timestamp(),
+                                     {**e.envelope.payload, "timestamp": stamp})) for e in events()]
+    settings = ListenerSettings(history_url=history_url, history_rollup_seconds=0.2)
+    sink = _history_sink(settings, ListenerCounters())
+    try:
+        for e in fresh:
+            sink(e)
+        assert sink.flush(60)
+        engine = sa.create_engine(history_url)
+
+        def rolled_up() -> int:
+            with engine.connect() as conn:
+                return int(conn.execute(sa.text(
+                    "select coalesce(sum(batches), 0) from query_rollups "
+                    "where resolution = 'hour'")).scalar_one())
+
+        wait_for(lambda: rolled_up() == len(fresh), 30, "hour rollups of every batch written")
+        with engine.connect() as conn:
+            claimed = conn.execute(sa.text(
+                "select replica from job_runs where job = 'rollups'")).scalars().all()
+        engine.dispose()
+        assert claimed and all(r.startswith("listener-") for r in claimed)
+    finally:
+        sink.stop(5)

@@ -36,9 +36,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_url_argument(common)
     common.add_argument("--format", choices=("table", "json"), default="table")
     views = parser.add_subparsers(dest="history_view", required=True, metavar="VIEW")
-    views.add_parser(
-        "queries", parents=[common], help="every query with its latest run"
-    ).set_defaults(func=run_queries)
+    queries = views.add_parser(
+        "queries", parents=[common],
+        help="the most recently active queries with their latest run (a page: --limit/--offset)",
+    )
+    queries.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N")
+    queries.add_argument("--offset", type=_non_negative, default=0, metavar="N")
+    queries.set_defaults(func=run_queries)
     runs = views.add_parser("runs", parents=[common], help="the runs of one query")
     runs.add_argument("query", metavar="QUERY", help="query id, name or unique id prefix")
     runs.set_defaults(func=run_runs)
@@ -109,7 +113,7 @@ def _emit(args: argparse.Namespace, items: Sequence[Any], as_table: Callable[[],
 
 
 def run_queries(args: argparse.Namespace) -> int:
-    items: list[QuerySummary] = _read(args, lambda reader: reader.queries())
+    items: list[QuerySummary] = _read(args, lambda r: r.queries(args.limit, args.offset))
     headers = ("QUERY ID", "NAME", "APP", "STATUS", "RUNS", "BATCHES", "LAST BATCH",
                "LAST PROGRESS")
     rows = [

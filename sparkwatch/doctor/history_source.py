@@ -20,7 +20,7 @@ def load_records(
 ) -> list[QueryRecord]:
     """Every query (or one, by id, name or id prefix), newest activity first."""
     with HistoryReader(url) as reader:
-        ids = [reader.resolve_query(query)] if query else [q.query_id for q in reader.queries()]
+        ids = [reader.resolve_query(query)] if query else list(reader.statuses())
         engine = create_engine(url, must_exist=True)
         try:
             with connect(engine) as conn:

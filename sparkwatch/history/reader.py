@@ -48,11 +48,25 @@ class HistoryReader:
                 self._checked = True
             yield conn
 
-    def queries(self, limit: int | None = None, offset: int = 0) -> list[QuerySummary]:
-        """Every query (or the page ``offset``, ``limit``), most recently active first."""
+    def queries(self, limit: int | None = DEFAULT_LIMIT, offset: int = 0) -> list[QuerySummary]:
+        """The page ``offset``, ``limit`` of the queries, most recently active first.
+
+        Each summary counts the query's batches, so ``limit=None`` (every query) reads every
+        batch of the history: seconds at millions of rows. For every query's id and status use
+        :meth:`statuses`, which reads the runs only.
+        """
         with self._connection() as conn:
             stmt = _queries_select(limit, offset)
             return [QuerySummary(**row._mapping) for row in conn.execute(stmt)]
+
+    def statuses(self) -> dict[str, str]:
+        """Every query id with the status of its latest run, most recently active first (the
+        runs table only, however many batches the history holds)."""
+        page = _latest_runs().subquery()
+        stmt = sa.select(page.c.query_id, page.c.status).order_by(
+            page.c.last_event_at.desc(), page.c.query_id)
+        with self._connection() as conn:
+            return {row.query_id: row.status for row in conn.execute(stmt)}
 
     def runs(self, query: str, limit: int | None = None, offset: int = 0) -> list[RunSummary]:
         """The runs of one query (or the page ``offset``, ``limit``), latest first."""
@@ -175,6 +189,17 @@ def _queries_select(limit: int | None, offset: int) -> sa.Select[Any]:
         counted[1].label("last_progress_at"),
     ).order_by(page.c.last_event_at.desc(), page.c.query_id)
     return stmt.outerjoin(stats, stats.c.query_id == page.c.query_id) if limit is None else stmt
+
+
+def _latest_runs() -> sa.Select[Any]:
+    runs = QueryRun.__table__.c
+    latest_first = (runs.last_event_at.desc(), runs.run_id.desc())
+    ranked = sa.select(
+        runs.query_id, runs.status, runs.last_event_at,
+        sa.func.row_number().over(partition_by=runs.query_id, order_by=latest_first).label("n"),
+    ).subquery()
+    return sa.select(ranked.c.query_id, ranked.c.status, ranked.c.last_event_at).where(
+        ranked.c.n == 1)
 
 
 def _scalar(aggregate: Any, condition: sa.ColumnElement[bool]) -> sa.ScalarSelect[Any]:

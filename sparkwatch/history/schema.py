@@ -21,7 +21,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sparkwatch.history.columns import UtcDateTime, batch_json_type, json_type
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0006"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -187,17 +187,26 @@ class SinkBatch(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(batch_json_type())
 
 
-# --- written by the collector's scheduled jobs (migration 0002) ---------------------------------
+# --- rollups: the collector's job or the listener's history sink (migration 0002) -------------
 
 MINUTE = "minute"
 HOUR = "hour"
+# Day rollups are aggregated from the hour rollups (not raw rows): exact for counts, sums, maxima
+# and first/last; no p95 (a day's percentile needs its raw batches).
+DAY = "day"
 
 
 class QueryRollup(Base):
     """Per-query aggregates of ``batches`` over one minute or hour, kept longer than raw rows."""
 
     __tablename__ = "query_rollups"
-    __table_args__ = (sa.Index(None, "bucket_start"),)
+    # (resolution, bucket_start): every query's hours in a range (History dashboard, migration
+    # 0006); (resolution, batch_duration_ms_max): the slowest hours first ("Slowest batches").
+    __table_args__ = (
+        sa.Index(None, "bucket_start"),
+        sa.Index(None, "resolution", "bucket_start"),
+        sa.Index(None, "resolution", "batch_duration_ms_max"),
+    )
 
     query_id: Mapped[str] = mapped_column(primary_key=True)
     resolution: Mapped[str] = mapped_column(primary_key=True)
@@ -206,6 +215,9 @@ class QueryRollup(Base):
     num_input_rows: Mapped[int]
     batch_duration_ms_sum: Mapped[int]
     batch_duration_ms_max: Mapped[int]
+    # percentile_cont(0.95) of the bucket's batch durations (migration 0006; NULL in buckets
+    # computed before it and not recomputed since).
+    batch_duration_ms_p95: Mapped[float | None]
 
 
 class OperatorRollup(Base):
@@ -216,6 +228,7 @@ class OperatorRollup(Base):
     __table_args__ = (
         sa.Index(None, "bucket_start"),
         sa.Index(None, "query_id", "resolution", "bucket_start"),
+        sa.Index(None, "resolution", "bucket_start"),
     )
 
     query_id: Mapped[str] = mapped_column(primary_key=True)
@@ -226,6 +239,10 @@ class OperatorRollup(Base):
     batches: Mapped[int]
     num_rows_total_max: Mapped[int]
     num_rows_total_avg: Mapped[float]
+    # State size at the bucket's first and last batch, so growth over hours and days needs no
+    # raw rows (migration 0006; NULL in buckets computed before it and not recomputed since).
+    num_rows_total_first: Mapped[int | None]
+    num_rows_total_last: Mapped[int | None]
     num_rows_updated: Mapped[int]
     num_rows_removed: Mapped[int]
     num_rows_dropped_by_watermark: Mapped[int]

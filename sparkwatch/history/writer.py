@@ -8,13 +8,16 @@ retry after a failed commit, a replayed spool) changes nothing, so the caller ma
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from sparkwatch.history import migrate
+from sparkwatch.history import migrate, rollups
 from sparkwatch.history.copy import copy_batches, is_duplicate, supports_copy
 from sparkwatch.history.engine import create_engine
 from sparkwatch.history.rows import Row, Rows, plan_rows, rows_for
@@ -46,6 +49,8 @@ class HistoryWriter:
         self._migrated = False
         self._copy: bool | None = None
         """COPY for new batches (PostgreSQL with psycopg 3); None until the first write knows."""
+        # Names this driver in job_runs when it claims a rollups slot.
+        self._replica = f"listener-{socket.gethostname()}-{os.getpid()}"
 
     def write(self, events: Sequence[ParsedEvent]) -> None:
         """Write ``events`` in one transaction.
@@ -98,6 +103,14 @@ class HistoryWriter:
             keys = ("run_id", "operator_index")
             values = {c: stmt.excluded[c] for c in rows[0] if c not in keys}
             conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=values), rows)
+
+    def roll_up(self, now: datetime, interval_seconds: float) -> bool:
+        """Recompute the recent rollups (:mod:`sparkwatch.history.rollups`) unless a collector or
+        another driver did for this slot; nothing before this writer's first write."""
+        if self._engine is None or not self._migrated and self._migrate:
+            return False
+        with self._engine.begin() as conn:
+            return rollups.recompute_once_per_slot(conn, now, interval_seconds, self._replica)
 
     def close(self) -> None:
         if self._engine is not None:

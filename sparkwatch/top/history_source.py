@@ -14,7 +14,7 @@ from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 def read_history(url: str) -> Snapshot:
     try:
         with HistoryReader(url) as reader:
-            status = {q.query_id: q.status for q in reader.queries()}
+            status = reader.statuses()
         records = load_records(url, batches=2)
     except Exception as exc:  # noqa: BLE001 - show why on screen and keep polling
         return Snapshot(source=url, taken_at=time.time(), error=f"{type(exc).__name__}: {exc}")
