@@ -242,12 +242,12 @@ def _derive(engine: sa.Engine, end: datetime, log: Log) -> None:
     with engine.begin() as conn:
         for table in DERIVED_TABLES + ("operator_plans",):
             conn.execute(sa.text(f"DELETE FROM {table}"))
-    statements: list[str | sa.Executable] = [gen.PLANS, gen.STALLS]
+    statements: list[str | sa.Executable] = [gen.RUN_BATCH_COUNTS, gen.PLANS, gen.STALLS]
     for resolution, seconds, since in (("minute", 60, end - MINUTE_ROLLUPS),
                                        ("hour", 3600, datetime(2000, 1, 1, tzinfo=UTC))):
         statements += gen.rollup_inserts(resolution, seconds, since)
     statements += gen.day_rollup_inserts(datetime(2000, 1, 1, tzinfo=UTC))
-    _timed(engine, log, "plans, stall marks, rollups", statements)
+    _timed(engine, log, "run batch counts, plans, stall marks, rollups", statements)
 
 
 def _timed(engine: sa.Engine, log: Log, what: str, statements: list[str | sa.Executable]) -> None:

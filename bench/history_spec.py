@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 # Bump when the generated data changes: a stored population of another version is rebuilt.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 INTERVALS_S = (30, 60, 120, 240, 510)
 QUERIES_PER_APP = 40
 # Spread the queries' last batches over the last minutes before ``end``, like a live fleet.

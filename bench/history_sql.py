@@ -146,6 +146,13 @@ FROM bench_runs r JOIN bench_queries q ON q.q = r.q JOIN bench_query_ops o ON o.
 JOIN bench_op_templates t ON t.provider = o.provider AND t.kind = o.kind
 """
 
+# Each run's batch count, as the writer keeps it (and migration 0007 backfills it).
+RUN_BATCH_COUNTS = """
+UPDATE query_runs SET batches = counted.n
+FROM (SELECT run_id, count(*) AS n FROM batches GROUP BY run_id) AS counted
+WHERE query_runs.run_id = counted.run_id
+"""
+
 # Stall marks: a third of the runs stalled once mid-run for 10 min; terminated queries'
 # last runs every 50th query are still marked stalled (never cleared).
 _MID = "((r.first_i + r.last_i) / 2)"

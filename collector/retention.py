@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
+from sparkwatch.history import counts
 from sparkwatch.history.schema import (
     Batch,
     JobRun,
@@ -38,8 +39,9 @@ class Retention:
         raw_cutoff = now - timedelta(days=self.raw_days)
         long_cutoff = now - timedelta(days=self.rollup_days)
         deleted = {}
-        for raw in (OperatorBatch, SourceBatch, SinkBatch, Batch):
+        for raw in (OperatorBatch, SourceBatch, SinkBatch):
             deleted[raw.__tablename__] = _delete(conn, raw, raw.timestamp < raw_cutoff)
+        deleted["batches"] = counts.delete_batches_before(conn, raw_cutoff)
         for rollup in (QueryRollup, OperatorRollup):
             deleted[rollup.__tablename__] = _delete(conn, rollup, rollup.bucket_start < long_cutoff)
         deleted["query_stalls"] = _delete(conn, QueryStall, QueryStall.detected_at < long_cutoff)

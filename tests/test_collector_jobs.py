@@ -89,6 +89,7 @@ def test_retention_deletes_only_what_is_due(history_url: str) -> None:
     assert count(history_url, "operator_batches") == 2 * ops_per_batch
     assert count(history_url, "source_batches") == 2
     assert count(history_url, "query_runs") == 1, "the run still has batches"
+    assert int(scalar(history_url, "select batches from query_runs")) == 2, "its count follows"
     assert deleted["job_runs"] == 1 and count(history_url, "job_runs") == 1
     assert run_job(history_url, Retention(raw_days=7, rollup_days=90))["batches"] == 0
 

@@ -53,6 +53,24 @@ def test_writing_the_same_events_twice_leaves_one_row_each(history_url: str) -> 
     assert fetch(history_url, "query_runs") == first
 
 
+def run_batches(url: str) -> list[int]:
+    return [row["batches"] for row in fetch(url, "query_runs")]
+
+
+def test_a_run_counts_each_of_its_batches_once_whatever_is_replayed(history_url: str) -> None:
+    """The count the queries page shows (migration 0007) equals the run's rows, through new
+    batches (COPY on PostgreSQL), a write overlapping an earlier one (INSERT ... ON CONFLICT) and
+    a whole replay."""
+    first, second, third = (progress(batch_of(RAW, i, f"2026-11-21T09:3{i}:00.000Z"))
+                            for i in (1, 2, 3))
+    write(history_url, first, second)
+    assert run_batches(history_url) == [2]
+    write(history_url, second, third)
+    assert run_batches(history_url) == [3]
+    write(history_url, first, second, third)
+    assert run_batches(history_url) == [counts(history_url)["batches"]] == [3]
+
+
 def test_a_batch_repeated_within_one_write_is_one_row(history_url: str) -> None:
     event = progress(RAW)
     write(history_url, event, event)

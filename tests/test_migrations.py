@@ -130,3 +130,23 @@ def test_per_batch_maps_are_plain_json_on_postgresql_and_plans_stay_jsonb(pg_url
             "SELECT data_type FROM information_schema.columns "
             "WHERE table_name = 'operator_batches' AND column_name = 'custom_metrics'")).scalar()
     assert custom == "jsonb"
+
+
+def run_batch_counts(url: str) -> dict[str, int]:
+    with engine_for(url).connect() as conn:
+        return dict(conn.execute(sa.text("SELECT run_id, batches FROM query_runs")).all())
+
+
+def test_upgrading_to_run_batch_counts_counts_the_batches_already_there(
+    history_url: str,
+) -> None:
+    """Migration 0007: a history written before it gets each run's count of its batch rows."""
+    raw = load_sample("window_agg")
+    other = {**raw, "runId": "00000000-0000-0000-0000-000000000007"}
+    write(history_url, *(progress({**raw, "batchId": i}) for i in range(3)),
+          progress({**other, "batchId": 0}))
+    written = run_batch_counts(history_url)
+    assert written == {raw["runId"]: 3, other["runId"]: 1}
+    migrate.downgrade(history_url, "0006")
+    migrate.upgrade(history_url)
+    assert run_batch_counts(history_url) == written

@@ -51,9 +51,9 @@ class HistoryReader:
     def queries(self, limit: int | None = DEFAULT_LIMIT, offset: int = 0) -> list[QuerySummary]:
         """The page ``offset``, ``limit`` of the queries, most recently active first.
 
-        Each summary counts the query's batches, so ``limit=None`` (every query) reads every
-        batch of the history: seconds at millions of rows. For every query's id and status use
-        :meth:`statuses`, which reads the runs only.
+        A page reads its queries' runs and two index entries per query, however many batches
+        the history keeps (the runs carry their batch counts). For every query's id and status
+        alone, :meth:`statuses` reads the runs only.
         """
         with self._connection() as conn:
             stmt = _queries_select(limit, offset)
@@ -147,10 +147,13 @@ def _distinct_ids(conn: sa.Connection, condition: sa.ColumnElement[bool]) -> lis
 def _queries_select(limit: int | None, offset: int) -> sa.Select[Any]:
     runs, batches = QueryRun.__table__.c, Batch.__table__.c
     latest_first = (runs.last_event_at.desc(), runs.run_id.desc())
+    of_query = sa.func.count().over(partition_by=runs.query_id)
     ranked = sa.select(
         *runs,
         sa.func.row_number().over(partition_by=runs.query_id, order_by=latest_first).label("rank"),
-        sa.func.count().over(partition_by=runs.query_id).label("runs"),
+        of_query.label("runs"),
+        # The runs' own counts (migration 0007): no batch row is read to count them.
+        sa.func.sum(runs.batches).over(partition_by=runs.query_id).label("query_batches"),
     ).subquery()
     page = (
         sa.select(ranked)
@@ -160,20 +163,7 @@ def _queries_select(limit: int | None, offset: int) -> sa.Select[Any]:
         .offset(offset)
         .subquery()
     )
-    of_query = batches.query_id == page.c.query_id
-    # A page counts its own queries' batches, one index range each; every query at once is one
-    # aggregate pass over the index instead (cheaper than thousands of ranges).
-    stats = (
-        sa.select(batches.query_id, sa.func.count().label("batches"),
-                  sa.func.max(batches.timestamp).label("last_progress_at"))
-        .group_by(batches.query_id)
-        .subquery()
-    )
-    counted: list[Any] = (
-        [sa.func.coalesce(stats.c.batches, 0), stats.c.last_progress_at] if limit is None
-        else [_scalar(sa.func.count(), of_query), _scalar(sa.func.max(batches.timestamp), of_query)]
-    )
-    stmt = sa.select(
+    return sa.select(
         page.c.query_id,
         page.c.name,
         page.c.app_name,
@@ -183,12 +173,13 @@ def _queries_select(limit: int | None, offset: int) -> sa.Select[Any]:
         page.c.ended_at,
         page.c.last_event_at,
         page.c.runs,
-        counted[0].label("batches"),
+        sa.cast(page.c.query_batches, sa.BigInteger).label("batches"),
+        # One index probe each: the newest entry of (run_id, batch_id) and (query_id, timestamp).
         _scalar(sa.func.max(batches.batch_id), batches.run_id == page.c.run_id)
         .label("last_batch_id"),
-        counted[1].label("last_progress_at"),
+        _scalar(sa.func.max(batches.timestamp), batches.query_id == page.c.query_id)
+        .label("last_progress_at"),
     ).order_by(page.c.last_event_at.desc(), page.c.query_id)
-    return stmt.outerjoin(stats, stats.c.query_id == page.c.query_id) if limit is None else stmt
 
 
 def _latest_runs() -> sa.Select[Any]:
@@ -213,7 +204,7 @@ def _runs_select(query_id: str) -> sa.Select[Any]:
     return (
         sa.select(
             *(runs[name] for name in _RUN_COLUMNS),
-            _scalar(sa.func.count(), of_run).label("batches"),
+            runs.batches,
             _scalar(sa.func.min(batches.batch_id), of_run).label("first_batch_id"),
             _scalar(sa.func.max(batches.batch_id), of_run).label("last_batch_id"),
         )

@@ -21,7 +21,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sparkwatch.history.columns import UtcDateTime, batch_json_type, json_type
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0006"
+SCHEMA_REVISION = "0007"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -78,6 +78,9 @@ class QueryRun(Base):
     error_class: Mapped[str | None]
     status: Mapped[str]
     last_event_at: Mapped[datetime]
+    # Rows of this run in ``batches``: the writer adds what it inserts, retention subtracts what
+    # it deletes, so listing queries reads no batch rows (migration 0007).
+    batches: Mapped[int] = mapped_column(server_default=sa.text("0"), default=0)
 
 
 class Batch(Base):

@@ -10,14 +10,15 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from sparkwatch.history import migrate, rollups
+from sparkwatch.history import counts, migrate, rollups
 from sparkwatch.history.copy import copy_batches, is_duplicate, supports_copy
 from sparkwatch.history.engine import create_engine
 from sparkwatch.history.rows import Row, Rows, plan_rows, rows_for
@@ -67,7 +68,7 @@ class HistoryWriter:
             return
         with engine.begin() as conn:
             _upsert_runs(conn, rows.runs)
-            _insert_new(conn, Batch, rows.batches)
+            counts.add(conn, _insert_new_batches(conn, rows.batches))
             _insert_new(conn, OperatorBatch, rows.operators)
             _insert_new(conn, SourceBatch, rows.sources)
             _insert_new(conn, SinkBatch, rows.sinks)
@@ -81,7 +82,8 @@ class HistoryWriter:
                     self._copy = supports_copy(conn)
                 if not self._copy:
                     return False
-                _upsert_runs(conn, rows.runs)
+                # COPY writes every batch or none: each run gains all of its batches here.
+                _upsert_runs(conn, rows.runs, counts.per_run(row["run_id"] for row in rows.batches))
                 copy_batches(conn, rows)
         except Exception as exc:
             if not is_duplicate(exc):
@@ -138,10 +140,22 @@ def _insert_new(conn: sa.Connection, model: type[Any], rows: list[Row]) -> None:
         conn.execute(_insert(conn, model).on_conflict_do_nothing(), rows)
 
 
-def _upsert_runs(conn: sa.Connection, rows: list[Row]) -> None:
-    """Insert runs or fill in what the new events know (rows hold one run each, see rows.py)."""
+def _insert_new_batches(conn: sa.Connection, rows: list[Row]) -> Counter[str]:
+    """Insert the batches not in the history yet; returns how many each run gained."""
+    if not rows:
+        return Counter()
+    stmt = _insert(conn, Batch).on_conflict_do_nothing().returning(Batch.run_id)
+    return counts.per_run(conn.execute(stmt, rows).scalars())
+
+
+def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] | None = None,
+                 ) -> None:
+    """Insert runs or fill in what the new events know (rows hold one run each, see rows.py);
+    ``added`` batches are added to each run's count."""
     if not rows:
         return
+    added = added or {}
+    rows = [{**row, "batches": added.get(row["run_id"], 0)} for row in rows]
     stmt = _insert(conn, QueryRun)
     new, old = stmt.excluded, QueryRun.__table__.c
     ended = new.ended_at.is_not(None)
@@ -157,6 +171,7 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row]) -> None:
         "last_event_at": sa.case(
             (new.last_event_at > old.last_event_at, new.last_event_at), else_=old.last_event_at
         ),
+        "batches": old.batches + new.batches,
     }
     conn.execute(stmt.on_conflict_do_update(index_elements=["run_id"], set_=values), rows)
 
