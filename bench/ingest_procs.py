@@ -27,7 +27,7 @@ class ProcessFailed(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class ProcStats:
     cpu_s: float
-    """user + system CPU of every thread of the process since it started"""
+    """user + system CPU of every thread of the process and its live children since they started"""
     rss_mib: float
     peak_rss_mib: float
 
@@ -44,16 +44,44 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def descendants(pid: int) -> list[int]:
+    """Live child processes of ``pid``, recursively (the collector's history writer)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:  # the thread or process ended meanwhile
+            continue
+        for child in map(int, children):
+            found += [child, *descendants(child)]
+    return found
+
+
 def proc_stats(pid: int) -> ProcStats:
+    """The process and its live children together: CPU and RSS summed, the peak as the sum of
+    each process's own peak (an upper bound of their peak together)."""
+    cpu = rss = peak = 0.0
+    for each in [pid, *descendants(pid)]:
+        try:
+            status = _status(each)
+            cpu += cpu_seconds(each)
+        except OSError:  # a child that ended between listing and reading
+            continue
+        rss += _kib(status, "VmRSS") / 1024
+        peak += _kib(status, "VmHWM") / 1024
+    return ProcStats(cpu, rss, peak)
+
+
+def _status(pid: int) -> dict[str, str]:
     status = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")
         status[key] = value.strip()
+    return status
 
-    def mib(key: str) -> float:
-        return int(status.get(key, "0 kB").split()[0]) / 1024
 
-    return ProcStats(cpu_seconds(pid), mib("VmRSS"), mib("VmHWM"))
+def _kib(status: dict[str, str], key: str) -> int:
+    return int(status.get(key, "0 kB").split()[0])
 
 
 def _die_with_parent() -> None:

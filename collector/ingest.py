@@ -14,7 +14,6 @@ from typing import Any
 
 from sparkwatch.collector.config import ANY_APP
 from sparkwatch.collector.fastjson import encode_record
-from sparkwatch.collector.handoff import Handoff
 from sparkwatch.collector.limits import Caps, SeriesIndex
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.metrics.state import MetricState
@@ -56,12 +55,10 @@ class Outcome:
 
 class Ingestor:
     def __init__(
-        self, state: MetricState, spool: Spool | None, caps: Caps, metrics: SelfMetrics,
-        handoff: Handoff | None = None,
+        self, state: MetricState, spool: Spool | None, caps: Caps, metrics: SelfMetrics
     ) -> None:
         self._state = state
         self._spool = spool
-        self._handoff = handoff
         self._caps = caps
         self._metrics = metrics
         # Admission, spooling and folding in one critical section: two requests must not both
@@ -77,10 +74,8 @@ class Ingestor:
         with self._lock:
             admitted = self._admit(valid, outcome)
             if admitted and self._spool is not None:
-                start, end = self._spool.append_encoded(encode_record(
+                self._spool.append_encoded(encode_record(
                     [envelope_to_dict(p.envelope) for _, p in admitted], strict_json))
-                if self._handoff is not None:
-                    self._handoff.offer(start, end, [p for _, p in admitted])
             for _, parsed in admitted:
                 if not self._state.apply(parsed):
                     outcome.duplicates += 1

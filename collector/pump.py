@@ -1,11 +1,11 @@
 """Moves accepted events from the spool to the SQL history, off the request path, in order.
 
-One thread takes the oldest pending records (parsed, from ingest's in-memory handoff when it has
-them, see :mod:`.handoff`; else read back from the spool), writes them in one transaction with the
-shared :class:`~sparkwatch.history.writer.HistoryWriter` (idempotent on run id and batch id)
-and only then commits the spool cursor. When the database is down the same batch is retried with
-exponential backoff and jitter while ingest keeps spooling; a crash between the write and the
-cursor commit replays the batch, which the idempotent writer absorbs.
+One thread hands the oldest pending records to the history writer (by default a child process
+that reads them from the spool and writes them with the shared, idempotent
+:class:`~sparkwatch.history.writer.HistoryWriter` in one transaction, see
+:mod:`.history_process`) and only then commits the spool cursor. When the database is down the
+same records are retried with exponential backoff and jitter while ingest keeps spooling; a crash
+between the write and the cursor commit replays them, which the idempotent writer absorbs.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from sparkwatch.collector.handoff import Handoff
+from sparkwatch.collector.history_process import WriteFailed, Written
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.history.engine import describe_url
-from sparkwatch.history.errors import HistoryUrlError
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import EventParseError, envelope_from_dict, parse_envelope
 from sparkwatch.spool import Position, Spool
@@ -27,10 +26,14 @@ from sparkwatch.spool import Position, Spool
 log = logging.getLogger(__name__)
 
 
-class Writer(Protocol):
+class SpanWriter(Protocol):
+    """Writes the spool's records from ``start`` (before ``end``), whole, up to ``max_events``,
+    in one transaction; raises :class:`WriteFailed`; None when ``stopping()`` cut it short."""
+
     url: str
 
-    def write(self, events: Sequence[ParsedEvent]) -> None: ...
+    def write(self, start: Position, end: Position, max_events: int,
+              stopping: Callable[[], bool]) -> Written | None: ...
 
     def close(self) -> None: ...
 
@@ -39,14 +42,12 @@ class HistoryPump:
     def __init__(
         self,
         spool: Spool,
-        writer: Writer,
+        writer: SpanWriter,
         metrics: SelfMetrics,
         batch_size: int,
         backoff: tuple[float, float] = (0.2, 15.0),
-        handoff: Handoff | None = None,
     ) -> None:
         self._spool = spool
-        self._handoff = handoff
         self._writer = writer
         self._metrics = metrics
         self._batch_size = batch_size
@@ -72,45 +73,37 @@ class HistoryPump:
         while not self._stop.is_set():
             if not self._spool.wait(0.5):
                 continue
-            events, position = self._next_batch()
-            if self._write(events):
-                self._spool.commit(position)
+            written = self._write(self._spool.cursor, self._spool.end)
+            if written is not None:
+                self._spool.commit(written.position)
 
-    def _next_batch(self) -> tuple[list[ParsedEvent], Position]:
-        """From memory when ingest handed these records over, else read back from the spool."""
-        if self._handoff is not None:
-            taken = self._handoff.take(self._spool.cursor, self._batch_size)
-            if taken is not None:
-                return taken
-        records, position = self._spool.read(self._batch_size)
-        return decode_records(records), position
-
-    def _write(self, events: list[ParsedEvent]) -> bool:
-        """Write until it succeeds (True) or the pump stops (False)."""
+    def _write(self, start: Position, end: Position) -> Written | None:
+        """Write until it succeeds, or None when the pump stops first."""
         delay, ceiling = self._backoff
         failures = 0
         while not self._stop.is_set():
             try:
-                self._writer.write(events)
-            except HistoryUrlError as exc:
-                # Checked at startup, so this is e.g. a driver missing: keep spooling, say so.
-                self._failed(exc, failures := failures + 1)
-            except Exception as exc:  # noqa: BLE001 - any database error: retry, never die
+                written = self._writer.write(start, end, self._batch_size, self._stop.is_set)
+            except WriteFailed as exc:
+                # The database or the writer process failed (or, WriterUnusable, a driver is
+                # missing): keep spooling, say so, try again.
                 self._failed(exc, failures := failures + 1)
             else:
+                if written is None:
+                    return None
                 if failures:
                     log.info("history writes resumed after %d failed attempts", failures)
                 self.healthy, self.last_error = True, None
                 self._metrics.history_up.set(1)
-                self._metrics.written.inc(len(events))
-                return True
+                self._metrics.written.inc(written.events)
+                return written
             self._stop.wait(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, ceiling)
-        return False
+        return None
 
     def _failed(self, exc: Exception, failures: int) -> None:
         self.healthy = False
-        self.last_error = _one_line(exc)
+        self.last_error = str(exc)
         self._metrics.history_up.set(0)
         self._metrics.write_failures.inc()
         if failures == 1 or failures % 20 == 0:
@@ -128,8 +121,3 @@ def decode_records(records: list[Any]) -> list[ParsedEvent]:
             except EventParseError as exc:
                 log.error("dropping a spooled event that no longer parses: %s", exc)
     return events
-
-
-def _one_line(exc: Exception) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return (text.splitlines() or [type(exc).__name__])[0]

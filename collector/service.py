@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from sparkwatch.collector.auth import Auth
 from sparkwatch.collector.config import CollectorSettings
-from sparkwatch.collector.handoff import Handoff
+from sparkwatch.collector.history_process import WriterProcess
 from sparkwatch.collector.ingest import Ingestor
 from sparkwatch.collector.leases import LeasedRunner
 from sparkwatch.collector.limits import Caps
@@ -29,17 +29,11 @@ from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.collector.stalls import StallBoard, StalledGauge
 from sparkwatch.history import migrate
 from sparkwatch.history.engine import create_engine, describe_url
-from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.spool import Spool
 
 log = logging.getLogger(__name__)
-
-HANDOFF_BATCHES = 8
-"""History writes' worth of parsed events kept in memory for the pump (see .handoff): ~9 kB an
-event without its payload, ~75 MB with the default write batch of 1,000."""
-
 
 @dataclass
 class Service:
@@ -103,15 +97,13 @@ def build_service(settings: CollectorSettings) -> Service:
     board = StallBoard()
     registry.register(SparkwatchCollector(state))
     registry.register(StalledGauge(state, board))
-    spool = pump = reads = engine = handoff = None
+    spool = pump = reads = engine = None
     if settings.history_url:
         engine = create_engine(settings.history_url)  # checks URL and driver now, connects later
         spool = Spool(settings.spool_dir, settings.spool_max_bytes, settings.spool_fsync)
         metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes)
-        writer = HistoryWriter(settings.history_url, migrate=settings.history_migrate)
-        # A few writes' worth in memory; a pump further behind reads the spool back instead.
-        handoff = Handoff(HANDOFF_BATCHES * settings.write_batch_size)
-        pump = HistoryPump(spool, writer, metrics, settings.write_batch_size, handoff=handoff)
+        writer = WriterProcess(settings.history_url, settings.history_migrate, settings.spool_dir)
+        pump = HistoryPump(spool, writer, metrics, settings.write_batch_size)
         reads = Reads(settings.history_url)
         restored = state.apply_all(decode_records(list(spool.pending())))
         log.info("history %s, spool %s (%d bytes pending, %d events restored to /metrics)",
@@ -121,6 +113,6 @@ def build_service(settings: CollectorSettings) -> Service:
     return Service(
         settings=settings, state=state, registry=registry, metrics=metrics,
         auth=Auth(settings.tokens, settings.read_token, settings.no_auth),
-        ingestor=Ingestor(state, spool, caps, metrics, handoff), board=board, spool=spool,
+        ingestor=Ingestor(state, spool, caps, metrics), board=board, spool=spool,
         pump=pump, reads=reads, engine=engine,
     )

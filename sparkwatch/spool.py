@@ -132,26 +132,11 @@ class Spool:
     def read(self, max_items: int) -> tuple[list[Any], Position]:
         """Pending records from the cursor, whole, until their items reach ``max_items`` (a list
         record counts its length); returns them and the position after the last one."""
-        with self._lock:
-            end = self._end
-        records: list[Any] = []
-        items = 0
-        position = self._cursor
-        for record, after in self._scan(self._cursor, end):
-            position = after
-            if record is None:
-                continue
-            records.append(record)
-            items += len(record) if isinstance(record, list) else 1
-            if items >= max_items:
-                break
-        return records, position
+        return read_span(self.directory, self._cursor, self.end, max_items)
 
     def pending(self) -> Iterator[Any]:
         """Every pending record, in order (without committing): e.g. to rebuild state on start."""
-        with self._lock:
-            end = self._end
-        for record, _ in self._scan(self._cursor, end):
+        for record, _ in _scan(self.directory, self._cursor, self.end):
             if record is not None:
                 yield record
 
@@ -174,6 +159,12 @@ class Spool:
             return self._cursor
 
     @property
+    def end(self) -> Position:
+        """The position after the last record appended."""
+        with self._lock:
+            return self._end
+
+    @property
     def pending_bytes(self) -> int:
         return self._bytes
 
@@ -189,30 +180,10 @@ class Spool:
     # --- internals --------------------------------------------------------------------------
 
     def _path(self, segment: int) -> Path:
-        return self.directory / f"{segment:012d}{SUFFIX}"
+        return _segment_path(self.directory, segment)
 
     def _segments(self) -> list[Path]:
         return sorted(self.directory.glob("*" + SUFFIX), key=_seq)
-
-    def _scan(self, start: Position, end: Position) -> Iterator[tuple[Any, Position]]:
-        """Records in [start, end), each with the position after it."""
-        segment, offset = start.segment, start.offset
-        while Position(segment, offset) < end:
-            path = self._path(segment)
-            limit = end.offset if segment == end.segment else None
-            if path.exists():
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    for record, after in _frames(f, offset, limit, path):
-                        offset = after
-                        yield record, Position(segment, after)
-                if segment < end.segment and offset < path.stat().st_size:
-                    # Corrupt in the middle (disk trouble): skip to the next segment; the None
-                    # record moves the reader's position past what was lost.
-                    yield None, Position(segment + 1, 0)
-            elif segment < end.segment:
-                yield None, Position(segment + 1, 0)
-            segment, offset = segment + 1, 0
 
     def _load_cursor(self) -> Position:
         path = self.directory / "cursor"
@@ -264,6 +235,54 @@ class Spool:
             if _seq(path) >= self._cursor.segment:
                 total += path.stat().st_size
         return max(0, total - self._cursor.offset)
+
+
+def read_span(
+    directory: Path, start: Position, end: Position, max_items: int
+) -> tuple[list[Any], Position]:
+    """Records of the spool in ``directory`` from ``start`` (before ``end``), whole, until their
+    items reach ``max_items`` (a list record counts its length), and the position after the last.
+
+    Takes no lock: safe beside the appending process (which writes only past ``end``) as long as
+    nothing commits past ``start`` meanwhile, e.g. from the spool's reader or a process it runs.
+    """
+    records: list[Any] = []
+    items = 0
+    position = start
+    for record, after in _scan(directory, start, end):
+        position = after
+        if record is None:
+            continue
+        records.append(record)
+        items += len(record) if isinstance(record, list) else 1
+        if items >= max_items:
+            break
+    return records, position
+
+
+def _segment_path(directory: Path, segment: int) -> Path:
+    return directory / f"{segment:012d}{SUFFIX}"
+
+
+def _scan(directory: Path, start: Position, end: Position) -> Iterator[tuple[Any, Position]]:
+    """Records in [start, end), each with the position after it."""
+    segment, offset = start.segment, start.offset
+    while Position(segment, offset) < end:
+        path = _segment_path(directory, segment)
+        limit = end.offset if segment == end.segment else None
+        if path.exists():
+            with open(path, "rb") as f:
+                f.seek(offset)
+                for record, after in _frames(f, offset, limit, path):
+                    offset = after
+                    yield record, Position(segment, after)
+            if segment < end.segment and offset < path.stat().st_size:
+                # Corrupt in the middle (disk trouble): skip to the next segment; the None
+                # record moves the reader's position past what was lost.
+                yield None, Position(segment + 1, 0)
+        elif segment < end.segment:
+            yield None, Position(segment + 1, 0)
+        segment, offset = segment + 1, 0
 
 
 def _lock(directory: Path) -> Any:

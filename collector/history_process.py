@@ -1,0 +1,225 @@
+"""The history writer in a child process of its own, beside ingest instead of under its GIL.
+
+Ingest (decode, validate, fold into /metrics, spool) keeps one core busy under load; writing the
+same events to the history (read back, parse, build rows, COPY) is as much Python work again. In
+one process both share one interpreter lock, so the history fell ever further behind a burst
+(docs/benchmarks.md, "Collector ingest"). Here the child reads the spooled records from disk
+itself: nothing but two positions crosses the pipe, and the spool, its cursor and every retry stay
+with the parent's :class:`~sparkwatch.collector.pump.HistoryPump`.
+
+Each request is one attempt: the child answers with what it wrote, or with the error, and never
+retries on its own. A child that dies (killed, out of memory) is started again by the next attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from sparkwatch.spool import Position
+
+log = logging.getLogger(__name__)
+
+class WriteFailed(Exception):
+    """The attempt wrote nothing; the message is the database's (or the child's) error."""
+
+
+class WriterUnusable(WriteFailed):
+    """The history URL cannot work (e.g. its driver is missing): retrying will not help soon."""
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    position: Position
+    """The spool position after the last record written."""
+    events: int
+
+
+class WriterProcess:
+    """Writes spooled records to the history at ``url`` from a child process
+    (``python -m sparkwatch.collector.history_process``).
+
+    Not thread-safe: one pump thread owns it.
+    """
+
+    def __init__(self, url: str, migrate: bool, spool_dir: Path) -> None:
+        self.url = url
+        self._migrate = migrate
+        self._spool_dir = Path(spool_dir)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id, None before the first write or after :meth:`close`."""
+        return self._process.pid if self._process is not None else None
+
+    def write(self, start: Position, end: Position, max_events: int,
+              stopping: Callable[[], bool]) -> Written | None:
+        """Write the records from ``start`` (before ``end``), whole, up to ``max_events``.
+
+        Raises :class:`WriteFailed` (nothing committed: attempt again). Returns None when
+        ``stopping()`` became true before the child answered (the child is then stopped too).
+        """
+        conn, process = self._ready()
+        try:
+            conn.send((start, end, max_events))
+            while not conn.poll(0.2):
+                if stopping():
+                    self.close()
+                    return None
+                if process.poll() is not None:
+                    raise EOFError
+            answer = conn.recv()
+        except (EOFError, OSError) as exc:
+            self._discard()
+            raise WriteFailed(f"history writer process ended (exit code {process.poll()}): "
+                              f"{type(exc).__name__}") from None
+        return _result(answer)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Ask the child to finish (it ends after its current write) and wait for it."""
+        if self._process is None:
+            return
+        try:
+            assert self._conn is not None
+            self._conn.send(None)
+        except (OSError, ValueError):
+            pass
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout)
+        self._discard()
+
+    def _ready(self) -> tuple[Connection, subprocess.Popen[bytes]]:
+        if self._process is None or self._process.poll() is not None:
+            self._discard()
+            ours, theirs = socket.socketpair()
+            with theirs:
+                # The URL may hold a password: it goes over the socket, not the command line.
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", __name__, str(theirs.fileno())],
+                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                )
+            self._conn = Connection(ours.detach())
+            self._conn.send((self.url, self._migrate, str(self._spool_dir)))
+        assert self._conn is not None
+        return self._conn, self._process
+
+    def _discard(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._process = self._conn = None
+
+
+def _result(answer: tuple[Any, ...]) -> Written:
+    kind = answer[0]
+    if kind == "ok":
+        return Written(answer[1], answer[2])
+    if kind == "unusable":
+        raise WriterUnusable(answer[1])
+    raise WriteFailed(answer[1])
+
+
+def main(argv: list[str]) -> None:
+    """The child's entry point: the socket's file descriptor, then settings over it."""
+    # Ctrl-C in a terminal reaches the whole process group: the parent decides when this ends.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn = Connection(int(argv[0]))
+    try:
+        url, migrate, spool_dir = conn.recv()
+    except (EOFError, OSError):
+        return
+    serve(conn, url, migrate, spool_dir)
+
+
+def serve(conn: Connection, url: str, migrate: bool, spool_dir: str) -> None:
+    """Answer write requests until the parent says stop or goes away."""
+    from sparkwatch.collector.gctune import tune_gc
+    from sparkwatch.history.errors import HistoryUrlError
+    from sparkwatch.history.writer import HistoryWriter
+
+    writer = HistoryWriter(url, migrate=migrate)
+    reader = SpanReader(Path(spool_dir))
+    tune_gc()
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            break
+        if request is None:
+            break
+        start, end, max_events = request
+        try:
+            events, position = reader.take(start, end, max_events)
+            # The next request starts where this one ends (unless this write fails): read and
+            # parse it while the database works on this one.
+            reader.prefetch(position, end, max_events)
+            writer.write(events)
+        except HistoryUrlError as exc:
+            conn.send(("unusable", str(exc)))
+        except Exception as exc:  # noqa: BLE001 - any database error: the parent retries
+            conn.send(("failed", _one_line(exc)))
+        else:
+            conn.send(("ok", position, len(events)))
+    reader.close()
+    writer.close()
+
+
+class SpanReader:
+    """Spooled records as parsed events, with one span read ahead on a thread of its own."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="history-read-ahead")
+        self._ahead: tuple[Position, Future[tuple[list[Any], Position]]] | None = None
+
+    def take(self, start: Position, end: Position, max_events: int
+             ) -> tuple[list[Any], Position]:
+        """Events of the records from ``start``, whole, up to ``max_events``, and the position
+        after them: the span read ahead when it starts there and holds something, else read now.
+        """
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == start:
+            events, position = ahead[1].result()
+            if events:
+                return events, position
+        return self._read(start, end, max_events)
+
+    def prefetch(self, start: Position, end: Position, max_events: int) -> None:
+        if start < end:
+            self._ahead = (start, self._pool.submit(self._read, start, end, max_events))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _read(self, start: Position, end: Position, max_events: int
+              ) -> tuple[list[Any], Position]:
+        from sparkwatch.collector.pump import decode_records
+        from sparkwatch.spool import read_span
+
+        records, position = read_span(self._directory, start, end, max_events)
+        return decode_records(records), position
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return (text.splitlines() or [type(exc).__name__])[0]
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
