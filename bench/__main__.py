@@ -13,6 +13,7 @@ COMMANDS = {
     "ingest": "bench.ingest_cmd",
     "scrape": "bench.scrape_cmd",
     "history": "bench.history_cmd",
+    "ceiling": "bench.ceiling_cmd",
 }
 
 

@@ -25,9 +25,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from sparkwatch.spool import Position
+from sparkwatch.collector.gctune import tune_gc
+from sparkwatch.history.errors import HistoryUrlError
+from sparkwatch.history.writer import HistoryWriter
+from sparkwatch.model.events import ParsedEvent
+from sparkwatch.model.parse import EventParseError, envelope_from_dict, parse_envelope
+from sparkwatch.spool import Position, read_span
 
 log = logging.getLogger(__name__)
+
 
 class WriteFailed(Exception):
     """The attempt wrote nothing; the message is the database's (or the child's) error."""
@@ -149,10 +155,6 @@ def main(argv: list[str]) -> None:
 
 def serve(conn: Connection, url: str, migrate: bool, spool_dir: str) -> None:
     """Answer write requests until the parent says stop or goes away."""
-    from sparkwatch.collector.gctune import tune_gc
-    from sparkwatch.history.errors import HistoryUrlError
-    from sparkwatch.history.writer import HistoryWriter
-
     writer = HistoryWriter(url, migrate=migrate)
     reader = SpanReader(Path(spool_dir))
     tune_gc()
@@ -186,10 +188,10 @@ class SpanReader:
     def __init__(self, directory: Path) -> None:
         self._directory = directory
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="history-read-ahead")
-        self._ahead: tuple[Position, Future[tuple[list[Any], Position]]] | None = None
+        self._ahead: tuple[Position, Future[tuple[list[ParsedEvent], Position]]] | None = None
 
     def take(self, start: Position, end: Position, max_events: int
-             ) -> tuple[list[Any], Position]:
+             ) -> tuple[list[ParsedEvent], Position]:
         """Events of the records from ``start``, whole, up to ``max_events``, and the position
         after them: the span read ahead when it starts there and holds something, else read now.
         """
@@ -208,12 +210,21 @@ class SpanReader:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _read(self, start: Position, end: Position, max_events: int
-              ) -> tuple[list[Any], Position]:
-        from sparkwatch.collector.pump import decode_records
-        from sparkwatch.spool import read_span
-
+              ) -> tuple[list[ParsedEvent], Position]:
         records, position = read_span(self._directory, start, end, max_events)
         return decode_records(records), position
+
+
+def decode_records(records: list[Any]) -> list[ParsedEvent]:
+    """Spooled wire envelopes back to events (validated at ingest, so failures are bugs)."""
+    events = []
+    for record in records:
+        for item in record:
+            try:
+                events.append(parse_envelope(envelope_from_dict(item)))
+            except EventParseError as exc:
+                log.error("dropping a spooled event that no longer parses: %s", exc)
+    return events
 
 
 def _one_line(exc: BaseException) -> str:

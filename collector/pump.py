@@ -14,13 +14,11 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from sparkwatch.collector.history_process import WriteFailed, Written
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.history.engine import describe_url
-from sparkwatch.model.events import ParsedEvent
-from sparkwatch.model.parse import EventParseError, envelope_from_dict, parse_envelope
 from sparkwatch.spool import Position, Spool
 
 log = logging.getLogger(__name__)
@@ -109,15 +107,3 @@ class HistoryPump:
         if failures == 1 or failures % 20 == 0:
             log.warning("history write to %s failed (attempt %d, events stay spooled): %s",
                         describe_url(self._writer.url), failures, self.last_error)
-
-
-def decode_records(records: list[Any]) -> list[ParsedEvent]:
-    """Spooled wire envelopes back to events (validated at ingest, so failures are bugs)."""
-    events = []
-    for record in records:
-        for item in record:
-            try:
-                events.append(parse_envelope(envelope_from_dict(item)))
-            except EventParseError as exc:
-                log.error("dropping a spooled event that no longer parses: %s", exc)
-    return events

@@ -18,11 +18,11 @@ from prometheus_client import CollectorRegistry
 
 from sparkwatch.collector.auth import Auth
 from sparkwatch.collector.config import CollectorSettings
-from sparkwatch.collector.history_process import WriterProcess
+from sparkwatch.collector.history_process import WriterProcess, decode_records
 from sparkwatch.collector.ingest import Ingestor
 from sparkwatch.collector.leases import LeasedRunner
 from sparkwatch.collector.limits import Caps
-from sparkwatch.collector.pump import HistoryPump, decode_records
+from sparkwatch.collector.pump import HistoryPump
 from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.scheduler import start_scheduler
 from sparkwatch.collector.selfmetrics import SelfMetrics
