@@ -39,10 +39,6 @@ class WriteFailed(Exception):
     """The attempt wrote nothing; the message is the database's (or the child's) error."""
 
 
-class WriterUnusable(WriteFailed):
-    """The history URL cannot work (e.g. its driver is missing): retrying will not help soon."""
-
-
 @dataclass(frozen=True, slots=True)
 class Written:
     position: Position
@@ -133,11 +129,8 @@ class WriterProcess:
 
 
 def _result(answer: tuple[Any, ...]) -> Written:
-    kind = answer[0]
-    if kind == "ok":
+    if answer[0] == "ok":
         return Written(answer[1], answer[2])
-    if kind == "unusable":
-        raise WriterUnusable(answer[1])
     raise WriteFailed(answer[1])
 
 
@@ -172,8 +165,8 @@ def serve(conn: Connection, url: str, migrate: bool, spool_dir: str) -> None:
             # parse it while the database works on this one.
             reader.prefetch(position, end, max_events)
             writer.write(events)
-        except HistoryUrlError as exc:
-            conn.send(("unusable", str(exc)))
+        except HistoryUrlError as exc:  # e.g. a driver missing: the whole message says which
+            conn.send(("failed", str(exc)))
         except Exception as exc:  # noqa: BLE001 - any database error: the parent retries
             conn.send(("failed", _one_line(exc)))
         else:

@@ -1,9 +1,9 @@
 """Moves accepted events from the spool to the SQL history, off the request path, in order.
 
-One thread hands the oldest pending records to the history writer (by default a child process
-that reads them from the spool and writes them with the shared, idempotent
-:class:`~sparkwatch.history.writer.HistoryWriter` in one transaction, see
-:mod:`.history_process`) and only then commits the spool cursor. When the database is down the
+One thread hands the oldest pending records to the history writer process (see
+:mod:`.history_process`), which reads them from the spool and writes them with the shared,
+idempotent :class:`~sparkwatch.history.writer.HistoryWriter` in one transaction; only once it
+answers does the thread commit the spool cursor. When the database is down the
 same records are retried with exponential backoff and jitter while ingest keeps spooling; a crash
 between the write and the cursor commit replays them, which the idempotent writer absorbs.
 """
@@ -83,8 +83,8 @@ class HistoryPump:
             try:
                 written = self._writer.write(start, end, self._batch_size, self._stop.is_set)
             except WriteFailed as exc:
-                # The database or the writer process failed (or, WriterUnusable, a driver is
-                # missing): keep spooling, say so, try again.
+                # The database, the URL's driver or the writer process failed: keep spooling,
+                # say so, try again.
                 self._failed(exc, failures := failures + 1)
             else:
                 if written is None:

@@ -35,6 +35,7 @@ from sparkwatch.spool import Spool
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class Service:
     settings: CollectorSettings
