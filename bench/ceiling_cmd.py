@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
+import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 
@@ -14,7 +16,6 @@ from bench import machine
 from bench.ceiling_db import DbCost, history_write, minimal_rows, minimal_write
 from bench.ceiling_stages import Stage, measure
 from bench.fleet import Fleet, wire_size
-from bench.ingest_cmd import log
 from bench.ingest_db import DEFAULT_PG_ADMIN_URL, check_pg
 from bench.record import write_block
 from bench.runner import ROOT
@@ -23,6 +24,10 @@ from sparkwatch.collector.config import CollectorSettings
 from sparkwatch.settings import ListenerSettings
 
 DOC = ROOT / "docs" / "benchmarks.md"
+
+
+def log(message: str) -> None:
+    print(f"[bench ceiling {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
