@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from sparkwatch.cli.main import LOG_FORMAT
 from sparkwatch.collector.gctune import tune_gc
 from sparkwatch.history.errors import HistoryUrlError
 from sparkwatch.history.writer import HistoryWriter
@@ -115,7 +116,8 @@ class WriterProcess:
                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                 )
             self._conn = Connection(ours.detach())
-            self._conn.send((self.url, self._migrate, str(self._spool_dir)))
+            level = logging.getLogger().getEffectiveLevel()
+            self._conn.send((self.url, self._migrate, str(self._spool_dir), level))
         assert self._conn is not None
         return self._conn, self._process
 
@@ -140,9 +142,13 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(int(argv[0]))
     try:
-        url, migrate, spool_dir = conn.recv()
+        url, migrate, spool_dir, level = conn.recv()
     except (EOFError, OSError):
         return
+    # Logs as the collector does (its stderr, its format and level, Alembic quiet unless debug).
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
+    if level > logging.DEBUG:
+        logging.getLogger("alembic").setLevel(logging.WARNING)
     serve(conn, url, migrate, spool_dir)
 
 

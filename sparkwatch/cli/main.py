@@ -11,6 +11,9 @@ from collections.abc import Sequence
 from sparkwatch import __version__
 from sparkwatch.cli.errors import CliError
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""Of every sparkwatch process the command line starts (also the collector's history writer)."""
+
 # Each module defines register(subparsers) and sets a `func(args) -> int` default on its parser.
 COMMAND_MODULES = (
     "sparkwatch.cli.demo",
@@ -42,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=LOG_FORMAT,
         stream=sys.stderr,
     )
     try:
