@@ -35,6 +35,9 @@ from sparkwatch.spool import Position, read_span
 
 log = logging.getLogger(__name__)
 
+CHILD = f"import sys; from {__name__} import main; main(sys.argv[1:])"
+"""The child's program: this module imported under its own name (not run as ``__main__``)."""
+
 
 class WriteFailed(Exception):
     """The attempt wrote nothing; the message is the database's (or the child's) error."""
@@ -48,8 +51,7 @@ class Written:
 
 
 class WriterProcess:
-    """Writes spooled records to the history at ``url`` from a child process
-    (``python -m sparkwatch.collector.history_process``).
+    """Writes spooled records to the history at ``url`` from a child process (:func:`main`).
 
     Not thread-safe: one pump thread owns it.
     """
@@ -112,7 +114,7 @@ class WriterProcess:
             with theirs:
                 # The URL may hold a password: it goes over the socket, not the command line.
                 self._process = subprocess.Popen(
-                    [sys.executable, "-m", __name__, str(theirs.fileno())],
+                    [sys.executable, "-c", CHILD, str(theirs.fileno())],
                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                 )
             self._conn = Connection(ours.detach())
@@ -229,7 +231,3 @@ def decode_records(records: list[Any]) -> list[ParsedEvent]:
 def _one_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return (text.splitlines() or [type(exc).__name__])[0]
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -4,6 +4,7 @@ answers with the position after them, and survives its own death and the databas
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,3 +115,18 @@ def test_stopping_during_a_write_ends_the_child_and_answers_none(
         assert writer.pid is None
     finally:
         writer.close()
+
+
+def test_a_spooled_event_that_no_longer_parses_is_logged_in_the_collectors_format_and_skipped(
+    pg_url: str, spool: Spool, process: WriterProcess, capfd: pytest.CaptureFixture[str]
+) -> None:
+    good = run_events(**fresh_ids())
+    broken = {**good[1], "payload": {**good[1]["payload"], "batchId": "not a number"}}
+    spool.append([good[0], broken, *good[2:]])
+
+    written = write(process, spool, max_events=1000)
+
+    assert written.events == len(good) - 1
+    logged = capfd.readouterr().err
+    assert re.search(r"^\S+ \S+ ERROR sparkwatch\.collector\.history_process: dropping a spooled "
+                     r"event that no longer parses: progress\.batchId", logged, re.M), logged
