@@ -47,10 +47,7 @@ from tests.workloads import HDFS, ROCKSDB
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.prometheus]
 
-# Seconds; the default is 1h, the config is made for such overrides. Long enough that the
-# watermarked query always evicts within it, also when its batches stall for a while on a busy
-# 2-core machine (at 15 s, a 15-s stall once made the rule true for it: a flaky CI run).
-UNBOUNDED_WINDOW = 30
+UNBOUNDED_WINDOW = 30  # seconds; the default is 1h, the config is made for such overrides
 E2E_CONFIG = {
     "alerts": {
         "state_unbounded": {"window": f"{UNBOUNDED_WINDOW}s", "for": "5s", "min_rows": 0},
@@ -301,8 +298,14 @@ def test_unbounded_state_rule_is_true_without_watermark_and_false_with_one(
     flagged = {s["metric"]["query_name"] for s in prom.query(alert.expr)}
     assert "unbounded" in flagged and "watermarked" not in flagged
     # Never true for the watermarked query during the last 10 s either, nor pending/firing.
-    recent = f"count_over_time(({alert.expr})[10s:1s])"
-    assert not [s for s in prom.query(recent) if s["metric"]["query_name"] == "watermarked"]
+    # Judged where the window holds at least half its scrapes: the driver's /metrics can miss
+    # its 1 s scrape timeout for a while on a loaded 2-core machine, and a window left with two
+    # equal samples of the removals counter reads as "no evictions" (production windows are 1 h).
+    removed = f'{cat.STATE_ROWS_REMOVED.name}{{query_name="watermarked"}}'
+    sampled = f"count_over_time({removed}[{UNBOUNDED_WINDOW}s]) >= {UNBOUNDED_WINDOW // 2}"
+    recent = f"count_over_time((({alert.expr}) and {sampled})[10s:1s])"
+    flagged_recently = [s for s in prom.query(recent) if s["metric"]["query_name"] == "watermarked"]
+    assert not flagged_recently, prom.query(f"{removed}[{UNBOUNDED_WINDOW + 15}s]")
     assert not prom.query(f'ALERTS{{alertname="{UNBOUNDED_ALERT}", query_name="watermarked"}}')
 
 
