@@ -20,7 +20,7 @@ import orjson
 
 from bench.fleet import Fleet
 from sparkwatch.collector.api import decompress, events_of
-from sparkwatch.collector.fastjson import encode_record
+from sparkwatch.collector.fastjson import encode
 from sparkwatch.collector.gctune import tune_gc
 from sparkwatch.collector.history_process import decode_records
 from sparkwatch.history.rows import rows_for
@@ -93,9 +93,9 @@ def measure(fleet: Fleet, events: int, batch: int) -> list[Stage]:
     with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as tmp:
         spool = Spool(Path(tmp), 1 << 40, fsync=True)
         stage("ingest", "spool: encode and append, fsync per request",
-              "`encode_record` + `Spool.append_encoded` (CPU only; fsync waits excluded)",
+              "`encode` per event + `Spool.append_encoded` (CPU only; fsync waits excluded)",
               lambda parsed: spool.append_encoded(
-                  encode_record([envelope_to_dict(p.envelope) for p in parsed], True)),
+                  b",".join(encode(envelope_to_dict(p.envelope)) for p in parsed)),
               m.parsed)
         ends = _record_spans(spool)
         records = stage("history", "read back from the spool (JSON)", "`read_span`",

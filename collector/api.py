@@ -153,9 +153,9 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
 def _decode_and_ingest(
     service: Service, body: bytes, encoding: str | None, limit: int, allowed: str
 ) -> Any:
-    items, strict = events_of(decompress(body, encoding, limit),
-                              service.settings.max_events_per_request)
-    return service.ingestor.ingest(items, allowed, strict_json=strict)
+    items, clean = events_of(decompress(body, encoding, limit),
+                             service.settings.max_events_per_request)
+    return service.ingestor.ingest(items, allowed, clean=clean)
 
 
 def _add_operations(app: FastAPI, service: Service, read_auth: list[Any]) -> None:

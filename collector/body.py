@@ -45,15 +45,17 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
 
 
 def events_of(raw: bytes, max_events: int) -> tuple[list[Any], bool]:
-    """The ``events`` array of a JSON body ``{"events": [...]}`` and whether the body was strict
-    JSON (see :func:`.fastjson.decode`); items are checked one by one later, so that one bad event
-    does not cost the others."""
+    """The ``events`` array of a JSON body ``{"events": [...]}`` and whether its values are known
+    to meet the contract (see :func:`.fastjson.decode`); items are checked one by one later, so
+    that one bad event does not cost the others."""
     try:
-        doc, strict = decode(raw)
+        doc, clean = decode(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BodyError(400, f"request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise BodyError(400, "request body is JSON nested too deeply") from None
+    if getattr(doc, "duplicates", None):
+        raise BodyError(400, f"request body names the key {doc.duplicates[0]!r} twice")
     if not isinstance(doc, dict) or "events" not in doc:
         raise BodyError(400, 'request body must be a JSON object {"events": [...]}')
     events = doc["events"]
@@ -64,4 +66,4 @@ def events_of(raw: bytes, max_events: int) -> tuple[list[Any], bool]:
             413, f"{len(events)} events in one request, over the limit of {max_events} "
             "(max_events_per_request): send smaller batches"
         )
-    return events, strict
+    return events, clean

@@ -1,5 +1,9 @@
 """Accepting pushed events: validate each, admit within the caps, spool, then fold into metrics.
 
+Validation is the event model's contract (:mod:`sparkwatch.model.contract`): an event the contract
+refuses is rejected on its own, with its field path, so what is accepted can always be stored and
+rendered.
+
 The order is the guarantee: an event is in the spool (fsynced) before it reaches /metrics and
 before the request is answered, so every acknowledged event reaches the history, even across a
 crash. A redelivered event is harmless: the metric state ignores a (run id, batch id) it has
@@ -8,23 +12,22 @@ applied, and history writes are idempotent on it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkwatch.collector.config import ANY_APP
-from sparkwatch.collector.fastjson import encode_record
+from sparkwatch.collector.fastjson import encode
 from sparkwatch.collector.limits import Caps, SeriesIndex
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.metrics.state import MetricState
+from sparkwatch.model.contract import LIMITS, ContractViolation, check_envelope
 from sparkwatch.model.events import ParsedEvent
-from sparkwatch.model.parse import (
-    EventParseError,
-    envelope_from_dict,
-    envelope_to_dict,
-    parse_envelope,
-)
+from sparkwatch.model.parse import envelope_from_dict, envelope_to_dict, parse_envelope
 from sparkwatch.spool import Spool
+
+log = logging.getLogger(__name__)
 
 INVALID = "invalid"
 FORBIDDEN = "forbidden_app"
@@ -65,18 +68,17 @@ class Ingestor:
         # take the last free query slot, and the spool keeps the order /metrics saw.
         self._lock = threading.Lock()
 
-    def ingest(self, items: list[Any], allowed_app: str, strict_json: bool = False) -> Outcome:
+    def ingest(self, items: list[Any], allowed_app: str, clean: bool = False) -> Outcome:
         """Raises :class:`~sparkwatch.spool.SpoolFull` (nothing accepted) when the
-        spool has no room. ``strict_json``: the items hold no NaN or Infinity (decoded by a
-        strict parser), so the fast encoder may spool them."""
+        spool has no room. ``clean``: the body's values are known to meet the contract (see
+        :func:`.fastjson.decode`); otherwise each event is checked value by value first."""
         outcome = Outcome()
-        valid = self._validate(items, allowed_app, outcome)
+        valid = self._validate(items, allowed_app, clean, outcome)
         with self._lock:
             admitted = self._admit(valid, outcome)
             if admitted and self._spool is not None:
-                self._spool.append_encoded(encode_record(
-                    [envelope_to_dict(p.envelope) for _, p in admitted], strict_json))
-            for _, parsed in admitted:
+                self._spool.append_encoded(b"[" + b",".join(e for _, _, e in admitted) + b"]")
+            for _, parsed, _ in admitted:
                 if not self._state.apply(parsed):
                     outcome.duplicates += 1
         outcome.accepted = len(admitted)
@@ -86,14 +88,19 @@ class Ingestor:
         return outcome
 
     def _validate(
-        self, items: list[Any], allowed_app: str, outcome: Outcome
-    ) -> list[tuple[int, ParsedEvent]]:
+        self, items: list[Any], allowed_app: str, clean: bool, outcome: Outcome
+    ) -> list[tuple[int, ParsedEvent, bytes]]:
         valid = []
         for index, item in enumerate(items):
             try:
-                parsed = parse_envelope(envelope_from_dict(item))
-            except EventParseError as exc:
+                parsed, encoded = _checked(item, clean)
+            except ContractViolation as exc:
                 outcome.rejected.append(Rejection(index, INVALID, str(exc)))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a bug must cost one event, never a 500
+                log.exception("event %d of a request could not be checked", index)
+                outcome.rejected.append(Rejection(
+                    index, INVALID, f"event: could not be read ({type(exc).__name__})"))
                 continue
             if allowed_app not in (ANY_APP, parsed.app.name):
                 outcome.rejected.append(Rejection(
@@ -101,20 +108,33 @@ class Ingestor:
                     f"event.app.name {parsed.app.name!r} is not the app this token pushes for",
                 ))
                 continue
-            valid.append((index, parsed))
+            valid.append((index, parsed, encoded))
         return valid
 
     def _admit(
-        self, valid: list[tuple[int, ParsedEvent]], outcome: Outcome
-    ) -> list[tuple[int, ParsedEvent]]:
+        self, valid: list[tuple[int, ParsedEvent, bytes]], outcome: Outcome
+    ) -> list[tuple[int, ParsedEvent, bytes]]:
         if not valid:
             return []
         index = SeriesIndex(self._state)
         admitted = []
-        for i, parsed in valid:
+        for i, parsed, encoded in valid:
             refusal = index.refusal(parsed, self._caps)
             if refusal is None:
-                admitted.append((i, parsed))
+                admitted.append((i, parsed, encoded))
             else:
                 outcome.rejected.append(Rejection(i, LIMIT, refusal))
         return admitted
+
+
+def _checked(item: Any, clean: bool) -> tuple[ParsedEvent, bytes]:
+    """One wire event through the whole contract: parsed, and encoded as it will be spooled.
+    Raises :class:`ContractViolation` naming the field (or the event's size)."""
+    if not clean:
+        check_envelope(item)
+    parsed = parse_envelope(envelope_from_dict(item))
+    encoded = encode(envelope_to_dict(parsed.envelope))
+    if len(encoded) > LIMITS.event_bytes:
+        raise ContractViolation(f"event: {len(encoded)} bytes encoded is over the limit of "
+                                f"{LIMITS.event_bytes} bytes for one event")
+    return parsed, encoded

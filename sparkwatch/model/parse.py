@@ -1,8 +1,9 @@
 """The one parser from Spark's event JSON to the event model.
 
 Tolerant of what Spark legitimately omits (NaN rates, empty maps, no-data batches, batch 0, fields
-that differ between 3.5 and 4.x) and strict about what is wrong: a value of the wrong type raises
-:class:`EventParseError` naming the field.
+that differ between 3.5 and 4.x) and strict about what is wrong: a value of the wrong type, or one
+the validation contract (:mod:`sparkwatch.model.contract`) refuses, raises :class:`EventParseError`
+naming the field.
 """
 
 from __future__ import annotations
@@ -13,6 +14,16 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from sparkwatch.model.contract import (
+    INT64_MAX,
+    LIMITS,
+    ContractViolation,
+    check_count,
+    check_entries,
+    check_float,
+    check_int64,
+    check_text,
+)
 from sparkwatch.model.events import (
     AppInfo,
     Envelope,
@@ -31,17 +42,22 @@ from sparkwatch.model.events import (
 )
 
 
-class EventParseError(ValueError):
+class EventParseError(ContractViolation):
     """Spark event JSON that cannot be turned into an event; the message names the field."""
+
+
+_TIMESTAMP_CHARS = 64
 
 
 def parse_timestamp(value: Any, where: str) -> float:
     """Spark's ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`` (UTC) to epoch seconds."""
     if not isinstance(value, str):
         raise EventParseError(f"{where}: expected an ISO-8601 timestamp string, got {value!r}")
+    if len(value) > _TIMESTAMP_CHARS:
+        raise EventParseError(f"{where}: not an ISO-8601 timestamp ({len(value)} characters)")
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError):
         raise EventParseError(f"{where}: not an ISO-8601 timestamp: {value!r}") from None
 
 
@@ -53,29 +69,64 @@ def _obj(data: Any, where: str) -> Mapping[str, Any]:
     return data
 
 
-def _required_str(data: Mapping[str, Any], key: str, where: str) -> str:
+def _checked(check: Any, *args: Any) -> Any:
+    """A contract check whose violation is raised as this module's error."""
+    try:
+        return check(*args)
+    except ContractViolation as exc:
+        raise EventParseError(str(exc)) from None
+
+
+def _required_str(
+    data: Mapping[str, Any], key: str, where: str, cap: int = LIMITS.id_chars
+) -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value:
         raise EventParseError(f"{where}.{key}: required string is missing or not a string")
-    return value
+    return _checked(check_text, value, f"{where}.{key}", cap)
 
 
-def _opt_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
+def _opt_str(
+    data: Mapping[str, Any], key: str, where: str, cap: int = LIMITS.name_chars
+) -> str | None:
     value = data.get(key)
-    if value is None or isinstance(value, str):
+    if value is None:
         return value
+    if isinstance(value, str):
+        return _checked(check_text, value, f"{where}.{key}", cap)
     raise EventParseError(f"{where}.{key}: expected a string or null, got {value!r}")
 
 
-def _int(data: Mapping[str, Any], key: str, where: str, default: int = 0) -> int:
+def _text(data: Mapping[str, Any], key: str, where: str, cap: int = LIMITS.text_chars) -> str:
+    """An optional free-text string ("" when absent)."""
+    value = data.get(key)
+    if not value:
+        return ""
+    if not isinstance(value, str):
+        raise EventParseError(f"{where}.{key}: expected a string, got {value!r}")
+    return _checked(check_text, value, f"{where}.{key}", cap)
+
+
+def _as_int(value: Any, path: str, minimum: int) -> int:
+    """An integer (or a float holding one exactly) from ``minimum`` to signed 64-bit."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise EventParseError(f"{path}: expected an integer, got {value!r}")
+    if isinstance(value, float):
+        if not value.is_integer():  # NaN and the infinities included
+            raise EventParseError(f"{path}: expected an integer, got {value!r}")
+        value = int(value)
+    return _checked(check_count, value, path, minimum)
+
+
+def _int(
+    data: Mapping[str, Any], key: str, where: str, default: int = 0, minimum: int = 0
+) -> int:
     value = data.get(key, default)
-    if type(value) is int:  # the common case, checked first: this runs ~15 times per operator
+    if type(value) is int and minimum <= value <= INT64_MAX:  # the common case, checked first
         return value
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise EventParseError(f"{where}.{key}: expected an integer, got {value!r}")
-    return int(value)
+    return _as_int(value, f"{where}.{key}", minimum)
 
 
 def _rate(data: Mapping[str, Any], key: str, where: str) -> float | None:
@@ -87,6 +138,8 @@ def _rate(data: Mapping[str, Any], key: str, where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise EventParseError(f"{where}.{key}: expected a number, got {value!r}")
+    if isinstance(value, int):
+        _checked(check_int64, value, f"{where}.{key}")
     number = float(value)
     return number if math.isfinite(number) else None
 
@@ -97,23 +150,63 @@ _STR_TYPE = frozenset((str,))
 
 def _number_map(data: Mapping[str, Any], key: str, where: str) -> dict[str, int | float]:
     raw = data.get(key) or {}
-    # Fast path for what JSON decoding gives (str keys, exact int/float values), checked in C:
+    # Fast path for what JSON decoding gives (str keys, ints within 64 bits), checked in C:
     # customMetrics has ~40 keys per RocksDB operator and this runs for every operator of every
     # event the collector ingests. Anything else takes the checking loop below.
-    if (type(raw) is dict and set(map(type, raw.values())) <= _NUMBER_TYPES
-            and set(map(type, raw)) <= _STR_TYPE):
+    if (type(raw) is dict and len(raw) <= LIMITS.map_entries
+            and set(map(type, raw.values())) <= _INT_TYPE and set(map(type, raw)) <= _STR_TYPE
+            and (not raw or (min(raw.values()) >= -INT64_MAX - 1
+                             and max(raw.values()) <= INT64_MAX))
+            and (not raw or max(map(len, raw)) <= LIMITS.key_chars)
+            and all(map(_plain_key, raw))):
         return raw  # shared with the payload, not copied: neither is ever mutated
+    path = f"{where}.{key}"
+    items = _obj(raw, path)
+    _checked(check_entries, len(items), path, LIMITS.map_entries)
     out: dict[str, int | float] = {}
-    for name, value in _obj(raw, f"{where}.{key}").items():
+    for name, value in items.items():
+        here = f"{path}.{name}"
+        _checked(check_text, str(name), f"{path}[{name!r}]", LIMITS.key_chars)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise EventParseError(f"{where}.{key}.{name}: expected a number, got {value!r}")
-        out[str(name)] = value
+            raise EventParseError(f"{here}: expected a number, got {value!r}")
+        out[str(name)] = (_checked(check_int64, value, here) if isinstance(value, int)
+                          else _checked(check_float, value, here))
     return out
+
+
+def _plain_key(key: str) -> bool:
+    """No NUL and no lone surrogate (ASCII keys, Spark's, answer in C)."""
+    return "\x00" not in key if key.isascii() else _valid_text(key)
+
+
+def _valid_text(value: str) -> bool:
+    try:
+        check_text(value, "", len(value))
+    except ContractViolation:
+        return False
+    return True
 
 
 def _string_map(data: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
     raw = data.get(key) or {}
-    return {str(k): "" if v is None else str(v) for k, v in _obj(raw, f"{where}.{key}").items()}
+    path = f"{where}.{key}"
+    items = _obj(raw, path)
+    _checked(check_entries, len(items), path, LIMITS.map_entries)
+    out = {}
+    for name, value in items.items():
+        name = _checked(check_text, str(name), f"{path}[{name!r}]", LIMITS.key_chars)
+        text = "" if value is None else value if isinstance(value, str) else _scalar(value)
+        out[name] = _checked(check_text, text, f"{path}.{name}", LIMITS.text_chars)
+    return out
+
+
+def _scalar(value: Any) -> str:
+    """A metric value Spark sent as a number (it sends strings; other writers may not)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return ""
+    if isinstance(value, int | float | bool):
+        return str(value)
+    return json.dumps(value)[: LIMITS.text_chars + 1]
 
 
 def _opt_time(data: Mapping[str, Any], key: str, where: str) -> float | None:
@@ -134,20 +227,23 @@ def parse_state_operator(data: Any, index: int) -> StateOperator:
     where = f"stateOperators[{index}]"
     op = _obj(data, where)
     counters: list[Any] = list(map(op.get, _OPERATOR_COUNTERS))
-    if set(map(type, counters)) <= _INT_TYPE:
+    name = op.get("operatorName") or "unknown"
+    if (set(map(type, counters)) <= _INT_TYPE and min(counters) >= 0
+            and max(counters) <= INT64_MAX and type(name) is str
+            and len(name) <= LIMITS.name_chars and _plain_key(name)):
         # Every counter present and an exact int (what Spark sends), checked in C; anything else
         # (missing, null, float, wrong type) takes the field-by-field checks below.
         total, updated, update_ms, removed, removal_ms, commit_ms, memory, dropped, \
             partitions, stores = counters
         return StateOperator(
-            index, str(op.get("operatorName") or "unknown"), total, updated, update_ms, removed,
+            index, name, total, updated, update_ms, removed,
             removal_ms, commit_ms, memory, dropped, partitions, stores,
             _number_map(op, "customMetrics", where),
         )
     return StateOperator(
         index=index,
         # 3.4/3.5 session windows report "defaultName"; keep what Spark says, the catalogue maps it.
-        name=str(op.get("operatorName") or "unknown"),
+        name=_opt_str(op, "operatorName", where) or "unknown",
         num_rows_total=_int(op, "numRowsTotal", where),
         num_rows_updated=_int(op, "numRowsUpdated", where),
         all_updates_time_ms=_int(op, "allUpdatesTimeMs", where),
@@ -167,7 +263,7 @@ def parse_source(data: Any, index: int) -> SourceProgress:
     src = _obj(data, where)
     return SourceProgress(
         index=index,
-        description=str(src.get("description") or ""),
+        description=_text(src, "description", where),
         start_offset=src.get("startOffset"),
         end_offset=src.get("endOffset"),
         latest_offset=src.get("latestOffset"),
@@ -183,8 +279,8 @@ def parse_sink(data: Any) -> SinkProgress | None:
         return None
     sink = _obj(data, "sink")
     return SinkProgress(
-        description=str(sink.get("description") or ""),
-        num_output_rows=_int(sink, "numOutputRows", "sink", default=-1),
+        description=_text(sink, "description", "sink"),
+        num_output_rows=_int(sink, "numOutputRows", "sink", default=-1, minimum=-1),
         metrics=_string_map(sink, "metrics", "sink"),
     )
 
@@ -199,11 +295,29 @@ def parse_event_time(data: Any) -> EventTime:
     )
 
 
-def _list(data: Mapping[str, Any], key: str) -> list[Any]:
+def _list(data: Mapping[str, Any], key: str, cap: int) -> list[Any]:
     value = data.get(key) or []
     if not isinstance(value, list):
         raise EventParseError(f"progress.{key}: expected a JSON array, got {type(value).__name__}")
+    _checked(check_entries, len(value), f"progress.{key}", cap)
     return value
+
+
+def _durations(data: Mapping[str, Any], where: str) -> dict[str, int]:
+    """``durationMs``: milliseconds per trigger phase, whole and never negative."""
+    durations = _number_map(data, "durationMs", where)
+    return {k: v if type(v) is int and v >= 0 else _as_int(v, f"{where}.durationMs.{k}", 0)
+            for k, v in durations.items()}
+
+
+def _observed(data: Mapping[str, Any]) -> dict[str, dict[str, JsonValue]]:
+    """``observedMetrics``: free-form rows by name (their values are checked by the contract's
+    tree walk, as every part of the payload the parser does not type)."""
+    path = "progress.observedMetrics"
+    observed = _obj(data.get("observedMetrics") or {}, path)
+    _checked(check_entries, len(observed), path, LIMITS.map_entries)
+    return {_checked(check_text, str(k), f"{path}[{k!r}]", LIMITS.key_chars):
+            dict(_obj(v, f"{path}.{k}")) for k, v in observed.items()}
 
 
 def parse_progress(data: Any) -> QueryProgress:
@@ -212,8 +326,7 @@ def parse_progress(data: Any) -> QueryProgress:
     if "progress" in p and "batchId" not in p:
         p = _obj(p["progress"], "progress")
     where = "progress"
-    observed = _obj(p.get("observedMetrics") or {}, "progress.observedMetrics")
-    durations = {k: int(v) for k, v in _number_map(p, "durationMs", where).items()}
+    durations = _durations(p, where)
     return QueryProgress(
         query_id=_required_str(p, "id", where),
         run_id=_required_str(p, "runId", where),
@@ -231,25 +344,31 @@ def parse_progress(data: Any) -> QueryProgress:
         duration_ms=durations,
         event_time=parse_event_time(p.get("eventTime")),
         state_operators=tuple(
-            parse_state_operator(op, i) for i, op in enumerate(_list(p, "stateOperators"))
+            parse_state_operator(op, i)
+            for i, op in enumerate(_list(p, "stateOperators", LIMITS.operators))
         ),
-        sources=tuple(parse_source(s, i) for i, s in enumerate(_list(p, "sources"))),
+        sources=tuple(
+            parse_source(s, i) for i, s in enumerate(_list(p, "sources", LIMITS.sources))
+        ),
         sink=parse_sink(p.get("sink")),
-        observed_metrics={
-            str(k): dict(_obj(v, f"progress.observedMetrics.{k}")) for k, v in observed.items()
-        },
+        observed_metrics=_observed(p),
     )
 
 
 def parse_started(data: Any) -> QueryStarted:
     d = _obj(data, "started")
     tags = d.get("jobTags") or []
+    if not isinstance(tags, list):
+        raise EventParseError(f"started.jobTags: expected a JSON array, got {tags!r}")
+    _checked(check_entries, len(tags), "started.jobTags", LIMITS.map_entries)
     return QueryStarted(
         query_id=_required_str(d, "id", "started"),
         run_id=_required_str(d, "runId", "started"),
         name=_opt_str(d, "name", "started"),
         timestamp=parse_timestamp(d.get("timestamp"), "started.timestamp"),
-        job_tags=tuple(sorted(str(t) for t in tags)),
+        job_tags=tuple(sorted(
+            _checked(check_text, str(t), f"started.jobTags[{i}]", LIMITS.name_chars)
+            for i, t in enumerate(tags))),
     )
 
 
@@ -267,7 +386,7 @@ def parse_terminated(data: Any) -> QueryTerminated:
     return QueryTerminated(
         query_id=_required_str(d, "id", "terminated"),
         run_id=_required_str(d, "runId", "terminated"),
-        exception=_opt_str(d, "exception", "terminated"),
+        exception=_opt_str(d, "exception", "terminated", LIMITS.exception_chars),
         error_class=_opt_str(d, "errorClassOnException", "terminated"),
     )
 
@@ -324,6 +443,7 @@ def envelope_to_dict(envelope: Envelope) -> dict[str, JsonValue]:
 
 
 _KINDS = frozenset(k.value for k in EventKind)
+_LATEST_EPOCH = 253402300799  # 9999-12-31T23:59:59Z, the last time SQL and Python both hold
 
 
 def envelope_from_dict(data: Any) -> Envelope:
@@ -331,7 +451,8 @@ def envelope_from_dict(data: Any) -> Envelope:
     d = _obj(data, "event")
     app = _obj(d.get("app"), "event.app")
     received_at = d.get("received_at")
-    if isinstance(received_at, bool) or not isinstance(received_at, int | float):
+    if (isinstance(received_at, bool) or not isinstance(received_at, int | float)
+            or not 0 <= received_at <= _LATEST_EPOCH):
         raise EventParseError(f"event.received_at: expected epoch seconds, got {received_at!r}")
     kind = d.get("kind")
     if kind not in _KINDS:
@@ -339,9 +460,9 @@ def envelope_from_dict(data: Any) -> Envelope:
     return Envelope(
         kind=EventKind(kind),
         app=AppInfo(
-            name=_required_str(app, "name", "event.app"),
+            name=_required_str(app, "name", "event.app", LIMITS.name_chars),
             id=_required_str(app, "id", "event.app"),
-            spark_version=str(app.get("spark_version") or ""),
+            spark_version=_text(app, "spark_version", "event.app", LIMITS.name_chars),
         ),
         received_at=float(received_at),
         payload=_obj(d.get("payload"), "event.payload"),

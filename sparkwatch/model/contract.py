@@ -1,0 +1,254 @@
+"""The validation contract: what an event may hold, defined once for the listener, the collector's
+ingest and its OpenAPI schema.
+
+Whatever passes can be spooled, stored in SQLite and PostgreSQL and rendered in /metrics:
+integers fit a signed 64-bit column (counts and sizes are never negative, as Spark's are not),
+floats are finite, strings are valid Unicode with neither NUL (PostgreSQL refuses it in text) nor
+lone surrogates (not encodable as UTF-8), every string, map and array has a documented cap, and
+nesting is shallow enough for every encoder on the way. A violation names the field path, e.g.
+``stateOperators[1].numRowsTotal: 9223372036854775808 is out of range``.
+
+The typed fields are checked by :mod:`sparkwatch.model.parse` as it reads them. What the parser
+does not read (observed metrics, source offsets, fields Spark adds later) is checked here, by
+:func:`check_tree`, whenever the cheap checks on the raw JSON (:func:`raw_is_clean`) cannot vouch
+for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+
+class ContractViolation(ValueError):
+    """A value the contract refuses; the message starts with the field path."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Every cap of the contract (characters for strings, entries for maps and arrays)."""
+
+    id_chars: int = 128
+    """query id, run id, app id (Spark's are 36-character UUIDs and ``app-…``/``local-…`` ids)"""
+    name_chars: int = 256
+    """app name, query name, operator name, spark version: they become label values"""
+    key_chars: int = 128
+    """custom metric, duration, source/sink metric and observed metric keys"""
+    text_chars: int = 4096
+    """descriptions and source/sink metric values"""
+    exception_chars: int = 65536
+    """a terminated query's exception (a stack trace)"""
+    operators: int = 64
+    sources: int = 256
+    map_entries: int = 256
+    """custom metrics per operator, durations, metric maps, observed metrics, job tags"""
+    depth: int = 32
+    """JSON nesting of one event, envelope included"""
+    event_bytes: int = 1 << 20
+    """one event, encoded as compact JSON"""
+
+
+LIMITS = Limits()
+
+
+def fail(path: str, problem: str) -> ContractViolation:
+    return ContractViolation(f"{path}: {problem}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_count(value: int, path: str, minimum: int = 0) -> int:
+    """An integer count or size: ``minimum`` (0, or -1 where Spark means "unknown") to int64."""
+    if not minimum <= value <= INT64_MAX:
+        raise fail(path, f"{_shown(value)} is out of range ({minimum}..{INT64_MAX})")
+    return value
+
+
+def check_int64(value: int, path: str) -> int:
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise fail(path, f"{_shown(value)} is out of range (signed 64-bit)")
+    return value
+
+
+def check_float(value: float, path: str) -> float:
+    if not math.isfinite(value):
+        raise fail(path, f"{value!r} is not a finite number")
+    return value
+
+
+def check_text(value: str, path: str, cap: int) -> str:
+    """A string of at most ``cap`` characters, valid Unicode without NUL or lone surrogates."""
+    if len(value) > cap:
+        raise fail(path, f"string of {len(value)} characters is over the limit of {cap}")
+    if "\x00" in value:
+        raise fail(path, "string holds a NUL character")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise fail(path, "string holds a lone surrogate (not valid Unicode)") from None
+    return value
+
+
+def check_entries(size: int, path: str, cap: int, what: str = "entries") -> None:
+    if size > cap:
+        raise fail(path, f"{size} {what} is over the limit of {cap}")
+
+
+def child(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def check_tree(value: Any, path: str, depth: int = 1, limits: Limits = LIMITS) -> int:
+    """Every value under ``value`` (free-form JSON): returns how many object keys it holds.
+
+    Keys and strings as :func:`check_text` (keys at ``key_chars``, strings at ``text_chars``),
+    integers within signed 64-bit, floats finite, nesting within ``limits.depth``, objects and
+    arrays within ``map_entries``… arrays of numbers may be longer (offsets of many partitions),
+    bounded by the event size.
+    """
+    kind = type(value)
+    if kind is dict or isinstance(value, Mapping):
+        if depth > limits.depth:
+            raise fail(path, f"nested deeper than the limit of {limits.depth} levels")
+        duplicates = getattr(value, "duplicates", None)
+        if duplicates:
+            raise fail(child(path, duplicates[0]), "duplicate key in one JSON object")
+        keys = len(value)
+        for key, item in value.items():
+            here = child(path, key)
+            check_text(key, here, limits.key_chars)
+            keys += check_tree(item, here, depth + 1, limits)
+        return keys
+    if kind is list:
+        if depth > limits.depth:
+            raise fail(path, f"nested deeper than the limit of {limits.depth} levels")
+        return sum(check_tree(item, child(path, i), depth + 1, limits)
+                   for i, item in enumerate(value))
+    if kind is str:
+        check_text(value, path, limits.text_chars)
+    elif kind is int:
+        check_int64(value, path)
+    elif kind is float:
+        check_float(value, path)
+    elif value is not None and kind is not bool:
+        raise fail(path, f"unexpected JSON value of type {kind.__name__}")
+    return 0
+
+
+RATE_KEYS = ("inputRowsPerSecond", "processedRowsPerSecond")
+
+
+def normalize_rates(payload: Any) -> None:
+    """Rates that are NaN or infinite mean "unknown": Spark's own JSON leaves them out, PySpark's
+    writes ``NaN``. They become null (absent) here, so that no non-finite float is stored, and
+    the rest of the contract holds every float finite."""
+    if type(payload) is not dict:
+        return
+    sources = payload.get("sources")
+    for holder in (payload, *(sources if type(sources) is list else ())):
+        if type(holder) is not dict:
+            continue
+        for key in RATE_KEYS:
+            value = holder.get(key)
+            if type(value) is float and not math.isfinite(value):
+                holder[key] = None
+
+
+_CONTAINERS = (dict, list)
+
+
+def count_keys(value: Any, depth: int = 1, limits: Limits = LIMITS) -> int:
+    """Object keys under ``value`` with the nesting checked (the cheap part of
+    :func:`check_tree`, for JSON whose scalars are already known to be clean)."""
+    if depth > limits.depth:
+        raise fail("", f"nested deeper than the limit of {limits.depth} levels")
+    if type(value) is dict:
+        keys = len(value)
+        for item in value.values():
+            if type(item) in _CONTAINERS:
+                keys += count_keys(item, depth + 1, limits)
+        return keys
+    if type(value) is not list:
+        return 0
+    keys = 0
+    for item in value:
+        if type(item) in _CONTAINERS:
+            keys += count_keys(item, depth + 1, limits)
+    return keys
+
+
+_KEY_SPACING = (b" :", b"\t:", b"\n:", b"\r:")
+
+
+def raw_is_clean(raw: bytes, decoded_keys: int) -> bool:
+    """Whether JSON text that a strict decoder (no NaN, no lone surrogates, valid UTF-8) read
+    into a document with ``decoded_keys`` object keys needs no value-by-value check.
+
+    It does not when it holds no ``\\u0000`` escape, no integer literal too long for 64 bits and
+    no duplicate key. Duplicates are found by counting: every key's closing quote is followed
+    by ``:`` (once no key is spaced from its colon), and ``":`` inside a string only adds to
+    the count, so the count equals the keys decoded exactly when no key was lost to a duplicate.
+    """
+    if b"\\u0000" in raw or any(spacing in raw for spacing in _KEY_SPACING):
+        return False
+    if raw.count(b'":') != decoded_keys:
+        return False
+    return not _has_long_integer(raw)
+
+
+def _has_long_integer(raw: bytes) -> bool:
+    """A run of 19 or more digits (signed 64-bit holds at most 19): found in C by mapping every
+    digit to ``1`` and everything else to ``0``; a string with a long digit run (rare) only
+    sends the body to the exact check."""
+    return _LONG_RUN in raw.translate(_DIGIT_MAP)
+
+
+_DIGIT_MAP = bytes(0x31 if 0x30 <= b <= 0x39 else 0x30 for b in range(256))
+_LONG_RUN = b"1" * 19
+
+
+class DuplicateKeys(dict):  # type: ignore[type-arg]
+    """A JSON object that named a key twice (as read by :func:`object_with_duplicates`)."""
+
+    duplicates: list[str]
+
+
+def object_with_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for the standard library's decoder: a plain dict, or a
+    :class:`DuplicateKeys` that remembers which keys came twice (plain decoding keeps the last
+    silently), for :func:`check_tree` to refuse with the path."""
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    seen: set[str] = set()
+    twice = [key for key, _ in pairs if key in seen or seen.add(key)]  # type: ignore[func-returns-value]
+    marked = DuplicateKeys(obj)
+    marked.duplicates = twice
+    return marked
+
+
+def check_envelope(item: Any) -> None:
+    """Everything of one wire event (``{kind, app, received_at, payload}``) the typed parse does
+    not check by itself: duplicate keys, nesting, and every value of the free-form payload.
+    Payload paths are written from the payload (``stateOperators[1].numRowsTotal``)."""
+    if not isinstance(item, Mapping):
+        return  # the parser names what is wrong with it
+    duplicates = getattr(item, "duplicates", None)
+    if duplicates:
+        raise fail(child("event", duplicates[0]), "duplicate key in one JSON object")
+    check_tree({k: v for k, v in item.items() if k != "payload"}, "event")
+    payload = item.get("payload")
+    if isinstance(payload, Mapping):
+        normalize_rates(payload)
+        check_tree(payload, "", depth=2)

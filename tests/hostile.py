@@ -1,0 +1,139 @@
+"""The hostile corpus: real progress events made wrong in every way the validation contract names.
+
+Each case is a request body (raw bytes: some of it, NaN literals, lone surrogate escapes, invalid
+UTF-8, duplicate keys, cannot be written by a JSON encoder) and what the collector must say: a
+4xx for the whole body, a rejection of the one event naming the field, or acceptance (markup,
+quotes and unknown fields are valid and must be stored and rendered as they are).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tests.conftest import load_fixture
+
+HOSTILE_APP = {"name": "hostile-app", "id": "app-hostile-0001", "spark_version": "4.3.0"}
+Event = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    body: bytes
+    expect: str
+    """"body 4xx": the whole request refused; "accepted"; else the rejection names this text"""
+
+
+def progress_event(query_id: str, run_id: str, batch: int = 0) -> Event:
+    """A real RocksDB progress (PySpark 4.3, two chained stateful operators)."""
+    payload = copy.deepcopy(load_fixture("spark-4.3.0/chained_rocksdb.json")["progress"][-1])
+    payload.update(id=query_id, runId=run_id, batchId=batch, name="hostile")
+    return {"kind": "progress", "app": HOSTILE_APP, "received_at": time.time(),
+            "payload": payload}
+
+
+_RAW = {"__NAN__": "NaN", "__INF__": "Infinity", "__NINF__": "-Infinity",
+        "__SURROGATE__": "\\ud800", "__NUL__": "\\u0000"}
+
+
+def body_of(events: list[Event], raw: Callable[[str], str] = lambda s: s) -> bytes:
+    text = json.dumps({"events": events})
+    for marker, literal in _RAW.items():
+        text = text.replace(f'"{marker}"', literal).replace(marker, literal.strip('"'))
+    return raw(text).encode()
+
+
+def _mutated(path: list[Any], value: Any) -> Callable[[Event], None]:
+    def mutate(event: Event) -> None:
+        holder = event["payload"]
+        for key in path[:-1]:
+            holder = holder[key]
+        holder[path[-1]] = value
+    return mutate
+
+
+def _deep(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = {"d": value}
+    return value
+
+
+# (name, mutation of one event, the expected outcome)
+MUTATIONS: list[tuple[str, Callable[[Event], None], str]] = [
+    ("NaN in an integer", _mutated(["stateOperators", 0, "numRowsTotal"], "__NAN__"),
+     "stateOperators[0].numRowsTotal"),
+    ("Infinity in batchId", _mutated(["batchId"], "__INF__"), "batchId"),
+    ("-Infinity in a size", _mutated(["stateOperators", 1, "memoryUsedBytes"], "__NINF__"),
+     "stateOperators[1].memoryUsedBytes"),
+    ("2^63 rows", _mutated(["stateOperators", 1, "numRowsTotal"], 2**63),
+     "stateOperators[1].numRowsTotal: 9223372036854775808 is out of range"),
+    ("2^64 rows", _mutated(["stateOperators", 0, "numRowsTotal"], 2**64),
+     "stateOperators[0].numRowsTotal"),
+    ("a negative count", _mutated(["stateOperators", 0, "numRowsUpdated"], -1),
+     "stateOperators[0].numRowsUpdated: -1 is out of range"),
+    ("a fraction in a count", _mutated(["numInputRows"], 1.5), "numInputRows"),
+    ("1e300 in a count", _mutated(["stateOperators", 0, "commitTimeMs"], 1e300),
+     "stateOperators[0].commitTimeMs"),
+    ("NUL in the query name", _mutated(["name"], "a__NUL__b"), "name: string holds a NUL"),
+    ("a lone surrogate in the name", _mutated(["name"], "x__SURROGATE__y"),
+     "name: string holds a lone surrogate"),
+    ("a 1 MiB query name", _mutated(["name"], "n" * (1 << 20)),
+     "name: string of 1048576 characters is over the limit of 256"),
+    ("a 1 KiB custom metric key",
+     _mutated(["stateOperators", 0, "customMetrics", "k" * 1024], 1), "customMetrics"),
+    ("1,000 custom metrics",
+     _mutated(["stateOperators", 0, "customMetrics"], {f"m{i}": i for i in range(1000)}),
+     "stateOperators[0].customMetrics: 1000 entries is over the limit of 256"),
+    ("a string where a count goes", _mutated(["stateOperators", 0, "numRowsTotal"], "12"),
+     "stateOperators[0].numRowsTotal: expected an integer"),
+    ("an object where the operators go", _mutated(["stateOperators"], {"a": 1}),
+     "progress.stateOperators: expected a JSON array"),
+    ("1,000 operators", lambda e: e["payload"].update(
+        stateOperators=e["payload"]["stateOperators"][:1] * 1000),
+     "progress.stateOperators: 1000 entries is over the limit of 64"),
+    ("nesting 40 deep in observedMetrics", _mutated(["observedMetrics"], {"o": _deep(40)}),
+     "nested deeper than the limit of 32"),
+    ("NaN received time", lambda e: e.update(received_at="__NAN__"), "event.received_at"),
+    ("a NUL in the app name", lambda e: e.update(app={**HOSTILE_APP, "name": "a__NUL__"}),
+     "event.app.name"),
+    ("markup and quotes in names", _mutated(["name"], '<script>alert("x")</script>\'\\'),
+     "accepted"),
+    ("fields Spark may add later", _mutated(["futureField"], {"nested": [1, "two", None]}),
+     "accepted"),
+]
+
+
+def one_event_cases(make: Callable[[int], Event]) -> list[Case]:
+    """Each mutation applied to a fresh event ``make(i)``, one request each."""
+    cases = []
+    for i, (name, mutate, expect) in enumerate(MUTATIONS):
+        event = make(i)
+        mutate(event)
+        cases.append(Case(name, body_of([event]), expect))
+    return cases
+
+
+def body_cases(make: Callable[[int], Event]) -> list[Case]:
+    """Bodies wrong as a whole, or in a way only raw JSON text can be."""
+    good = json.dumps({"events": [make(0)]})
+    op_total = '"numRowsTotal": '
+    return [
+        Case("an empty body", b"", "body 4xx"),
+        Case("not JSON", b"{events: [", "body 4xx"),
+        Case("invalid UTF-8", good.replace('"hostile"', '"\xff"').encode("latin-1"),
+             "body 4xx"),
+        Case("nesting 1,000 deep", ('{"events": [' + "[" * 1000 + "]" * 1000 + "]}").encode(),
+             "body 4xx"),
+        Case("events not an array", b'{"events": {"a": 1}}', "body 4xx"),
+        Case("duplicate events key", b'{"events": [], "events": []}', "body 4xx"),
+        Case("a duplicate key in an operator",
+             good.replace(op_total, op_total + '1, "numRowsTotal": ', 1).encode(),
+             "stateOperators[0].numRowsTotal: duplicate key"),
+        Case("an event that is a number", b'{"events": [42]}', "event: expected a JSON object"),
+    ]

@@ -1,0 +1,172 @@
+"""The validation contract: every hostile input is refused on its own, naming the field, and the
+rest of the request, and every other app, goes on being served, stored and rendered."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from sparkwatch.collector.body import BodyError, events_of
+from sparkwatch.collector.ingest import _checked
+from sparkwatch.model.contract import LIMITS, ContractViolation, check_tree, raw_is_clean
+from tests.hostile import Case, body_cases, body_of, one_event_cases, progress_event
+from tests.support import wait_for
+from tests.test_collector_support import (
+    Collector,
+    count_rows,
+    fresh_ids,
+    module_database,
+    run_events,
+    samples,
+)
+
+
+def _event(i: int) -> dict[str, Any]:
+    return progress_event(str(uuid.uuid4()), str(uuid.uuid4()), i)
+
+
+CASES = one_event_cases(_event) + body_cases(_event)
+
+
+def verdict(body: bytes) -> str:
+    """What the collector's ingest makes of a one-event body, in process."""
+    try:
+        items, clean = events_of(body, 5000)
+    except BodyError as exc:
+        assert 400 <= exc.status < 500
+        return "body 4xx"
+    try:
+        _checked(items[0], clean)
+    except ContractViolation as exc:
+        return str(exc)
+    return "accepted"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_each_hostile_input_is_refused_naming_its_field(case: Case) -> None:
+    got = verdict(case.body)
+    if case.expect in ("body 4xx", "accepted"):
+        assert got == case.expect
+    else:
+        assert case.expect in got, got
+
+
+def test_a_real_progress_body_takes_the_fast_path_and_is_accepted_whole() -> None:
+    items, clean = events_of(body_of([_event(0), _event(1)]), 5000)
+    assert clean
+    assert [_checked(item, clean)[0].event.batch_id for item in items] == [0, 1]
+
+
+def test_the_exact_path_accepts_what_the_fast_path_accepts() -> None:
+    body = body_of([_event(0)])
+    items, clean = events_of(body.replace(b'": ', b'" : '), 5000)  # a spaced colon: exact path
+    assert not clean
+    assert _checked(items[0], clean)[1] == _checked(events_of(body, 5000)[0][0], True)[1]
+
+
+def test_a_string_holding_a_quote_and_colon_only_costs_the_exact_check() -> None:
+    event = _event(0)
+    event["payload"]["name"] = 'a": b'
+    body = body_of([event])
+    items, clean = events_of(body, 5000)
+    assert not clean and _checked(items[0], clean)[0].event.name == 'a": b'
+
+
+def test_duplicate_keys_are_never_cleared_by_the_key_count() -> None:
+    assert not raw_is_clean(b'{"a":1,"a":2}', 1)
+    assert raw_is_clean(b'{"a":1,"b":2}', 2)
+
+
+def test_integer_literals_too_long_for_64_bits_are_never_cleared() -> None:
+    assert not raw_is_clean(b'{"a":12345678901234567890}', 1)
+    assert raw_is_clean(b'{"a":123456789012345678}', 1)
+
+
+def test_nan_rates_mean_unknown_as_in_spark_and_are_stored_as_null() -> None:
+    event = _event(0)
+    event["payload"]["inputRowsPerSecond"] = "__NAN__"
+    items, clean = events_of(body_of([event]), 5000)
+    parsed, encoded = _checked(items[0], clean)
+    assert parsed.event.input_rows_per_second is None
+    assert b'"inputRowsPerSecond":null' in encoded
+
+
+def test_an_event_over_the_size_limit_is_refused_alone() -> None:
+    event = _event(0)
+    event["payload"]["futureField"] = ["x" * 4000] * (LIMITS.event_bytes // 4000 + 1)
+    with pytest.raises(ContractViolation, match="event: .* bytes encoded is over the limit"):
+        _checked(events_of(body_of([event]), 5000)[0][0], True)
+
+
+def test_tree_paths_name_the_position_of_the_value() -> None:
+    with pytest.raises(ContractViolation, match=r"^sources\[0\]\.endOffset\.t\.0: "):
+        check_tree({"sources": [{"endOffset": {"t": {"0": 2**64}}}]}, "")
+
+
+# --- against a real collector with a PostgreSQL history --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
+    with module_database(pg_admin_url) as url:
+        c = Collector(url, tmp_path_factory.mktemp("contract") / "spool",
+                      "--max-body-bytes", str(4 << 20))
+        c.start()
+        yield c
+        c.stop()
+
+
+def _post_raw(collector: Collector, body: bytes) -> httpx.Response:
+    from tests.test_collector_support import TOKEN
+
+    return httpx.post(collector.ingest_url, content=body, timeout=30, headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+
+
+@pytest.mark.postgres
+def test_hostile_corpus_leaves_another_app_fully_served(
+    collector: Collector, promtool: str
+) -> None:
+    ids = fresh_ids()
+    app_b = {"name": "app-b", "id": "app-b-0001", "spark_version": "4.3.0"}
+    good = run_events("window_agg_rocksdb", app=app_b, **ids)
+    statuses = []
+    for i, case in enumerate(CASES):
+        response = _post_raw(collector, case.body)
+        statuses.append(response.status_code)
+        _assert_outcome(case, response)
+        if i < len(good):  # app B pushes its real run between the hostile requests
+            assert collector.post([good[i]]).json()["accepted"] == 1
+    for event in good[len(CASES):]:
+        assert collector.post([event]).json()["accepted"] == 1
+    assert max(statuses) < 500, statuses
+    batches = sum(1 for e in good if e["kind"] == "progress")
+    wait_for(lambda: count_rows(collector.history_url,
+                                "select count(*) from batches where run_id = :r",
+                                r=ids["run_id"]) == batches, 60, "app B's batches in the history")
+    text = collector.metrics()
+    assert [v for labels, v in samples(text, "spark_streaming_query_batches_total")
+            if labels["query_id"] == ids["query_id"]] == [batches]
+    check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=60)
+    assert (check.returncode, check.stdout, check.stderr) == (0, "", "")
+
+
+def _assert_outcome(case: Case, response: httpx.Response) -> None:
+    if case.expect == "body 4xx":
+        assert 400 <= response.status_code < 500, (case.name, response.text)
+        return
+    assert response.status_code == 200, (case.name, response.text)
+    result = response.json()
+    if case.expect == "accepted":
+        assert (result["accepted"], result["rejected"]) == (1, []), (case.name, result)
+    else:
+        assert result["accepted"] == 0, (case.name, result)
+        [rejected] = result["rejected"]
+        assert rejected["reason"] == "invalid" and case.expect in rejected["error"], \
+            (case.name, rejected)
