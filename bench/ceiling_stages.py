@@ -95,7 +95,7 @@ def measure(fleet: Fleet, events: int, batch: int) -> list[Stage]:
         stage("ingest", "spool: encode and append, fsync per request",
               "`encode` per event + `Spool.append_encoded` (CPU only; fsync waits excluded)",
               lambda parsed: spool.append_encoded(
-                  b",".join(encode(envelope_to_dict(p.envelope)) for p in parsed)),
+                  b"[" + b",".join(encode(envelope_to_dict(p.envelope)) for p in parsed) + b"]"),
               m.parsed)
         ends = _record_spans(spool)
         records = stage("history", "read back from the spool (JSON)", "`read_span`",

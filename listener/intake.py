@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from sparkwatch.listener.queues import BoundedQueue
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import AppInfo, EventKind, ParsedEvent
-from sparkwatch.model.parse import EventParseError, envelope_from_json, parse_envelope
+from sparkwatch.model.parse import EventParseError, listener_event
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Intake:
 
     def _process(self, kind: EventKind, raw_json: str, received_at: float) -> None:
         try:
-            parsed = parse_envelope(envelope_from_json(kind, raw_json, self._app, received_at))
+            parsed = listener_event(kind, raw_json, self._app, received_at)
         except EventParseError as exc:
             self._counters.count_parse_error()
             log.warning("sparkwatch: ignoring a %s event Spark sent: %s", kind.value, exc)

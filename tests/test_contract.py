@@ -3,6 +3,7 @@ rest of the request, and every other app, goes on being served, stored and rende
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -170,3 +171,49 @@ def _assert_outcome(case: Case, response: httpx.Response) -> None:
         [rejected] = result["rejected"]
         assert rejected["reason"] == "invalid" and case.expect in rejected["error"], \
             (case.name, rejected)
+
+
+# --- the listener: Spark's own values made to fit, so the driver never exports a refusal -----
+
+
+def _listener(payload: dict[str, Any]) -> Any:
+    from sparkwatch.model.events import AppInfo, EventKind
+    from sparkwatch.model.parse import listener_event
+
+    raw = json.dumps({"progress": payload})  # as PySpark writes it (NaN literals and all)
+    return listener_event(EventKind.PROGRESS, raw, AppInfo("a" * 300, "app-1", "4.3.0"), 1.0)
+
+
+def test_the_listener_fits_names_and_descriptions_spark_made_too_long() -> None:
+    payload = _event(0)["payload"]
+    payload["name"] = "q" * 300
+    payload["sources"][0]["description"] = "d" * 10_000
+    parsed = _listener(payload)
+    assert parsed.event.name == "q" * 255 + "\u2026"
+    assert parsed.app.name == "a" * 255 + "\u2026"
+    assert len(parsed.event.sources[0].description) == LIMITS.text_chars
+    _checked(_wire_item(parsed), False)  # what the collector makes of the export: accepted
+
+
+def test_the_listener_reads_nan_rates_as_unknown_and_exports_null() -> None:
+    payload = _event(0)["payload"]
+    payload["inputRowsPerSecond"] = float("nan")
+    payload["sources"][0]["processedRowsPerSecond"] = float("inf")
+    parsed = _listener(payload)
+    assert parsed.event.input_rows_per_second is None
+    assert parsed.event.sources[0].processed_rows_per_second is None
+    assert _wire_item(parsed)["payload"]["inputRowsPerSecond"] is None
+
+
+def test_the_listener_replaces_nul_and_lone_surrogates_in_free_text() -> None:
+    payload = _event(0)["payload"]
+    payload["observedMetrics"] = {"o": {"text": "a\x00b\ud800c"}}
+    parsed = _listener(payload)
+    assert parsed.event.observed_metrics["o"]["text"] == "a\ufffdb\ufffdc"
+    _checked(_wire_item(parsed), False)
+
+
+def _wire_item(parsed: Any) -> dict[str, Any]:
+    from sparkwatch.model.parse import envelope_to_dict
+
+    return json.loads(json.dumps(envelope_to_dict(parsed.envelope)))

@@ -7,6 +7,7 @@ model, so a mapping mistake in the writer cannot hide behind the same mistake in
 from __future__ import annotations
 
 import copy
+import dataclasses
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -181,11 +182,17 @@ def test_progress_without_sink_writes_no_sink_row(db_url: str) -> None:
 
 
 def test_values_postgresql_would_reject_are_stored_rewritten(db_url: str) -> None:
-    """JSONB refuses NaN and NUL; a poison value must not make every retry fail."""
+    """JSONB refuses NaN and NUL; a poison value must not make every retry fail. The contract
+    refuses both at the door; the writer still rewrites them, behind it, for a record that got
+    past (e.g. spooled by an older collector)."""
     raw = fresh_run(load_sample("window_agg"))
-    raw["observedMetrics"] = {"obs": {"ratio": float("nan"), "big": float("inf")}}
-    raw["sources"] = [{**raw["sources"][0], "description": "rate\x00source"}]
-    write(db_url, progress(raw))
+    parsed = progress(raw)
+    poisoned = dataclasses.replace(
+        parsed.event,
+        observed_metrics={"obs": {"ratio": float("nan"), "big": float("inf")}},
+        sources=(dataclasses.replace(parsed.event.sources[0], description="rate\x00source"),),
+    )
+    write(db_url, dataclasses.replace(parsed, event=poisoned))
     [batch] = fetch(db_url, "batches", raw["runId"])
     assert batch["observed_metrics"] == {"obs": {"ratio": "NaN", "big": "Infinity"}}
     assert fetch(db_url, "source_batches", raw["runId"])[0]["description"] == "rate\ufffdsource"

@@ -21,6 +21,7 @@ from sparkwatch.model.events import (
     QueryTerminated,
     StateOperator,
 )
+from sparkwatch.model.fields import OPERATOR_FIELDS
 from sparkwatch.plan.codec import identity_to_dict
 from sparkwatch.plan.model import QueryPlan
 
@@ -164,16 +165,7 @@ def operator_row(p: QueryProgress, op: StateOperator, child: Row | None = None) 
         **(child or _child_key(p)),
         "operator_index": op.index,
         "operator_name": _clean(op.name),
-        "num_rows_total": op.num_rows_total,
-        "num_rows_updated": op.num_rows_updated,
-        "all_updates_time_ms": op.all_updates_time_ms,
-        "num_rows_removed": op.num_rows_removed,
-        "all_removals_time_ms": op.all_removals_time_ms,
-        "commit_time_ms": op.commit_time_ms,
-        "memory_used_bytes": op.memory_used_bytes,
-        "num_rows_dropped_by_watermark": op.num_rows_dropped_by_watermark,
-        "num_shuffle_partitions": op.num_shuffle_partitions,
-        "num_state_store_instances": op.num_state_store_instances,
+        **{f.attr: getattr(op, f.attr) for f in OPERATOR_FIELDS},
         "custom_metrics": json_safe(op.custom_metrics),
     }
 

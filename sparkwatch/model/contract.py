@@ -17,6 +17,7 @@ for it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +42,9 @@ class Limits:
     """custom metric, duration, source/sink metric and observed metric keys"""
     text_chars: int = 4096
     """descriptions and source/sink metric values"""
-    exception_chars: int = 65536
-    """a terminated query's exception (a stack trace)"""
+    long_text_chars: int = 65536
+    """a terminated query's exception (a stack trace) and any string the parser does not type
+    (observed metrics, offsets, fields Spark adds later)"""
     operators: int = 64
     sources: int = 256
     map_entries: int = 256
@@ -112,7 +114,8 @@ def child(path: str, key: str | int) -> str:
 def check_tree(value: Any, path: str, depth: int = 1, limits: Limits = LIMITS) -> int:
     """Every value under ``value`` (free-form JSON): returns how many object keys it holds.
 
-    Keys and strings as :func:`check_text` (keys at ``key_chars``, strings at ``text_chars``),
+    Keys and strings as :func:`check_text` (keys at ``key_chars``, strings at
+    ``long_text_chars``),
     integers within signed 64-bit, floats finite, nesting within ``limits.depth``, objects and
     arrays within ``map_entries``… arrays of numbers may be longer (offsets of many partitions),
     bounded by the event size.
@@ -136,7 +139,7 @@ def check_tree(value: Any, path: str, depth: int = 1, limits: Limits = LIMITS) -
         return sum(check_tree(item, child(path, i), depth + 1, limits)
                    for i, item in enumerate(value))
     if kind is str:
-        check_text(value, path, limits.text_chars)
+        check_text(value, path, limits.long_text_chars)
     elif kind is int:
         check_int64(value, path)
     elif kind is float:
@@ -252,3 +255,68 @@ def check_envelope(item: Any) -> None:
     if isinstance(payload, Mapping):
         normalize_rates(payload)
         check_tree(payload, "", depth=2)
+
+
+# --- the listener's side: Spark's own JSON made to fit, never refused ---------------------------
+
+ELLIPSIS = "\u2026"
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, every surrogate code point is lone
+
+
+def fit(value: str, cap: int) -> str:
+    """``value`` as valid text within ``cap`` characters: NUL and lone surrogates replaced
+    (U+FFFD), the rest cut with an ellipsis."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    if not value.isascii():
+        value = _SURROGATE.sub("\ufffd", value)
+    return value if len(value) <= cap else value[: cap - 1] + ELLIPSIS
+
+
+def conform(payload: Any, limits: Limits = LIMITS) -> Any:
+    """A copy of Spark's event JSON that meets the contract: what the listener does before it
+    exports or writes, so that a driver never sends what a collector would refuse. Strings are
+    fitted (names to ``name_chars``, descriptions to ``text_chars``), non-finite floats become
+    null, integers are clamped to 64 bits and what nests too deep is dropped."""
+    cleaned = _conform(payload, 2, limits)
+    if type(cleaned) is not dict:
+        return cleaned
+    _fit_keys(cleaned, (("name", limits.name_chars), ("id", limits.id_chars),
+                        ("runId", limits.id_chars)))
+    for op in _dicts(cleaned.get("stateOperators")):
+        _fit_keys(op, (("operatorName", limits.name_chars),))
+    for holder in (*_dicts(cleaned.get("sources")), *_dicts([cleaned.get("sink")])):
+        _fit_keys(holder, (("description", limits.text_chars),))
+        metrics = holder.get("metrics")
+        if type(metrics) is dict:
+            _fit_keys(metrics, tuple((k, limits.text_chars) for k in metrics))
+    return cleaned
+
+
+def _conform(value: Any, depth: int, limits: Limits) -> Any:
+    kind = type(value)
+    if kind in _CONTAINERS and depth > limits.depth:
+        return None
+    if kind is dict:
+        return {fit(str(k), limits.key_chars): _conform(v, depth + 1, limits)
+                for k, v in value.items()}
+    if kind is list:
+        return [_conform(v, depth + 1, limits) for v in value]
+    if kind is str:
+        return fit(value, limits.long_text_chars)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        return min(max(value, INT64_MIN), INT64_MAX)
+    return value
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if type(v) is dict] if type(value) is list else []
+
+
+def _fit_keys(holder: dict[str, Any], caps: tuple[tuple[str, int], ...]) -> None:
+    for key, cap in caps:
+        value = holder.get(key)
+        if type(value) is str:
+            holder[key] = fit(value, cap)

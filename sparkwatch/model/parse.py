@@ -23,6 +23,12 @@ from sparkwatch.model.contract import (
     check_float,
     check_int64,
     check_text,
+    check_tree,
+    conform,
+    count_keys,
+    fit,
+    normalize_rates,
+    raw_is_clean,
 )
 from sparkwatch.model.events import (
     AppInfo,
@@ -40,6 +46,7 @@ from sparkwatch.model.events import (
     SourceProgress,
     StateOperator,
 )
+from sparkwatch.model.fields import OPERATOR_FIELDS
 
 
 class EventParseError(ContractViolation):
@@ -214,47 +221,28 @@ def _opt_time(data: Mapping[str, Any], key: str, where: str) -> float | None:
     return None if value is None else parse_timestamp(value, f"{where}.{key}")
 
 
-# StateOperatorProgress counters, in StateOperator's field order after index and name.
-_OPERATOR_COUNTERS = (
-    "numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs", "numRowsRemoved", "allRemovalsTimeMs",
-    "commitTimeMs", "memoryUsedBytes", "numRowsDroppedByWatermark", "numShufflePartitions",
-    "numStateStoreInstances",
-)
+# StateOperatorProgress fields, in StateOperator's field order after index and name.
+_OPERATOR_KEYS = tuple(f.json for f in OPERATOR_FIELDS)
 _INT_TYPE = frozenset((int,))
 
 
 def parse_state_operator(data: Any, index: int) -> StateOperator:
     where = f"stateOperators[{index}]"
     op = _obj(data, where)
-    counters: list[Any] = list(map(op.get, _OPERATOR_COUNTERS))
+    counters: list[Any] = list(map(op.get, _OPERATOR_KEYS))
     name = op.get("operatorName") or "unknown"
     if (set(map(type, counters)) <= _INT_TYPE and min(counters) >= 0
             and max(counters) <= INT64_MAX and type(name) is str
             and len(name) <= LIMITS.name_chars and _plain_key(name)):
         # Every counter present and an exact int (what Spark sends), checked in C; anything else
         # (missing, null, float, wrong type) takes the field-by-field checks below.
-        total, updated, update_ms, removed, removal_ms, commit_ms, memory, dropped, \
-            partitions, stores = counters
-        return StateOperator(
-            index, name, total, updated, update_ms, removed,
-            removal_ms, commit_ms, memory, dropped, partitions, stores,
-            _number_map(op, "customMetrics", where),
-        )
+        return StateOperator(index, name, *counters, _number_map(op, "customMetrics", where))
     return StateOperator(
-        index=index,
+        index,
         # 3.4/3.5 session windows report "defaultName"; keep what Spark says, the catalogue maps it.
-        name=_opt_str(op, "operatorName", where) or "unknown",
-        num_rows_total=_int(op, "numRowsTotal", where),
-        num_rows_updated=_int(op, "numRowsUpdated", where),
-        all_updates_time_ms=_int(op, "allUpdatesTimeMs", where),
-        num_rows_removed=_int(op, "numRowsRemoved", where),
-        all_removals_time_ms=_int(op, "allRemovalsTimeMs", where),
-        commit_time_ms=_int(op, "commitTimeMs", where),
-        memory_used_bytes=_int(op, "memoryUsedBytes", where),
-        num_rows_dropped_by_watermark=_int(op, "numRowsDroppedByWatermark", where),
-        num_shuffle_partitions=_int(op, "numShufflePartitions", where),
-        num_state_store_instances=_int(op, "numStateStoreInstances", where),
-        custom_metrics=_number_map(op, "customMetrics", where),
+        _opt_str(op, "operatorName", where) or "unknown",
+        *(_int(op, f.json, where, minimum=f.minimum) for f in OPERATOR_FIELDS),
+        _number_map(op, "customMetrics", where),
     )
 
 
@@ -386,7 +374,7 @@ def parse_terminated(data: Any) -> QueryTerminated:
     return QueryTerminated(
         query_id=_required_str(d, "id", "terminated"),
         run_id=_required_str(d, "runId", "terminated"),
-        exception=_opt_str(d, "exception", "terminated", LIMITS.exception_chars),
+        exception=_opt_str(d, "exception", "terminated", LIMITS.long_text_chars),
         error_class=_opt_str(d, "errorClassOnException", "terminated"),
     )
 
@@ -418,14 +406,76 @@ def envelope_from_json(
     kind: EventKind | str, raw_json: str, app: AppInfo, received_at: float
 ) -> Envelope:
     """Build an envelope from the JSON string the listener took from Spark, unwrapping progress."""
+    payload = _unwrapped(kind, _loads(kind, raw_json))
+    return Envelope(kind=EventKind(kind), app=app, received_at=received_at, payload=payload)
+
+
+def _loads(kind: EventKind | str, raw_json: str) -> Any:
     try:
-        payload = json.loads(raw_json)
+        return json.loads(raw_json)
     except json.JSONDecodeError as exc:
         raise EventParseError(f"{kind}: event is not valid JSON ({exc.msg} at {exc.pos})") from None
-    payload = _obj(payload, str(kind))
+    except RecursionError:
+        raise EventParseError(f"{kind}: event is JSON nested too deeply") from None
+
+
+def _unwrapped(kind: EventKind | str, doc: Any) -> Mapping[str, Any]:
+    payload = _obj(doc, str(kind))
     if kind == EventKind.PROGRESS and "progress" in payload and "batchId" not in payload:
         payload = _obj(payload["progress"], "progress")
-    return Envelope(kind=EventKind(kind), app=app, received_at=received_at, payload=payload)
+    return payload
+
+
+def listener_event(
+    kind: EventKind | str, raw_json: str, app: AppInfo, received_at: float
+) -> ParsedEvent:
+    """The listener's way in: Spark's JSON to an event that meets the validation contract, the
+    same the collector enforces. Spark's own values are made to fit
+    (:func:`~sparkwatch.model.contract.conform`: a long name is cut, a NaN becomes null)
+    rather than refused; what still cannot be read raises :class:`EventParseError`."""
+    doc = _loads(kind, raw_json)
+    envelope = Envelope(EventKind(kind), _fitted(app), received_at, _unwrapped(kind, doc))
+    normalize_rates(envelope.payload)
+    try:
+        if not _raw_clean(raw_json, doc, 2 if doc is envelope.payload else 1):
+            check_tree(envelope.payload, "", depth=2)
+        return parse_envelope(envelope)
+    except ContractViolation:
+        fitted = Envelope(envelope.kind, envelope.app, envelope.received_at,
+                          conform(envelope.payload))
+        try:
+            check_tree(fitted.payload, "", depth=2)
+        except ContractViolation as exc:
+            raise EventParseError(str(exc)) from None
+        return parse_envelope(fitted)
+
+
+_UNSTRICT = (b"NaN", b"Infinity", b"\\ud", b"\\uD")
+
+
+def _raw_clean(raw_json: str, doc: Any, depth: int) -> bool:
+    """Spark's JSON is clean unless it holds what a strict decoder refuses (NaN literals, lone
+    surrogates) or what :func:`~sparkwatch.model.contract.raw_is_clean` cannot clear; a legal
+    surrogate pair or a rate named NaN only costs the value-by-value check."""
+    try:
+        raw = raw_json.encode()
+    except UnicodeEncodeError:
+        return False
+    if any(marker in raw for marker in _UNSTRICT):
+        return False
+    try:
+        keys = count_keys(doc, depth)  # the payload's depth as in an envelope
+    except ContractViolation:
+        return False
+    return raw_is_clean(raw, keys)
+
+
+def _fitted(app: AppInfo) -> AppInfo:
+    name, app_id = fit(app.name, LIMITS.name_chars), fit(app.id, LIMITS.id_chars)
+    version = fit(app.spark_version, LIMITS.name_chars)
+    if (name, app_id, version) == (app.name, app.id, app.spark_version):
+        return app
+    return AppInfo(name or "unknown", app_id or "unknown", version)
 
 
 def envelope_to_dict(envelope: Envelope) -> dict[str, JsonValue]:
