@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from sparkwatch.history.views import QuerySummary as QuerySummary
 from sparkwatch.history.views import RunSummary as RunSummary
 from sparkwatch.history.views import StatePoint as StatePoint
+from sparkwatch.model.contract import envelope_schema
 
 
 class Error(BaseModel):
@@ -117,10 +118,14 @@ INGEST_BODY_SCHEMA: dict[str, Any] = {
             "description": (
                 "Listener events, each the wire envelope {kind, app: {name, id, spark_version}, "
                 "received_at, payload} where payload is Spark's own event JSON. Items are "
-                "validated one by one (not by this schema), so one bad event does not refuse "
-                "the others. At most max_events_per_request items (default 5000)."
+                "validated one by one against the contract (docs/reliability.md), so one bad "
+                "event does not refuse the others: it is listed in `rejected` with the field "
+                "path. At most max_events_per_request items (default 5000)."
             ),
-            "items": {},
+            # The contract's schema documents a valid event; anything else is still a valid
+            # request, answered 200 with the event listed in `rejected`.
+            "items": {"anyOf": [envelope_schema(), {
+                "description": "Any other JSON value: refused on its own (see rejected)."}]},
         }
     },
     "example": {

@@ -217,3 +217,14 @@ def _wire_item(parsed: Any) -> dict[str, Any]:
     from sparkwatch.model.parse import envelope_to_dict
 
     return json.loads(json.dumps(envelope_to_dict(parsed.envelope)))
+
+
+@pytest.mark.postgres
+def test_the_published_openapi_states_the_contracts_own_limits(collector: Collector) -> None:
+    spec = collector.get("/openapi.json").json()
+    body = spec["paths"]["/api/v1/events"]["post"]["requestBody"]["content"]["application/json"]
+    event = body["schema"]["properties"]["events"]["items"]["anyOf"][0]
+    assert event["properties"]["app"]["properties"]["name"]["maxLength"] == LIMITS.name_chars
+    operator = event["properties"]["payload"]["properties"]["stateOperators"]
+    assert operator["maxItems"] == LIMITS.operators
+    assert operator["items"]["properties"]["numRowsTotal"]["maximum"] == 2**63 - 1

@@ -320,3 +320,57 @@ def _fit_keys(holder: dict[str, Any], caps: tuple[tuple[str, int], ...]) -> None
         value = holder.get(key)
         if type(value) is str:
             holder[key] = fit(value, cap)
+
+
+# --- the contract as JSON Schema (the collector's OpenAPI) --------------------------------------
+
+
+def _text_schema(cap: int, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "maxLength": cap, **extra}
+
+
+def _count_schema(minimum: int = 0) -> dict[str, Any]:
+    return {"type": "integer", "minimum": minimum, "maximum": INT64_MAX}
+
+
+def envelope_schema(limits: Limits = LIMITS) -> dict[str, Any]:
+    """One wire event as JSON Schema, from the same limits the code enforces. Strings must also
+    hold no NUL and no lone surrogate, and floats be finite, which JSON Schema cannot say."""
+    from sparkwatch.model.fields import OPERATOR_FIELDS  # the table imports nothing of ours
+
+    metrics = {"type": "object", "maxProperties": limits.map_entries,
+               "propertyNames": {"maxLength": limits.key_chars},
+               "additionalProperties": {"type": "integer", "minimum": INT64_MIN,
+                                        "maximum": INT64_MAX}}
+    operator = {"type": "object", "properties": {
+        "operatorName": _text_schema(limits.name_chars),
+        **{f.json: {**_count_schema(f.minimum), "description": f"{f.help} ({f.unit})"}
+           for f in OPERATOR_FIELDS},
+        "customMetrics": metrics,
+    }}
+    progress = {"type": "object", "description": "Spark's StreamingQueryProgress JSON "
+                "(started, idle and terminated events carry Spark's JSON of those events).",
+                "properties": {
+                    "id": _text_schema(limits.id_chars), "runId": _text_schema(limits.id_chars),
+                    "name": {**_text_schema(limits.name_chars), "nullable": True},
+                    "batchId": _count_schema(), "numInputRows": _count_schema(),
+                    "stateOperators": {"type": "array", "maxItems": limits.operators,
+                                       "items": operator},
+                    "sources": {"type": "array", "maxItems": limits.sources},
+                }}
+    return {
+        "type": "object", "required": ["kind", "app", "received_at", "payload"],
+        "description": f"At most {limits.event_bytes} bytes as compact JSON, nested at most "
+                       f"{limits.depth} levels; strings hold no NUL and no lone surrogate, "
+                       "numbers are finite. Fields not named here are kept as they are.",
+        "properties": {
+            "kind": {"type": "string", "enum": ["started", "progress", "idle", "terminated"]},
+            "app": {"type": "object", "required": ["name", "id"], "properties": {
+                "name": _text_schema(limits.name_chars, minLength=1),
+                "id": _text_schema(limits.id_chars, minLength=1),
+                "spark_version": _text_schema(limits.name_chars)}},
+            "received_at": {"type": "number", "minimum": 0, "maximum": 253402300799,
+                            "description": "epoch seconds"},
+            "payload": progress,
+        },
+    }
