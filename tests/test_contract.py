@@ -229,3 +229,15 @@ def test_the_published_openapi_states_the_contracts_own_limits(collector: Collec
     assert operator["maxItems"] == LIMITS.operators
     # (FastAPI serves integers this large as floats)
     assert operator["items"]["properties"]["numRowsTotal"]["maximum"] == float(2**63 - 1)
+
+
+def test_the_documented_limits_are_the_contracts() -> None:
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "reliability.md").read_text()
+    table = doc.split("<!-- limits-table:start -->")[1].split("<!-- limits-table:end -->")[0]
+    documented = dict(re.findall(r"^\| `(\w+)` \| (\d+) \|", table, re.M))
+    assert documented == {f.name: str(getattr(LIMITS, f.name))
+                          for f in dataclasses.fields(LIMITS)}
