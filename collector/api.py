@@ -153,9 +153,9 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
 def _decode_and_ingest(
     service: Service, body: bytes, encoding: str | None, limit: int, allowed: str
 ) -> Any:
-    items, clean = events_of(decompress(body, encoding, limit),
-                             service.settings.max_events_per_request)
-    return service.ingestor.ingest(items, allowed, clean=clean)
+    raw = decompress(body, encoding, limit)
+    items, strict = events_of(raw, service.settings.max_events_per_request)
+    return service.ingestor.ingest(items, allowed, strict_body=raw if strict else None)
 
 
 def _add_operations(app: FastAPI, service: Service, read_auth: list[Any]) -> None:

@@ -10,7 +10,7 @@ import json
 import zlib
 from typing import Any
 
-from sparkwatch.collector.fastjson import decode
+from sparkwatch.collector.fastjson import decode, decode_exact
 
 
 class BodyError(Exception):
@@ -45,15 +45,31 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
 
 
 def events_of(raw: bytes, max_events: int) -> tuple[list[Any], bool]:
-    """The ``events`` array of a JSON body ``{"events": [...]}`` and whether its values are known
-    to meet the contract (see :func:`.fastjson.decode`); items are checked one by one later, so
-    that one bad event does not cost the others."""
+    """The ``events`` array of a JSON body ``{"events": [...]}`` and whether orjson read it
+    strictly (see :func:`.fastjson.decode`); items are checked one by one later, so that one bad
+    event does not cost the others."""
     try:
-        doc, clean = decode(raw)
+        doc, strict = decode(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BodyError(400, f"request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise BodyError(400, "request body is JSON nested too deeply") from None
+    return _events(doc, max_events), strict
+
+
+def exact_events(raw: bytes) -> list[Any]:
+    """The events of a body :func:`events_of` read strictly, read again with duplicate keys
+    kept visible (for the contract's value-by-value check)."""
+    try:
+        doc = decode_exact(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:  # pragma: no cover - orjson read it
+        raise BodyError(400, f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BodyError(400, "request body is JSON nested too deeply") from None
+    return _events(doc, None)
+
+
+def _events(doc: Any, max_events: int | None) -> list[Any]:
     if getattr(doc, "duplicates", None):
         raise BodyError(400, f"request body names the key {doc.duplicates[0]!r} twice")
     if not isinstance(doc, dict) or "events" not in doc:
@@ -61,9 +77,9 @@ def events_of(raw: bytes, max_events: int) -> tuple[list[Any], bool]:
     events = doc["events"]
     if not isinstance(events, list):
         raise BodyError(400, f'"events" must be a JSON array, got {type(events).__name__}')
-    if len(events) > max_events:
+    if max_events is not None and len(events) > max_events:
         raise BodyError(
             413, f"{len(events)} events in one request, over the limit of {max_events} "
             "(max_events_per_request): send smaller batches"
         )
-    return events, clean
+    return events

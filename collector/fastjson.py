@@ -8,37 +8,21 @@ from typing import Any
 
 import orjson
 
-from sparkwatch.model.contract import (
-    ContractViolation,
-    count_keys,
-    object_with_duplicates,
-    raw_is_clean,
-)
+from sparkwatch.model.contract import object_with_duplicates
 
 
 def decode(raw: bytes) -> tuple[Any, bool]:
-    """The document and whether its values are known to meet the validation contract without
-    being checked one by one (see :func:`~sparkwatch.model.contract.raw_is_clean`).
-
-    orjson refuses NaN/Infinity literals and lone surrogates and silently keeps the last of
-    duplicate keys: such bodies, and any that the cheap checks cannot clear, are read again by
-    the standard library, whose result the contract then checks value by value.
+    """The document, and whether orjson read it (strict JSON: no NaN/Infinity literals, no lone
+    surrogates; duplicate keys silently keep the last, which the canonical check then catches).
+    What orjson refuses is read by the standard library, duplicate keys kept visible.
 
     Raises ``ValueError`` (``json.JSONDecodeError`` or ``UnicodeDecodeError``) or
     ``RecursionError`` for what the standard library refuses too.
     """
     try:
-        doc = orjson.loads(raw)
+        return orjson.loads(raw), True
     except orjson.JSONDecodeError:
         return decode_exact(raw), False
-    try:
-        # The document root and the events array sit above each event's own nesting.
-        keys = count_keys(doc, depth=-1)
-    except ContractViolation:
-        return decode_exact(raw), False
-    if raw_is_clean(raw, keys):
-        return doc, True
-    return decode_exact(raw), False
 
 
 def decode_exact(raw: bytes) -> Any:

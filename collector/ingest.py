@@ -17,12 +17,19 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkwatch.collector.body import exact_events
 from sparkwatch.collector.config import ANY_APP
 from sparkwatch.collector.fastjson import encode
 from sparkwatch.collector.limits import Caps, SeriesIndex
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.metrics.state import MetricState
-from sparkwatch.model.contract import LIMITS, ContractViolation, check_envelope
+from sparkwatch.model.contract import (
+    LIMITS,
+    ContractViolation,
+    canonical_is_clean,
+    check_envelope,
+    normalize_rates,
+)
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_from_dict, envelope_to_dict, parse_envelope
 from sparkwatch.spool import Spool
@@ -68,12 +75,14 @@ class Ingestor:
         # take the last free query slot, and the spool keeps the order /metrics saw.
         self._lock = threading.Lock()
 
-    def ingest(self, items: list[Any], allowed_app: str, clean: bool = False) -> Outcome:
+    def ingest(self, items: list[Any], allowed_app: str, strict_body: bytes | None = None
+               ) -> Outcome:
         """Raises :class:`~sparkwatch.spool.SpoolFull` (nothing accepted) when the
-        spool has no room. ``clean``: the body's values are known to meet the contract (see
-        :func:`.fastjson.decode`); otherwise each event is checked value by value first."""
+        spool has no room. ``strict_body``: the request body, when orjson read ``items`` from it
+        (see :func:`.fastjson.decode`): the contract's cheap check may then clear it whole;
+        otherwise each event is checked value by value."""
         outcome = Outcome()
-        valid = self._validate(items, allowed_app, clean, outcome)
+        valid = self._validate(items, allowed_app, strict_body, outcome)
         with self._lock:
             admitted = self._admit(valid, outcome)
             if admitted and self._spool is not None:
@@ -88,20 +97,14 @@ class Ingestor:
         return outcome
 
     def _validate(
-        self, items: list[Any], allowed_app: str, clean: bool, outcome: Outcome
+        self, items: list[Any], allowed_app: str, strict_body: bytes | None, outcome: Outcome
     ) -> list[tuple[int, ParsedEvent, bytes]]:
         valid = []
-        for index, item in enumerate(items):
-            try:
-                parsed, encoded = _checked(item, clean)
-            except ContractViolation as exc:
-                outcome.rejected.append(Rejection(index, INVALID, str(exc)))
+        for index, result in enumerate(check_events(items, strict_body)):
+            if isinstance(result, ContractViolation):
+                outcome.rejected.append(Rejection(index, INVALID, str(result)))
                 continue
-            except Exception as exc:  # noqa: BLE001 - a bug must cost one event, never a 500
-                log.exception("event %d of a request could not be checked", index)
-                outcome.rejected.append(Rejection(
-                    index, INVALID, f"event: could not be read ({type(exc).__name__})"))
-                continue
+            parsed, encoded = result
             if allowed_app not in (ANY_APP, parsed.app.name):
                 outcome.rejected.append(Rejection(
                     index, FORBIDDEN,
@@ -127,12 +130,50 @@ class Ingestor:
         return admitted
 
 
+def check_events(
+    items: list[Any], strict_body: bytes | None
+) -> list[tuple[ParsedEvent, bytes] | ContractViolation]:
+    """Each event of a request through the contract: parsed and encoded as it will be spooled,
+    or the violation naming its field. ``strict_body``: see :meth:`Ingestor.ingest`."""
+    if strict_body is not None:
+        cleared = _cleared(items, strict_body)
+        if cleared is not None:
+            return list(cleared)
+        items = exact_events(strict_body)
+    return [_one(index, item) for index, item in enumerate(items)]
+
+
+def _one(index: int, item: Any) -> tuple[ParsedEvent, bytes] | ContractViolation:
+    try:
+        return _checked(item, False)
+    except ContractViolation as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - a bug must cost one event, never a 500
+        log.exception("event %d of a request could not be checked", index)
+        return ContractViolation(f"event: could not be read ({type(exc).__name__})")
+
+
+def _cleared(items: list[Any], body: bytes) -> list[tuple[ParsedEvent, bytes]] | None:
+    """Every event parsed and encoded, when the body is the canonical encoding of what was
+    parsed (see :func:`~sparkwatch.model.contract.canonical_is_clean`): the common case, whose
+    values then need no check one by one. None when any event or the body falls short."""
+    try:
+        checked = [_checked(item, True) for item in items]
+    except Exception:  # noqa: BLE001 - a violation (or a bug): the exact check tells which
+        return None
+    canonical = b'{"events":[' + b",".join(encoded for _, encoded in checked) + b"]}"
+    return checked if canonical_is_clean(body, canonical) else None
+
+
 def _checked(item: Any, clean: bool) -> tuple[ParsedEvent, bytes]:
     """One wire event through the whole contract: parsed, and encoded as it will be spooled.
     Raises :class:`ContractViolation` naming the field (or the event's size)."""
     if not clean:
+        payload = item.get("payload") if isinstance(item, dict) else None
+        normalize_rates(payload)
+    parsed = parse_envelope(envelope_from_dict(item))  # first: its messages are the most exact
+    if not clean:
         check_envelope(item)
-    parsed = parse_envelope(envelope_from_dict(item))
     encoded = encode(envelope_to_dict(parsed.envelope))
     if len(encoded) > LIMITS.event_bytes:
         raise ContractViolation(f"event: {len(encoded)} bytes encoded is over the limit of "

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from sparkwatch.collector.body import BodyError, events_of
-from sparkwatch.collector.ingest import _checked
-from sparkwatch.model.contract import LIMITS, ContractViolation, check_tree, raw_is_clean
+from sparkwatch.collector.ingest import _checked, _cleared, check_events
+from sparkwatch.model.contract import LIMITS, ContractViolation, canonical_is_clean, check_tree
 from tests.hostile import Case, body_cases, body_of, one_event_cases, progress_event
 from tests.support import wait_for
 from tests.test_collector_support import (
@@ -37,15 +37,12 @@ CASES = one_event_cases(_event) + body_cases(_event)
 def verdict(body: bytes) -> str:
     """What the collector's ingest makes of a one-event body, in process."""
     try:
-        items, clean = events_of(body, 5000)
+        items, strict = events_of(body, 5000)
+        [result] = check_events(items, body if strict else None)
     except BodyError as exc:
         assert 400 <= exc.status < 500
         return "body 4xx"
-    try:
-        _checked(items[0], clean)
-    except ContractViolation as exc:
-        return str(exc)
-    return "accepted"
+    return str(result) if isinstance(result, ContractViolation) else "accepted"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -57,42 +54,45 @@ def test_each_hostile_input_is_refused_naming_its_field(case: Case) -> None:
         assert case.expect in got, got
 
 
-def test_a_real_progress_body_takes_the_fast_path_and_is_accepted_whole() -> None:
-    items, clean = events_of(body_of([_event(0), _event(1)]), 5000)
-    assert clean
-    assert [_checked(item, clean)[0].event.batch_id for item in items] == [0, 1]
+def test_a_real_progress_body_is_cleared_whole_by_the_canonical_check() -> None:
+    body = body_of([_event(0), _event(1)]).replace(b", ", b",").replace(b": ", b":")
+    items, strict = events_of(body, 5000)
+    cleared = _cleared(items, body)
+    assert strict and cleared is not None
+    assert [parsed.event.batch_id for parsed, _ in cleared] == [0, 1]
 
 
 def test_the_exact_path_accepts_what_the_fast_path_accepts() -> None:
-    body = body_of([_event(0)])
-    items, clean = events_of(body.replace(b'": ', b'" : '), 5000)  # a spaced colon: exact path
-    assert not clean
-    assert _checked(items[0], clean)[1] == _checked(events_of(body, 5000)[0][0], True)[1]
+    body = body_of([_event(0)])  # spaced, as json.dumps writes: not canonical
+    compact = body.replace(b", ", b",").replace(b": ", b":")
+    assert _cleared(events_of(body, 5000)[0], body) is None
+    [slow] = check_events(events_of(body, 5000)[0], body)
+    [fast] = check_events(events_of(compact, 5000)[0], compact)
+    assert slow == fast
 
 
-def test_a_string_holding_a_quote_and_colon_only_costs_the_exact_check() -> None:
+def test_a_string_holding_a_quote_and_colon_is_read_as_it_is() -> None:
     event = _event(0)
     event["payload"]["name"] = 'a": b'
-    body = body_of([event])
-    items, clean = events_of(body, 5000)
-    assert not clean and _checked(items[0], clean)[0].event.name == 'a": b'
+    [(parsed, _)] = check_events([event], None)
+    assert parsed.event.name == 'a": b'
 
 
-def test_duplicate_keys_are_never_cleared_by_the_key_count() -> None:
-    assert not raw_is_clean(b'{"a":1,"a":2}', 1)
-    assert raw_is_clean(b'{"a":1,"b":2}', 2)
+def test_duplicate_keys_are_never_cleared_by_the_canonical_check() -> None:
+    assert not canonical_is_clean(b'{"a":1,"a":2}', b'{"a":2}')
+    assert canonical_is_clean(b'{"a":1,"b":2}', b'{"a":1,"b":2}')
 
 
-def test_integer_literals_too_long_for_64_bits_are_never_cleared() -> None:
-    assert not raw_is_clean(b'{"a":12345678901234567890}', 1)
-    assert raw_is_clean(b'{"a":123456789012345678}', 1)
+def test_nul_and_integer_literals_too_long_for_64_bits_are_never_cleared() -> None:
+    assert not canonical_is_clean(b'{"a":12345678901234567890}', b'{"a":12345678901234567890}')
+    assert not canonical_is_clean(b'{"a":"\\u0000"}', b'{"a":"\\u0000"}')
+    assert canonical_is_clean(b'{"a":123456789012345678}', b'{"a":123456789012345678}')
 
 
 def test_nan_rates_mean_unknown_as_in_spark_and_are_stored_as_null() -> None:
     event = _event(0)
     event["payload"]["inputRowsPerSecond"] = "__NAN__"
-    items, clean = events_of(body_of([event]), 5000)
-    parsed, encoded = _checked(items[0], clean)
+    [(parsed, encoded)] = check_events(events_of(body_of([event]), 5000)[0], None)
     assert parsed.event.input_rows_per_second is None
     assert b'"inputRowsPerSecond":null' in encoded
 
@@ -101,7 +101,7 @@ def test_an_event_over_the_size_limit_is_refused_alone() -> None:
     event = _event(0)
     event["payload"]["futureField"] = ["x" * 4000] * (LIMITS.event_bytes // 4000 + 1)
     with pytest.raises(ContractViolation, match="event: .* bytes encoded is over the limit"):
-        _checked(events_of(body_of([event]), 5000)[0][0], True)
+        _checked(event, True)
 
 
 def test_tree_paths_name_the_position_of_the_value() -> None:

@@ -8,10 +8,11 @@ lone surrogates (not encodable as UTF-8), every string, map and array has a docu
 nesting is shallow enough for every encoder on the way. A violation names the field path, e.g.
 ``stateOperators[1].numRowsTotal: 9223372036854775808 is out of range``.
 
-The typed fields are checked by :mod:`sparkwatch.model.parse` as it reads them. What the parser
-does not read (observed metrics, source offsets, fields Spark adds later) is checked here, by
-:func:`check_tree`, whenever the cheap checks on the raw JSON (:func:`raw_is_clean`) cannot vouch
-for it.
+The typed fields' types, ranges and caps are checked by :mod:`sparkwatch.model.parse` as it
+reads them. The values themselves (text without NUL or lone surrogates, integers within 64 bits,
+finite floats, nesting, duplicate keys) are vouched for in one of two ways: cheaply, on the raw
+JSON (:func:`canonical_is_clean` at the collector; a scan of Spark's JSON in the listener), or,
+when that cannot vouch for it, value by value over the whole event (:func:`check_tree`).
 """
 
 from __future__ import annotations
@@ -171,46 +172,21 @@ def normalize_rates(payload: Any) -> None:
 _CONTAINERS = (dict, list)
 
 
-def count_keys(value: Any, depth: int = 1, limits: Limits = LIMITS) -> int:
-    """Object keys under ``value`` with the nesting checked (the cheap part of
-    :func:`check_tree`, for JSON whose scalars are already known to be clean)."""
-    if depth > limits.depth:
-        raise fail("", f"nested deeper than the limit of {limits.depth} levels")
-    if type(value) is dict:
-        keys = len(value)
-        for item in value.values():
-            if type(item) in _CONTAINERS:
-                keys += count_keys(item, depth + 1, limits)
-        return keys
-    if type(value) is not list:
-        return 0
-    keys = 0
-    for item in value:
-        if type(item) in _CONTAINERS:
-            keys += count_keys(item, depth + 1, limits)
-    return keys
+def canonical_is_clean(raw: bytes, canonical: bytes) -> bool:
+    """Whether JSON text ``raw``, which a strict decoder (no NaN, no lone surrogates, valid
+    UTF-8) read, needs no value-by-value check, given ``canonical``: what the decoded document
+    encodes back to.
 
-
-_KEY_SPACING = (b" :", b"\t:", b"\n:", b"\r:")
-
-
-def raw_is_clean(raw: bytes, decoded_keys: int) -> bool:
-    """Whether JSON text that a strict decoder (no NaN, no lone surrogates, valid UTF-8) read
-    into a document with ``decoded_keys`` object keys needs no value-by-value check.
-
-    It does not when it holds no ``\\u0000`` escape, no integer literal too long for 64 bits and
-    no duplicate key. Duplicates are found by counting: every key's closing quote is followed
-    by ``:`` (once no key is spaced from its colon), and ``":`` inside a string only adds to
-    the count, so the count equals the keys decoded exactly when no key was lost to a duplicate.
+    When the two are the same bytes, no key was lost to a duplicate (the canonical encoding of
+    the decoded document names each key once), and no value was spelled in a way the encoder
+    would not write. What remains is a ``\\u0000`` escape and an integer literal too long for 64
+    bits. Bodies written otherwise (spaced, escaped, or by another encoder) are only slower: they
+    take the exact check.
     """
-    if b"\\u0000" in raw or any(spacing in raw for spacing in _KEY_SPACING):
-        return False
-    if raw.count(b'":') != decoded_keys:
-        return False
-    return not _has_long_integer(raw)
+    return raw == canonical and b"\\u0000" not in raw and not has_long_integer(raw)
 
 
-def _has_long_integer(raw: bytes) -> bool:
+def has_long_integer(raw: bytes) -> bool:
     """A run of 19 or more digits (signed 64-bit holds at most 19): found in C by mapping every
     digit to ``1`` and everything else to ``0``; a string with a long digit run (rare) only
     sends the body to the exact check."""

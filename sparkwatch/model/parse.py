@@ -25,10 +25,9 @@ from sparkwatch.model.contract import (
     check_text,
     check_tree,
     conform,
-    count_keys,
     fit,
+    has_long_integer,
     normalize_rates,
-    raw_is_clean,
 )
 from sparkwatch.model.events import (
     AppInfo,
@@ -88,6 +87,8 @@ def _required_str(
     data: Mapping[str, Any], key: str, where: str, cap: int = LIMITS.id_chars
 ) -> str:
     value = data.get(key)
+    if type(value) is str and 0 < len(value) <= cap and value.isascii() and "\x00" not in value:
+        return value  # the common case, in C
     if not isinstance(value, str) or not value:
         raise EventParseError(f"{where}.{key}: required string is missing or not a string")
     return _checked(check_text, value, f"{where}.{key}", cap)
@@ -97,8 +98,9 @@ def _opt_str(
     data: Mapping[str, Any], key: str, where: str, cap: int = LIMITS.name_chars
 ) -> str | None:
     value = data.get(key)
-    if value is None:
-        return value
+    if value is None or (type(value) is str and len(value) <= cap and value.isascii()
+                         and "\x00" not in value):
+        return value  # the common cases, in C
     if isinstance(value, str):
         return _checked(check_text, value, f"{where}.{key}", cap)
     raise EventParseError(f"{where}.{key}: expected a string or null, got {value!r}")
@@ -157,15 +159,14 @@ _STR_TYPE = frozenset((str,))
 
 def _number_map(data: Mapping[str, Any], key: str, where: str) -> dict[str, int | float]:
     raw = data.get(key) or {}
-    # Fast path for what JSON decoding gives (str keys, ints within 64 bits), checked in C:
+    # Fast path for what JSON decoding gives (str keys, int/float values), checked in C:
     # customMetrics has ~40 keys per RocksDB operator and this runs for every operator of every
-    # event the collector ingests. Anything else takes the checking loop below.
+    # event the collector ingests. Text and range are the contract's value checks (a NUL, a lone
+    # surrogate, an integer beyond 64 bits, a NaN), made on the raw body or the whole tree
+    # before the parser runs; anything else takes the checking loop below.
     if (type(raw) is dict and len(raw) <= LIMITS.map_entries
-            and set(map(type, raw.values())) <= _INT_TYPE and set(map(type, raw)) <= _STR_TYPE
-            and (not raw or (min(raw.values()) >= -INT64_MAX - 1
-                             and max(raw.values()) <= INT64_MAX))
-            and (not raw or max(map(len, raw)) <= LIMITS.key_chars)
-            and all(map(_plain_key, raw))):
+            and set(map(type, raw.values())) <= _NUMBER_TYPES and set(map(type, raw)) <= _STR_TYPE
+            and (not raw or max(map(len, raw)) <= LIMITS.key_chars)):
         return raw  # shared with the payload, not copied: neither is ever mutated
     path = f"{where}.{key}"
     items = _obj(raw, path)
@@ -232,10 +233,10 @@ def parse_state_operator(data: Any, index: int) -> StateOperator:
     counters: list[Any] = list(map(op.get, _OPERATOR_KEYS))
     name = op.get("operatorName") or "unknown"
     if (set(map(type, counters)) <= _INT_TYPE and min(counters) >= 0
-            and max(counters) <= INT64_MAX and type(name) is str
-            and len(name) <= LIMITS.name_chars and _plain_key(name)):
-        # Every counter present and an exact int (what Spark sends), checked in C; anything else
-        # (missing, null, float, wrong type) takes the field-by-field checks below.
+            and type(name) is str and len(name) <= LIMITS.name_chars):
+        # Every counter present, an exact int and not negative (what Spark sends), checked in C
+        # (64 bits and the name's text are the contract's value checks, made before); anything
+        # else (missing, null, float, wrong type) takes the field-by-field checks below.
         return StateOperator(index, name, *counters, _number_map(op, "customMetrics", where))
     return StateOperator(
         index,
@@ -287,7 +288,8 @@ def _list(data: Mapping[str, Any], key: str, cap: int) -> list[Any]:
     value = data.get(key) or []
     if not isinstance(value, list):
         raise EventParseError(f"progress.{key}: expected a JSON array, got {type(value).__name__}")
-    _checked(check_entries, len(value), f"progress.{key}", cap)
+    if len(value) > cap:
+        _checked(check_entries, len(value), f"progress.{key}", cap)
     return value
 
 
@@ -437,7 +439,7 @@ def listener_event(
     envelope = Envelope(EventKind(kind), _fitted(app), received_at, _unwrapped(kind, doc))
     normalize_rates(envelope.payload)
     try:
-        if not _raw_clean(raw_json, doc, 2 if doc is envelope.payload else 1):
+        if not _raw_clean(raw_json, envelope.payload):
             check_tree(envelope.payload, "", depth=2)
         return parse_envelope(envelope)
     except ContractViolation:
@@ -450,24 +452,24 @@ def listener_event(
         return parse_envelope(fitted)
 
 
-_UNSTRICT = (b"NaN", b"Infinity", b"\\ud", b"\\uD")
+_UNSTRICT = (b"NaN", b"Infinity", b"\\ud", b"\\uD", b"\\u0000")
 
 
-def _raw_clean(raw_json: str, doc: Any, depth: int) -> bool:
-    """Spark's JSON is clean unless it holds what a strict decoder refuses (NaN literals, lone
-    surrogates) or what :func:`~sparkwatch.model.contract.raw_is_clean` cannot clear; a legal
-    surrogate pair or a rate named NaN only costs the value-by-value check."""
+def _raw_clean(raw_json: str, payload: Mapping[str, Any]) -> bool:
+    """Spark's JSON needs no value-by-value check unless it holds what a strict decoder refuses
+    (NaN literals, lone surrogates), a NUL or an integer too long for 64 bits (a legal surrogate
+    pair or a name holding "NaN" only costs the check). Spark's JSON writers name each key once
+    and nest its own fields a few levels deep; observed metrics (user rows) are checked whole."""
     try:
         raw = raw_json.encode()
     except UnicodeEncodeError:
         return False
-    if any(marker in raw for marker in _UNSTRICT):
+    if any(marker in raw for marker in _UNSTRICT) or has_long_integer(raw):
         return False
-    try:
-        keys = count_keys(doc, depth)  # the payload's depth as in an envelope
-    except ContractViolation:
-        return False
-    return raw_is_clean(raw, keys)
+    observed = payload.get("observedMetrics")
+    if observed:
+        check_tree(observed, "observedMetrics", depth=3)
+    return True
 
 
 def _fitted(app: AppInfo) -> AppInfo:
