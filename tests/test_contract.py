@@ -241,3 +241,11 @@ def test_the_documented_limits_are_the_contracts() -> None:
     documented = dict(re.findall(r"^\| `(\w+)` \| (\d+) \|", table, re.M))
     assert documented == {f.name: str(getattr(LIMITS, f.name))
                           for f in dataclasses.fields(LIMITS)}
+
+
+def test_what_the_listener_pushes_is_cleared_by_the_canonical_check() -> None:
+    from sparkwatch.model.parse import envelope_to_dict
+
+    events = [envelope_to_dict(_listener(_event(i)["payload"]).envelope) for i in range(3)]
+    body = json.dumps({"events": events}, separators=(",", ":"), ensure_ascii=False).encode()
+    assert _cleared(events_of(body, 10)[0], body) is not None
