@@ -57,15 +57,17 @@ def events_of(raw: bytes, max_events: int) -> tuple[list[Any], bool]:
     return _events(doc, max_events), strict
 
 
-def exact_events(raw: bytes) -> list[Any]:
+def exact_events(raw: bytes) -> list[Any] | None:
     """The events of a body :func:`events_of` read strictly, read again with duplicate keys
-    kept visible (for the contract's value-by-value check)."""
+    kept visible (for the contract's value-by-value check); None when it nests deeper than the
+    standard library reads (orjson reads 1,024 levels): the contract then refuses the deep event
+    on its own, from orjson's reading."""
     try:
         doc = decode_exact(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:  # pragma: no cover - orjson read it
         raise BodyError(400, f"request body is not valid JSON: {exc}") from None
     except RecursionError:
-        raise BodyError(400, "request body is JSON nested too deeply") from None
+        return None
     return _events(doc, None)
 
 

@@ -139,7 +139,7 @@ def check_events(
         cleared = _cleared(items, strict_body)
         if cleared is not None:
             return list(cleared)
-        items = exact_events(strict_body)
+        items = exact_events(strict_body) or items
     return [_one(index, item) for index, item in enumerate(items)]
 
 

@@ -123,13 +123,19 @@ def body_cases(make: Callable[[int], Event]) -> list[Case]:
     """Bodies wrong as a whole, or in a way only raw JSON text can be."""
     good = json.dumps({"events": [make(0)]})
     op_total = '"numRowsTotal": '
+    event = make(0)
+    event["payload"]["futureField"] = "__DEEP__"
+    deep = json.dumps({"events": [event]}).replace(
+        '"__DEEP__"', '{"a": ' * 1000 + "1" + "}" * 1000)
     return [
         Case("an empty body", b"", "body 4xx"),
         Case("not JSON", b"{events: [", "body 4xx"),
         Case("invalid UTF-8", good.replace('"hostile"', '"\xff"').encode("latin-1"),
              "body 4xx"),
-        Case("nesting 1,000 deep", ('{"events": [' + "[" * 1000 + "]" * 1000 + "]}").encode(),
+        # Deeper than any JSON parser here reads (orjson stops at 1,024, Python at its stack).
+        Case("nesting 5,000 deep", ('{"events": [' + "[" * 5000 + "]" * 5000 + "]}").encode(),
              "body 4xx"),
+        Case("nesting 1,000 deep in an event", deep.encode(), "futureField"),
         Case("events not an array", b'{"events": {"a": 1}}', "body 4xx"),
         Case("duplicate events key", b'{"events": [], "events": []}', "body 4xx"),
         Case("a duplicate key in an operator",

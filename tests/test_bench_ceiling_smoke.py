@@ -53,7 +53,10 @@ def test_both_database_loads_write_half_the_events_timed(smoke: dict[str, Any]) 
     for key in ("history", "minimal"):
         cost = smoke["raw"][key]
         assert cost["events"] == EVENTS // 2, key
-        assert cost["seconds"] > 0 and cost["client_us"] > 0 and cost["server_us"] > 0, key
+        assert cost["seconds"] > 0 and cost["client_us"] > 0, key
+        # The server's CPU is read in clock ticks (10 ms): a smoke load of a few hundred rows
+        # can fall within one, so zero is a measurement here, not a missing one.
+        assert cost["server_us"] >= 0, key
 
 
 def test_the_summary_costs_the_target_from_the_measured_stages(smoke: dict[str, Any]) -> None:
