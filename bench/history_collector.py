@@ -38,8 +38,8 @@ def collector(history_url: str) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
         port, log = free_port(), Path(tmp) / "collector.log"
         args = [sys.executable, "-m", "sparkwatch.cli.main", "collector", "--host", "127.0.0.1",
-                "--port", str(port), "--history-url", history_url, "--history-migrate", "false",
-                "--jobs-enabled", "false", "--no-auth", "true", "--spool-dir", f"{tmp}/spool"]
+                "--port", str(port), "--history-url", history_url, "--no-history-migrate",
+                "--no-jobs-enabled", "--no-auth", "--spool-dir", f"{tmp}/spool"]
         with log.open("ab") as out:
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"

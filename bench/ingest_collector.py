@@ -86,7 +86,7 @@ def collector(history_url: str, workdir: Path, app: str, queries: int,
     args = [python or sys.executable, "-m", "sparkwatch.cli.main", "collector",
             "--host", "127.0.0.1",
             "--port", str(port), "--history-url", history_url,
-            "--spool-dir", str(workdir / "spool"), "--jobs-enabled", "false",
+            "--spool-dir", str(workdir / "spool"), "--no-jobs-enabled",
             "--max-queries-per-app", str(max(QUERY_CAP_MIN, queries))]
     env = {**os.environ, "SPARKWATCH_COLLECTOR_TOKENS": f"{app}={token}"}
     proc = spawn(args, log, env, cwd=workdir if python else None)

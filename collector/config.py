@@ -158,6 +158,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("replica", str, "name of this replica in job_runs (default: host-pid)"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def is_bool(setting: Setting) -> bool:
+    return setting.parse is _bool
 assert set(BY_NAME) == {f.name for f in fields(CollectorSettings)}
 
 

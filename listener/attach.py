@@ -14,16 +14,17 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from sparkwatch import __version__
-from sparkwatch.listener.exporter import MetricsServer, serve_metrics
+from sparkwatch.listener.exporter import ExporterError, MetricsServer, serve_metrics
 from sparkwatch.listener.history_sink import HistorySink
 from sparkwatch.listener.intake import Handler, Intake
 from sparkwatch.listener.plan_reader import PlanReader, make_plan_reader
-from sparkwatch.listener.push_sink import Endpoint, PushSink, safe_url
+from sparkwatch.listener.push_sink import Endpoint, PushSink
 from sparkwatch.listener.receivers import JvmReceiver, make_public_listener, register_jvm
 from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.metrics.stats import ListenerCounters, ListenerStats
 from sparkwatch.model.events import AppInfo
+from sparkwatch.redact import redact_url
 from sparkwatch.settings import LISTENER_FIELDS, ListenerSettings, load_listener_settings
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
         return att
     att.registry.register(SparkwatchCollector(att.state, lambda: [att.stats()]))
     if settings.metrics_enabled:
-        att.server = serve_metrics(att.registry, settings.metrics_address, settings.metrics_port)
+        att.server = _metrics_server(att)
     handlers: list[tuple[str, Handler]] = [("metrics", att.state.apply)]
     if settings.history_url:
         att.history = _history_sink(settings, att.counters)
@@ -123,9 +124,11 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
     att.intake = Intake(app, settings.queue_capacity, att.counters, handlers)
     try:
         att.mode, att._remove = _register(spark, settings.mode, att)
-    except Exception:
+    except Exception as exc:  # noqa: BLE001 - the app runs on, unobserved, and says why
+        att.counters.count_error("register")
+        log.error("sparkwatch: not attached, no listener could be added to the session: %s", exc)
         att.detach(timeout=1.0)
-        raise
+        return att
     atexit.register(att.detach)
     log.info(
         "sparkwatch %s attached to %s (%s mode)%s%s%s",
@@ -133,10 +136,28 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
         app.id,
         att.mode,
         f", /metrics on {settings.metrics_address}:{att.metrics_port}" if att.server else "",
-        f", history {_safe_url(settings.history_url)}" if settings.history_url else "",
-        f", pushing to {safe_url(settings.push_url)}" if settings.push_url else "",
+        f", history {redact_url(settings.history_url)}" if settings.history_url else "",
+        f", pushing to {redact_url(settings.push_url)}" if settings.push_url else "",
     )
     return att
+
+
+def _metrics_server(att: Attachment) -> MetricsServer | None:
+    """The /metrics endpoint, or None (one warning, counted) when its port cannot be had: a
+    monitoring add-on never stops the app it watches."""
+    settings = att.settings
+    try:
+        return serve_metrics(att.registry, settings.metrics_address, settings.metrics_port)
+    except ExporterError as exc:
+        att.counters.count_error("metrics_server")
+        if settings.metrics_port_fallback and settings.metrics_port != 0:
+            log.warning("sparkwatch: %s; serving /metrics on a free port instead", exc)
+            try:
+                return serve_metrics(att.registry, settings.metrics_address, 0)
+            except ExporterError as again:
+                exc = again
+        log.warning("sparkwatch: %s; running without /metrics (history and push go on)", exc)
+        return None
 
 
 def _register(spark: Any, mode: str, att: Attachment) -> tuple[str, Callable[[], None]]:
@@ -233,14 +254,3 @@ def _app_info(spark: Any, settings: ListenerSettings) -> AppInfo:
     if not app_id and not _is_connect(spark):
         app_id = spark.sparkContext.applicationId
     return AppInfo(name=name, id=app_id or name, spark_version=str(getattr(spark, "version", "")))
-
-
-def _safe_url(url: str | None) -> str:
-    if not url:
-        return ""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - never echo a URL we could not parse (may hold a secret)
-        return "<unparseable URL>"

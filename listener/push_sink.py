@@ -34,6 +34,7 @@ from sparkwatch.listener.queues import BoundedQueue
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_to_dict
+from sparkwatch.redact import redact_url
 from sparkwatch.spool import Spool, SpoolFull
 
 log = logging.getLogger(__name__)
@@ -288,14 +289,8 @@ class PushSink:
 
 
 def safe_url(url: str) -> str:
-    """The URL without user info or query string (either may carry a secret)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname or ""
-        netloc = f"{host}:{parts.port}" if parts.port else host
-    except ValueError:
-        return "<unparseable URL>"
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    """The URL fit for logs (see :func:`sparkwatch.redact.redact_url`)."""
+    return redact_url(url)
 
 
 def _json(raw: bytes) -> dict[str, Any]:

@@ -26,6 +26,7 @@ class ListenerSettings:
     metrics_enabled: bool = True
     metrics_address: str = "0.0.0.0"
     metrics_port: int = DEFAULT_METRICS_PORT
+    metrics_port_fallback: bool = False
     history_url: str | None = DEFAULT_HISTORY_URL
     history_migrate: bool = True
     history_batch_size: int = 500
@@ -121,6 +122,13 @@ LISTENER_FIELDS: tuple[Field, ...] = (
     Field("metrics_enabled", "metrics.enabled", _bool, "Serve Prometheus /metrics in the driver."),
     Field("metrics_address", "metrics.address", str, "Address the /metrics endpoint binds."),
     Field("metrics_port", "metrics.port", _port, "Port of /metrics (0 picks a free port)."),
+    Field(
+        "metrics_port_fallback",
+        "metrics.portFallback",
+        _bool,
+        "When the metrics port is taken, serve /metrics on a free port instead of not at all "
+        "(either way attach() warns once and the app runs on).",
+    ),
     Field(
         "history_url",
         "history.url",

@@ -11,6 +11,7 @@ import argparse
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from sparkwatch.cli.errors import CliError
 from sparkwatch.settings import SettingsError
@@ -29,11 +30,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     for setting in SETTINGS:
         if not setting.secret:
-            parser.add_argument(setting.flag, dest=setting.name, metavar="VALUE",
-                                help=f"{setting.help} (env {setting.env})")
+            _add_flag(parser, setting)
     parser.add_argument("--tokens-file", type=Path, metavar="FILE",
                         help="ingest tokens, one APP=TOKEN per line (added to the env's)")
     parser.set_defaults(func=run)
+
+
+def _add_flag(parser: argparse.ArgumentParser, setting: Any) -> None:
+    """Boolean settings are flags (``--no-auth``; ``--jobs-enabled/--no-jobs-enabled``), the
+    rest take a value; either way the flag's value reaches the settings as the env var would."""
+    from sparkwatch.collector.config import is_bool
+
+    help_text = f"{setting.help} (env {setting.env})"
+    if not is_bool(setting):
+        parser.add_argument(setting.flag, dest=setting.name, metavar="VALUE", help=help_text)
+    elif setting.name.startswith("no_"):
+        parser.add_argument(setting.flag, dest=setting.name, action="store_const", const="true",
+                            help=help_text)
+    else:
+        parser.add_argument(setting.flag, dest=setting.name, help=help_text,
+                            action=_BoolFlag)
+
+
+class _BoolFlag(argparse.BooleanOptionalAction):
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, "false" if option and option.startswith("--no-") else "true")
 
 
 def run(args: argparse.Namespace) -> int:

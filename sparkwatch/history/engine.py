@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
 from sparkwatch.history.errors import HistoryUnavailable, HistoryUrlError
+from sparkwatch.redact import redact_url
 
 SUPPORTED = ("sqlite", "postgresql")
 # Fail fast on an unreachable host instead of waiting for the OS TCP timeout (minutes).
@@ -18,9 +19,11 @@ def parse_url(url: str) -> URL:
     """Parse and check a history URL; bare ``postgresql://`` means psycopg 3 (our dependency)."""
     try:
         parsed = sa.engine.make_url(url)
-    except sa.exc.ArgumentError:
+        parsed.port  # noqa: B018 - a port that is not a number fails here, not deep in a driver
+    except (sa.exc.ArgumentError, ValueError):
         raise HistoryUrlError(
-            f"not a database URL: {url!r} (expected sqlite:///FILE or postgresql://USER@HOST/DB)"
+            f"not a database URL: {redact_url(url)} "
+            "(expected sqlite:///FILE or postgresql://USER@HOST[:PORT]/DB)"
         ) from None
     backend = parsed.get_backend_name()
     if backend not in SUPPORTED:
@@ -34,13 +37,8 @@ def parse_url(url: str) -> URL:
 
 
 def describe_url(url: str | URL) -> str:
-    """The URL with its password masked, for messages and logs."""
-    if not isinstance(url, str):
-        return url.render_as_string(hide_password=True)
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return url
+    """The URL fit for messages and logs (see :func:`sparkwatch.redact.redact_url`)."""
+    return redact_url(url)
 
 
 def create_engine(url: str, must_exist: bool = False) -> sa.Engine:

@@ -107,6 +107,13 @@ LISTENER_DELIVERY_FAILURES = _def(
     "Failed attempts to deliver events to a sink (history database, collector).",
     APP_LABELS + ("sink",),
 )
+LISTENER_ERRORS = _def(
+    "listener_errors_total",
+    C,
+    "Listener failures caught instead of raised into the Spark app, by where they happened "
+    "(metrics_server: the /metrics port was taken; register: no listener could be added).",
+    APP_LABELS + ("where",),
+)
 LISTENER_PARSE_ERRORS = _def(
     "listener_parse_errors_total",
     C,

@@ -116,6 +116,8 @@ def add_listener(out: Families, s: ListenerStats) -> None:
         out.add(cat.LISTENER_EVENTS_DELIVERED, (*app, sink), n)
     for sink, n in sorted(s.delivery_failures.items()):
         out.add(cat.LISTENER_DELIVERY_FAILURES, (*app, sink), n)
+    for where, n in sorted(s.errors.items()):
+        out.add(cat.LISTENER_ERRORS, (*app, where), n)
     out.add(cat.LISTENER_PARSE_ERRORS, app, s.parse_errors)
     for queue, (size, capacity) in sorted(s.queues.items()):
         out.add(cat.LISTENER_QUEUE_SIZE, (*app, queue), size)

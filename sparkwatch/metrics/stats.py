@@ -19,6 +19,8 @@ class ListenerStats:
     dropped: dict[str, int] = field(default_factory=dict)
     delivery_failures: dict[str, int] = field(default_factory=dict)
     parse_errors: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    """where -> failures caught instead of raised into the app"""
     delivered: dict[str, int] = field(default_factory=dict)
     """sink name -> events delivered"""
     queues: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -35,6 +37,11 @@ class ListenerCounters:
         self.delivery_failures: dict[str, int] = {}
         self.delivered: dict[str, int] = {}
         self.parse_errors = 0
+        self.errors: dict[str, int] = {}
+
+    def count_error(self, where: str) -> None:
+        with self._lock:
+            self.errors[where] = self.errors.get(where, 0) + 1
 
     def count_received(self, kind: str) -> None:
         with self._lock:
@@ -68,6 +75,7 @@ class ListenerCounters:
                 dropped=dict(self.dropped),
                 delivery_failures=dict(self.delivery_failures),
                 parse_errors=self.parse_errors,
+                errors=dict(self.errors),
                 queues=dict(queues),
                 delivered=dict(self.delivered),
             )
