@@ -158,11 +158,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("replica", str, "name of this replica in job_runs (default: host-pid)"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
+assert set(BY_NAME) == {f.name for f in fields(CollectorSettings)}
 
 
 def is_bool(setting: Setting) -> bool:
     return setting.parse is _bool
-assert set(BY_NAME) == {f.name for f in fields(CollectorSettings)}
 
 
 def load_collector_settings(
