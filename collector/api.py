@@ -6,6 +6,8 @@ OpenAPI is served at /openapi.json (docs at /docs). Handlers are thin: the work 
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -23,11 +25,13 @@ from sparkwatch.collector import models
 from sparkwatch.collector.auth import AuthError
 from sparkwatch.collector.body import BodyError, decompress, events_of, too_large
 from sparkwatch.collector.reads import Reads
+from sparkwatch.collector.request_context import RequestContext, current_request_id
 from sparkwatch.collector.service import Service
 from sparkwatch.history.errors import HistoryError, UnknownOperator, UnknownQuery
 from sparkwatch.metrics.text import gzipped, render
 from sparkwatch.spool import SpoolFull
 
+log = logging.getLogger(__name__)
 INGEST_PATH = "/api/v1/events"
 bearer = HTTPBearer(auto_error=False, description="Ingest token (per app) or read token.")
 # Declares the bearer scheme in OpenAPI; the handlers check the header themselves (exact errors).
@@ -37,8 +41,12 @@ FULL_FRACTION = 0.9
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"detail": message}, status_code=status, headers=headers)
+    """An error answer: what was wrong, in one line, and the request's id (also in the logs)."""
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if status == 408:
+        headers["Connection"] = "close"  # the rest of a trickled body is not waited for
+    return JSONResponse({"detail": message, "request_id": current_request_id()},
+                        status_code=status, headers=headers)
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -54,7 +62,7 @@ def create_app(service: Service) -> FastAPI:
         finally:
             service.stop()
 
-    app = FastAPI(
+    app = FastAPI(  # (wrapped in RequestContext below: request ids and security headers)
         title="sparkwatch collector", version=__version__, lifespan=lifespan,
         description="Receives Spark Structured Streaming events pushed by sparkwatch listeners; "
         "serves /metrics for every app and the SQL history.",
@@ -70,6 +78,7 @@ def create_app(service: Service) -> FastAPI:
     async def auth_error(_: Request, exc: AuthError) -> JSONResponse:
         return _error(401, str(exc))
 
+    app.add_middleware(RequestContext)
     _add_ingest(app, service)
     _add_operations(app, service, read_auth)
     if service.reads is not None:
@@ -88,18 +97,35 @@ def _read_auth(service: Service) -> list[Any]:
     return [Depends(check)]
 
 
-async def _body(request: Request, limit: int) -> bytes:
-    """The raw body, refused as soon as it passes ``limit`` (never buffered beyond it)."""
+async def _body(request: Request, limit: int, timeout: float) -> bytes:
+    """The raw body, refused as soon as it passes ``limit`` (never buffered beyond it) or when
+    it has not arrived whole within ``timeout`` seconds (a trickling client)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise too_large(limit)
     chunks, size = [], 0
-    async for chunk in request.stream():
+    deadline = asyncio.get_running_loop().time() + timeout
+    stream = request.stream().__aiter__()
+    while True:
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            chunk = await asyncio.wait_for(stream.__anext__(), max(remaining, 0.0))
+        except StopAsyncIteration:
+            return b"".join(chunks)
+        except TimeoutError:
+            raise BodyError(408, f"request body not received within {timeout:g} s "
+                            "(body_timeout_seconds)") from None
         size += len(chunk)
         if size > limit:
             raise too_large(limit)
         chunks.append(chunk)
-    return b"".join(chunks)
+
+
+def _check_content_type(request: Request) -> None:
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        shown = media_type[:60] or "none"
+        raise BodyError(415, f"Content-Type must be application/json (got {shown})")
 
 
 def _add_ingest(app: FastAPI, service: Service) -> None:
@@ -112,7 +138,7 @@ def _add_ingest(app: FastAPI, service: Service) -> None:
         "response lists the refused ones with the reason. 200 once the accepted events are "
         "durable in the collector's spool. 429 when every event was refused by a cardinality "
         "limit; 503 (Retry-After) when the spool is full: nothing was accepted, send again.",
-        responses={**_errors(400, 401, 413, 415, 429, 503)},
+        responses={**_errors(400, 401, 408, 413, 415, 429, 503)},
         openapi_extra={"requestBody": {"required": True, "content": {
             "application/json": {"schema": models.INGEST_BODY_SCHEMA}}}},
     )
@@ -125,15 +151,19 @@ def _add_ingest(app: FastAPI, service: Service) -> None:
 async def _ingest(service: Service, limit: int, request: Request) -> JSONResponse:
     try:
         allowed = service.auth.ingest_app(request.headers.get("authorization"))
-        body = await _body(request, limit)
+        _check_content_type(request)
+        body = await _body(request, limit, service.settings.body_timeout_seconds)
         # Decoding a large batch is CPU work: off the event loop, which keeps serving /metrics.
         outcome = await run_in_threadpool(
             _decode_and_ingest, service, body, request.headers.get("content-encoding"),
             limit, allowed,
         )
     except AuthError as exc:
+        log.info("ingest refused (401) from %s: %s", _client(request), exc)
         return _error(401, str(exc))
     except BodyError as exc:
+        if exc.status == 408:
+            service.metrics.slow_clients.labels("body").inc()
         return _error(exc.status, str(exc))
     except SpoolFull as exc:
         response = _error(503, f"not accepted, send again later: {exc}")
@@ -145,9 +175,14 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
                   for r in outcome.rejected],
     )
     if outcome.only_limits:
-        return JSONResponse({"detail": outcome.rejected[0].error, **result.model_dump()},
+        return JSONResponse({"detail": outcome.rejected[0].error,
+                             "request_id": current_request_id(), **result.model_dump()},
                             status_code=429)
     return JSONResponse(result.model_dump())
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "?"
 
 
 def _decode_and_ingest(

@@ -39,6 +39,10 @@ class Auth:
         self._read_token = read_token
         self._no_auth = no_auth
 
+    def replace_tokens(self, tokens: Iterable[tuple[str, str]]) -> None:
+        """New ingest tokens, e.g. re-read on SIGHUP; in-flight checks finish with the old."""
+        self._tokens = list(tokens)
+
     @property
     def reads_protected(self) -> bool:
         return self._read_token is not None

@@ -43,6 +43,9 @@ class CollectorSettings:
     """(app name or ``*`` for any app, ingest token); an app may have several (rotation)"""
     read_token: str | None = field(default=None, repr=False)
     no_auth: bool = False
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
+    max_connections: int = 1000
     max_body_bytes: int = 16 << 20
     max_events_per_request: int = 5000
     max_apps: int = 500
@@ -133,6 +136,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("read_token", _secret, "token required on /metrics and the read API (default: "
             "reads are open)", secret=True),
     Setting("no_auth", _bool, "accept ingest without a token (development only)"),
+    Setting("header_timeout_seconds", _positive_float,
+            "a connection that has not sent a request's headers this long after opening (or "
+            "after the request's first byte) is closed (slow-loris)"),
+    Setting("body_timeout_seconds", _positive_float,
+            "an ingest body not received whole this long after its headers is answered 408 and "
+            "the connection closed"),
+    Setting("max_connections", _positive_int,
+            "most concurrent connections (and requests); beyond it new requests get 503"),
     Setting("max_body_bytes", _positive_int, "largest request body, before and after gzip"),
     Setting("max_events_per_request", _positive_int, "most events in one ingest request"),
     Setting("max_apps", _positive_int, "most distinct apps in /metrics"),
@@ -182,7 +193,7 @@ def load_collector_settings(
             raise SettingsError(f"{origin}={shown}: {exc}") from None
     if tokens_file is not None:
         values["tokens"] = parse_tokens_merged(values.get("tokens", ()),
-                                               _read_tokens_file(tokens_file))
+                                               read_tokens_file(tokens_file))
     settings = replace(CollectorSettings(), **values)
     check(settings)
     return settings
@@ -205,7 +216,7 @@ def parse_tokens_merged(*groups: tuple[tuple[str, str], ...]) -> tuple[tuple[str
         raise SettingsError(f"ingest tokens: {exc}") from None
 
 
-def _read_tokens_file(path: Path) -> tuple[tuple[str, str], ...]:
+def read_tokens_file(path: Path) -> tuple[tuple[str, str], ...]:
     try:
         return parse_tokens(path.read_text())
     except OSError as exc:

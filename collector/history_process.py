@@ -25,10 +25,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from sparkwatch.cli.main import LOG_FORMAT
 from sparkwatch.collector.gctune import tune_gc
 from sparkwatch.history.errors import HistoryUrlError
 from sparkwatch.history.writer import HistoryWriter
+from sparkwatch.logs import LOG_FORMAT
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import EventParseError, envelope_from_dict, parse_envelope
 from sparkwatch.spool import Position, read_span

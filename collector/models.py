@@ -17,6 +17,8 @@ from sparkwatch.model.contract import envelope_schema
 
 class Error(BaseModel):
     detail: str = Field(description="What was wrong, in one line.")
+    request_id: str | None = Field(
+        None, description="The request's id (X-Request-Id), as in the collector's log lines.")
 
 
 class Rejected(BaseModel):

@@ -42,6 +42,11 @@ class SelfMetrics:
         self.job_runs = counter("job_runs", "Scheduled job executions by outcome "
                                 "(ran, skipped: another replica has the slot, failed).",
                                 ["job", "outcome"])
+        self.slow_clients = counter(
+            "slow_clients_closed", "Connections closed for sending their request headers or body "
+            "slower than the deadline (header_timeout_seconds, body_timeout_seconds).", ["phase"])
+        self.token_reloads = counter("token_reloads", "Reloads of the tokens file (SIGHUP), by "
+                                     "outcome.", ["outcome"])
         self.history_up.set(1)
         for reason in ("invalid", "forbidden_app", "limit"):
             self.rejected.labels(reason)

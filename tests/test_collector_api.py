@@ -177,15 +177,19 @@ def test_too_many_queries_for_one_app_is_429_naming_the_limit(collector: Collect
         (b'{"events": {}}', {}, 400, '"events" must be a JSON array'),
         (b"\x1f\x8b\x08garbage", {"Content-Encoding": "gzip"}, 400, "not valid gzip"),
         (b"{}", {"Content-Encoding": "br"}, 415, "unsupported Content-Encoding 'br'"),
+        (b'{"events": []}', {"Content-Type": "text/plain"}, 415,
+         "Content-Type must be application/json (got text/plain)"),
+        (b'{"events": []}', {"Content-Type": ""}, 415, "Content-Type must be application/json"),
     ],
 )
 def test_malformed_requests_are_refused_naming_the_problem(
     collector: Collector, body: bytes, headers: dict[str, str], status: int, message: str
 ) -> None:
-    response = httpx.post(collector.ingest_url, content=body,
-                          headers={"Authorization": f"Bearer {TOKEN}", **headers})
+    response = httpx.post(collector.ingest_url, content=body, headers={
+        "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json", **headers})
     assert response.status_code == status
     assert message in response.json()["detail"]
+    assert response.json()["request_id"] == response.headers["x-request-id"]
 
 
 def test_reads_and_metrics_need_the_read_token_when_one_is_set(collector: Collector) -> None:
@@ -232,11 +236,12 @@ def test_readyz_reports_the_history_and_spool(collector: Collector) -> None:
 
 def test_gzip_and_plain_bodies_are_equivalent(collector: Collector) -> None:
     events = fresh_run(terminated=False)[:2]
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
     plain = httpx.post(collector.ingest_url, content=json.dumps({"events": events}),
-                       headers={"Authorization": f"Bearer {TOKEN}"})
+                       headers=headers)
     zipped = httpx.post(collector.ingest_url,
                         content=gzip.compress(json.dumps({"events": events}).encode()),
-                        headers={"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip"})
+                        headers={**headers, "Content-Encoding": "gzip"})
     assert plain.json()["accepted"] == zipped.json()["accepted"] == 2
     assert zipped.json()["duplicates"] == 1
 

@@ -109,9 +109,9 @@ class Collector:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def post(self, events: list[Any], token: str | None = TOKEN, gzipped: bool = False,
-             **kwargs: Any) -> httpx.Response:
+             headers: dict[str, str] | None = None, **kwargs: Any) -> httpx.Response:
         body = json.dumps({"events": events}).encode()
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **(headers or {})}
         if gzipped:
             body, headers["Content-Encoding"] = gzip.compress(body), "gzip"
         if token:

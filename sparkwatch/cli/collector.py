@@ -68,8 +68,12 @@ def run(args: argparse.Namespace) -> int:
         from sparkwatch.collector.api import create_app
         from sparkwatch.collector.config import SETTINGS, load_collector_settings
         from sparkwatch.collector.gctune import tune_gc
+        from sparkwatch.collector.guard import header_deadline
+        from sparkwatch.collector.request_context import log_with_request_ids
         from sparkwatch.collector.service import build_service
+        from sparkwatch.collector.tokens import reload_tokens_on_sighup
         from sparkwatch.history.errors import HistoryUrlError
+        from sparkwatch.logs import LOG_FORMAT
     except ImportError as exc:
         raise CliError(f"{exc}: install the collector with pip install 'sparkwatch[collector]'") \
             from None
@@ -82,7 +86,12 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot open the spool in {exc.filename}: {exc.strerror}") from None
     tune_gc()
+    log_with_request_ids(LOG_FORMAT)
+    reload_tokens_on_sighup(service, args.tokens_file)
     uvicorn.run(create_app(service), host=settings.host, port=settings.port,
                 log_level="debug" if verbose else "info", access_log=verbose,
-                timeout_graceful_shutdown=5, log_config=None)
+                timeout_graceful_shutdown=5, log_config=None,
+                http=header_deadline(settings.header_timeout_seconds,
+                                     service.metrics.slow_clients.labels("headers").inc),
+                limit_concurrency=settings.max_connections)
     return 0

@@ -10,9 +10,7 @@ from collections.abc import Sequence
 
 from sparkwatch import __version__
 from sparkwatch.cli.errors import CliError
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-"""Of every sparkwatch process the command line starts (also the collector's history writer)."""
+from sparkwatch.logs import LOG_FORMAT
 
 # Each module defines register(subparsers) and sets a `func(args) -> int` default on its parser.
 COMMAND_MODULES = (

@@ -1,0 +1,85 @@
+"""Per-request context: a request id in every response, log line and error body, and the
+security headers every response carries (more on HTML pages).
+
+A pure ASGI middleware (no per-request task or body buffering, so /metrics streams as before).
+The id comes from the client's ``X-Request-Id`` when it is short and plain, else it is made here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from contextvars import ContextVar
+from typing import Any
+
+REQUEST_ID: ContextVar[str | None] = ContextVar("sparkwatch_request_id", default=None)
+HEADER = b"x-request-id"
+_SANE = re.compile(rb"[A-Za-z0-9._:-]{1,64}")
+
+BASE_HEADERS = ((b"x-content-type-options", b"nosniff"),)
+# The OpenAPI docs page loads Swagger UI from its CDN; nothing else may load or frame it.
+HTML_HEADERS = (
+    (b"content-security-policy",
+     b"default-src 'none'; script-src 'unsafe-inline' https://cdn.jsdelivr.net; "
+     b"style-src 'unsafe-inline' https://cdn.jsdelivr.net; img-src data: "
+     b"https://fastapi.tiangolo.com; connect-src 'self'; frame-ancestors 'none'"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+)
+
+
+def current_request_id() -> str | None:
+    return REQUEST_ID.get()
+
+
+def _request_id(scope: dict[str, Any]) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == HEADER and _SANE.fullmatch(value):
+            return value.decode()
+    return uuid.uuid4().hex
+
+
+class RequestContext:
+    """ASGI middleware: sets :data:`REQUEST_ID` for the request's code (threads included: the
+    thread pool copies the context) and adds the id and security headers to the response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        token = REQUEST_ID.set(request_id)
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                headers += [(HEADER, request_id.encode()), *BASE_HEADERS]
+                if any(k == b"content-type" and v.startswith(b"text/html") for k, v in headers):
+                    headers += HTML_HEADERS
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            REQUEST_ID.reset(token)
+
+
+class RequestIdFilter(logging.Filter):
+    """Gives every log record a ``request_id`` ("-" outside a request) for the log format."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = REQUEST_ID.get() or "-"
+        return True
+
+
+def log_with_request_ids(fmt: str) -> None:
+    """Every handler of the root logger writes the request id of the record's request."""
+    with_id = fmt.replace("%(name)s:", "%(name)s [%(request_id)s]:")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RequestIdFilter())
+        handler.setFormatter(logging.Formatter(with_id))

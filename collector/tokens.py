@@ -1,0 +1,45 @@
+"""Ingest tokens re-read from the tokens file on SIGHUP, without a restart.
+
+The environment's tokens (read once at start) stay; the file's are replaced by what the file
+holds now. A file that cannot be read or parsed keeps the tokens in force and says why (never
+the tokens themselves).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from sparkwatch.collector.config import (
+    BY_NAME,
+    SettingsError,
+    parse_tokens,
+    parse_tokens_merged,
+    read_tokens_file,
+)
+
+log = logging.getLogger(__name__)
+
+
+def reload_tokens_on_sighup(service: Any, tokens_file: Path | None) -> None:
+    env_tokens = parse_tokens(os.environ.get(BY_NAME["tokens"].env, ""))
+
+    def reload(_signum: int, _frame: Any) -> None:
+        if tokens_file is None:
+            log.warning("SIGHUP: no --tokens-file to reload; tokens unchanged")
+            return
+        try:
+            tokens = parse_tokens_merged(env_tokens, read_tokens_file(tokens_file))
+        except (OSError, SettingsError, ValueError) as exc:
+            service.metrics.token_reloads.labels("failed").inc()
+            log.error("SIGHUP: tokens unchanged, cannot use %s: %s", tokens_file, exc)
+            return
+        service.auth.replace_tokens(tokens)
+        service.metrics.token_reloads.labels("ok").inc()
+        log.info("SIGHUP: reloaded %d ingest tokens (%s and the environment)", len(tokens),
+                 tokens_file)
+
+    signal.signal(signal.SIGHUP, reload)

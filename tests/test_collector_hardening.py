@@ -1,0 +1,151 @@
+"""The collector as a hostile network sees it, with real sockets against a real process: silent
+and trickling connections are closed within their deadlines while pushes go on being served;
+every answer carries a request id (also in the log); HTML pages carry security headers; tokens
+are reloaded from their file on SIGHUP."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import wait_for
+from tests.test_collector_support import (
+    TOKEN,
+    Collector,
+    fresh_ids,
+    run_events,
+    running,
+    samples,
+)
+
+DEADLINE = 2.0
+
+
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory: Any) -> Iterator[Collector]:
+    tmp = tmp_path_factory.mktemp("hardening")
+    tokens = tmp / "tokens"
+    tokens.write_text("file-app=first-file-token\n")
+    c = Collector("off", tmp / "spool", "--header-timeout-seconds", str(DEADLINE),
+                  "--body-timeout-seconds", str(DEADLINE), "--tokens-file", str(tokens))
+    c.tokens_file = tokens  # type: ignore[attr-defined]
+    c.start()
+    yield c
+    c.stop()
+
+
+def _closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> float:
+    """Seconds until the server closes ``sock`` (sending ``trickle`` a byte every 0.25 s)."""
+    start = time.monotonic()
+    sock.settimeout(0.25)
+    sent = 0
+    while time.monotonic() - start < seconds:
+        if sent < len(trickle):
+            try:
+                sock.send(trickle[sent:sent + 1])
+            except OSError:
+                return time.monotonic() - start
+            sent += 1
+        try:
+            data = sock.recv(4096)
+        except TimeoutError:
+            continue
+        except OSError:
+            return time.monotonic() - start
+        if data == b"" or b"408" in data:
+            return time.monotonic() - start
+    raise AssertionError(f"connection still open after {seconds} s")
+
+
+def _connect(collector: Collector) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", collector.port), timeout=5)
+
+
+def _push_ok(collector: Collector) -> None:
+    response = collector.post(run_events(**fresh_ids())[:2])
+    assert response.status_code == 200 and response.json()["accepted"] == 2
+
+
+def test_a_silent_connection_is_closed_within_the_header_deadline(collector: Collector) -> None:
+    with _connect(collector) as sock:
+        _push_ok(collector)  # served meanwhile
+        assert _closed_within(sock, DEADLINE + 3) < DEADLINE + 2
+
+
+def test_trickled_headers_are_cut_off_at_the_deadline(collector: Collector) -> None:
+    headers = b"POST /api/v1/events HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 200
+    with _connect(collector) as sock:
+        took = _closed_within(sock, DEADLINE + 3, trickle=headers)
+        _push_ok(collector)
+    assert took < DEADLINE + 2
+
+
+def test_a_trickled_body_is_answered_408_and_closed(collector: Collector) -> None:
+    head = (b"POST /api/v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 1000\r\n\r\n")
+    with _connect(collector) as sock:
+        sock.sendall(head)
+        took = _closed_within(sock, DEADLINE + 3, trickle=b"{" * 100)
+        _push_ok(collector)
+    assert took < DEADLINE + 2
+    text = collector.metrics()
+    phases = {labels["phase"]: v for labels, v in
+              samples(text, "sparkwatch_collector_slow_clients_closed_total")}
+    assert phases.get("body", 0) >= 1 and phases.get("headers", 0) >= 2
+
+
+def test_every_answer_has_a_request_id_also_in_the_log(collector: Collector) -> None:
+    chosen = collector.post([], token="wrong-token", headers={"X-Request-Id": "trace-42"})
+    assert chosen.status_code == 401
+    assert chosen.headers["x-request-id"] == chosen.json()["request_id"] == "trace-42"
+    made = collector.post([], token="wrong-token", headers={"X-Request-Id": "<bad id>"})
+    assert made.headers["x-request-id"] != "<bad id>" and len(made.headers["x-request-id"]) == 32
+    wait_for(lambda: "[trace-42]: ingest refused (401)" in collector.log_text(), 10,
+             "the refusal logged with its request id")
+
+
+def test_html_pages_carry_security_headers(collector: Collector) -> None:
+    docs = httpx.get(collector.url + "/docs", timeout=10)
+    assert "frame-ancestors 'none'" in docs.headers["content-security-policy"]
+    assert docs.headers["x-frame-options"] == "DENY"
+    assert docs.headers["x-content-type-options"] == "nosniff"
+
+
+def test_tokens_are_reloaded_from_their_file_on_sighup(collector: Collector) -> None:
+    events = run_events(**fresh_ids(), app={"name": "file-app", "id": "app-f", "spark_version": ""})
+    assert collector.post(events[:1], token="first-file-token").status_code == 200
+    assert collector.post(events[:1], token="second-file-token").status_code == 401
+    collector.tokens_file.write_text("file-app=second-file-token\n")  # type: ignore[attr-defined]
+    assert collector.proc is not None
+    collector.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: collector.post(events[:1], token="second-file-token").status_code == 200,
+             10, "the new token accepted after SIGHUP")
+    assert collector.post(events[:1], token="first-file-token").status_code == 401
+    assert collector.post(events[:1]).status_code == 200  # the environment's tokens stay
+    assert "second-file-token" not in collector.log_text()
+    assert "SIGHUP: reloaded" in collector.log_text()
+
+
+def test_connections_beyond_the_cap_get_503_until_slots_free(tmp_path: Path) -> None:
+    capped = Collector("off", tmp_path / "spool", "--max-connections", "3",
+                       "--header-timeout-seconds", str(DEADLINE))
+    with running(capped):
+        idle = [_connect(capped) for _ in range(3)]
+        try:
+            wait_for(lambda: collector_answers(capped) == 503, 10, "503 beyond the cap")
+        finally:
+            for sock in idle:
+                sock.close()
+        wait_for(lambda: collector_answers(capped) == 200, 10, "served again once freed")
+
+
+def collector_answers(collector: Collector) -> int:
+    return collector.post(run_events(**fresh_ids())[:1]).status_code
+
