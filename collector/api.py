@@ -26,7 +26,7 @@ from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.service import Service
 from sparkwatch.history.errors import HistoryError, UnknownOperator, UnknownQuery
 from sparkwatch.metrics.text import gzipped, render
-from sparkwatch.spool import SpoolFull
+from sparkwatch.spool import SpoolUnavailable
 
 INGEST_PATH = "/api/v1/events"
 bearer = HTTPBearer(auto_error=False, description="Ingest token (per app) or read token.")
@@ -111,7 +111,8 @@ def _add_ingest(app: FastAPI, service: Service) -> None:
         description="Valid events are accepted even when others in the request are not; the "
         "response lists the refused ones with the reason. 200 once the accepted events are "
         "durable in the collector's spool. 429 when every event was refused by a cardinality "
-        "limit; 503 (Retry-After) when the spool is full: nothing was accepted, send again.",
+        "limit; 503 (Retry-After) when the spool is full or its disk refuses the write: nothing "
+        "was accepted, send again.",
         responses={**_errors(400, 401, 413, 415, 429, 503)},
         openapi_extra={"requestBody": {"required": True, "content": {
             "application/json": {"schema": models.INGEST_BODY_SCHEMA}}}},
@@ -135,7 +136,7 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
         return _error(401, str(exc))
     except BodyError as exc:
         return _error(exc.status, str(exc))
-    except SpoolFull as exc:
+    except SpoolUnavailable as exc:  # full, or the disk refused the write: nothing was accepted
         response = _error(503, f"not accepted, send again later: {exc}")
         response.headers["Retry-After"] = str(SPOOL_FULL_RETRY_SECONDS)
         return response

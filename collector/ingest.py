@@ -66,9 +66,9 @@ class Ingestor:
         self._lock = threading.Lock()
 
     def ingest(self, items: list[Any], allowed_app: str, strict_json: bool = False) -> Outcome:
-        """Raises :class:`~sparkwatch.spool.SpoolFull` (nothing accepted) when the
-        spool has no room. ``strict_json``: the items hold no NaN or Infinity (decoded by a
-        strict parser), so the fast encoder may spool them."""
+        """Raises :class:`~sparkwatch.spool.SpoolUnavailable` (nothing accepted) when the
+        spool has no room or its disk refuses the write. ``strict_json``: the items hold no NaN
+        or Infinity (decoded by a strict parser), so the fast encoder may spool them."""
         outcome = Outcome()
         valid = self._validate(items, allowed_app, outcome)
         with self._lock:

@@ -102,7 +102,8 @@ def build_service(settings: CollectorSettings) -> Service:
     if settings.history_url:
         engine = create_engine(settings.history_url)  # checks URL and driver now, connects later
         spool = Spool(settings.spool_dir, settings.spool_max_bytes, settings.spool_fsync)
-        metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes)
+        metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes,
+                            lambda: spool.write_failures)
         writer = WriterProcess(settings.history_url, settings.history_migrate, settings.spool_dir)
         pump = HistoryPump(spool, writer, metrics, settings.write_batch_size)
         reads = Reads(settings.history_url)
