@@ -21,7 +21,14 @@ from prometheus_client.exposition import gzip_accepted
 from sparkwatch import __version__
 from sparkwatch.collector import models
 from sparkwatch.collector.auth import AuthError
-from sparkwatch.collector.body import BodyError, decompress, events_of, too_large
+from sparkwatch.collector.body import (
+    BodyError,
+    decompress,
+    events_of,
+    inflated_size,
+    too_large,
+)
+from sparkwatch.collector.inflight import Busy
 from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.service import Service
 from sparkwatch.history.errors import HistoryError, UnknownOperator, UnknownQuery
@@ -88,18 +95,24 @@ def _read_auth(service: Service) -> list[Any]:
     return [Depends(check)]
 
 
-async def _body(request: Request, limit: int) -> bytes:
-    """The raw body, refused as soon as it passes ``limit`` (never buffered beyond it)."""
+async def _body(request: Request, limit: int) -> bytearray:
+    """The raw body, refused as soon as it passes ``limit`` (never buffered beyond it).
+
+    Read into one buffer, of the declared size when there is one: chunks joined at the end, or
+    a buffer grown as they come, would hold the body about twice at a moment."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    size = int(declared) if declared and declared.isdigit() else 0
+    if size > limit:
         raise too_large(limit)
-    chunks, size = [], 0
+    body, filled = bytearray(size), 0
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
+        end = filled + len(chunk)
+        if end > limit:
             raise too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+        body[filled:end] = chunk  # in place while within the declared size, else it grows
+        filled = end
+    del body[filled:]
+    return body
 
 
 def _add_ingest(app: FastAPI, service: Service) -> None:
@@ -126,17 +139,20 @@ def _add_ingest(app: FastAPI, service: Service) -> None:
 async def _ingest(service: Service, limit: int, request: Request) -> JSONResponse:
     try:
         allowed = service.auth.ingest_app(request.headers.get("authorization"))
-        body = await _body(request, limit)
-        # Decoding a large batch is CPU work: off the event loop, which keeps serving /metrics.
-        outcome = await run_in_threadpool(
-            _decode_and_ingest, service, body, request.headers.get("content-encoding"),
-            limit, allowed,
-        )
+        encoding = request.headers.get("content-encoding")
+        async with service.inflight.reserve(_declared(request, limit)) as held:
+            # In a list the worker empties: no reference here keeps the body alive meanwhile.
+            body = [await _body(request, limit)]
+            await held.resize(inflated_size(body[0], encoding, limit))
+            # Decoding a large batch is CPU work: off the event loop, which keeps serving
+            # /metrics.
+            outcome = await run_in_threadpool(
+                _decode_and_ingest, service, body, encoding, limit, allowed)
     except AuthError as exc:
         return _error(401, str(exc))
     except BodyError as exc:
         return _error(exc.status, str(exc))
-    except SpoolUnavailable as exc:  # full, or the disk refused the write: nothing was accepted
+    except (SpoolUnavailable, Busy) as exc:  # nothing was accepted
         response = _error(503, f"not accepted, send again later: {exc}")
         response.headers["Retry-After"] = str(SPOOL_FULL_RETRY_SECONDS)
         return response
@@ -151,11 +167,18 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
     return JSONResponse(result.model_dump())
 
 
+def _declared(request: Request, limit: int) -> int:
+    """The body's size as declared, before it is read (the limit when it is not declared)."""
+    declared = request.headers.get("content-length")
+    return min(int(declared), limit) if declared and declared.isdigit() else limit
+
+
 def _decode_and_ingest(
-    service: Service, body: bytes, encoding: str | None, limit: int, allowed: str
+    service: Service, body: list[bytearray], encoding: str | None, limit: int, allowed: str
 ) -> Any:
-    items, strict = events_of(decompress(body, encoding, limit),
-                              service.settings.max_events_per_request)
+    raw = decompress(body.pop(), encoding, limit)  # the body is freed once inflated
+    items, strict = events_of(raw, service.settings.max_events_per_request)
+    del raw  # decoded: from here on only the Python objects take room
     return service.ingestor.ingest(items, allowed, strict_json=strict)
 
 

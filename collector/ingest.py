@@ -9,6 +9,7 @@ applied, and history writes are idempotent on it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from sparkwatch.spool import Spool
 INVALID = "invalid"
 FORBIDDEN = "forbidden_app"
 LIMIT = "limit"
+SPOOL_RECORD_EVENTS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +70,19 @@ class Ingestor:
     def ingest(self, items: list[Any], allowed_app: str, strict_json: bool = False) -> Outcome:
         """Raises :class:`~sparkwatch.spool.SpoolUnavailable` (nothing accepted) when the
         spool has no room or its disk refuses the write. ``strict_json``: the items hold no NaN
-        or Infinity (decoded by a strict parser), so the fast encoder may spool them."""
+        or Infinity (decoded by a strict parser), so the fast encoder may spool them. Empties
+        ``items`` once validated (a large request must not hold them twice)."""
         outcome = Outcome()
         valid = self._validate(items, allowed_app, outcome)
+        items.clear()  # the decoded JSON: freed before the spool record is encoded
         with self._lock:
             admitted = self._admit(valid, outcome)
             if admitted and self._spool is not None:
-                self._spool.append_encoded(encode_record(
-                    [envelope_to_dict(p.envelope) for _, p in admitted], strict_json))
+                # Records of SPOOL_RECORD_EVENTS, each encoded as it is written: a large request
+                # is never encoded whole, nor read back whole by the history writer.
+                self._spool.append_all(
+                    encode_record([envelope_to_dict(p.envelope) for _, p in part], strict_json)
+                    for part in _parts(admitted, SPOOL_RECORD_EVENTS))
             for _, parsed in admitted:
                 if not self._state.apply(parsed):
                     outcome.duplicates += 1
@@ -118,3 +125,8 @@ class Ingestor:
             else:
                 outcome.rejected.append(Rejection(i, LIMIT, refusal))
         return admitted
+
+
+def _parts(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

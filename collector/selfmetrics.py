@@ -41,6 +41,10 @@ class SelfMetrics:
         self.history_up = gauge("history_up", "1 when the last history write succeeded.")
         self.spool_bytes = gauge("spool_bytes", "Bytes in the spool not yet in the history.")
         self.spool_capacity = gauge("spool_capacity_bytes", "Bound of the spool.")
+        self.inflight_bytes = gauge("ingest_inflight_bytes",
+                                    "Request bytes being decoded now (bodies, inflated).")
+        self.inflight_capacity = gauge("ingest_inflight_capacity_bytes",
+                                       "Bound of the request bytes decoded at once.")
         self._spool_write_failures: Callable[[], int] = lambda: 0
         registry.register(_CounterOf(
             PREFIX + "spool_write_failures",
@@ -64,6 +68,10 @@ class SelfMetrics:
         self.spool_bytes.set_function(pending_bytes)
         self.spool_capacity.set(capacity)
         self._spool_write_failures = write_failures
+
+    def track_inflight(self, used: Callable[[], int], capacity: int) -> None:
+        self.inflight_bytes.set_function(used)
+        self.inflight_capacity.set(capacity)
 
 
 class _CounterOf(Collector):

@@ -28,7 +28,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +41,14 @@ except ImportError:  # pragma: no cover - the standard library alone
     _fast_json = None  # type: ignore[assignment]
 
 
+LEAN_DECODE_BYTES = 4 << 20
+"""Records larger than this are decoded by the standard library: orjson first parses the whole
+record into a tree of its own (about twice the record again), the standard library builds the
+objects as it reads (a large ingest request is one record)."""
+
+
 def _decode(data: bytes) -> Any:
-    if _fast_json is not None:
+    if _fast_json is not None and len(data) <= LEAN_DECODE_BYTES:
         try:
             return _fast_json.loads(data)
         except _fast_json.JSONDecodeError:  # NaN/Infinity literals: the standard library reads
@@ -119,45 +125,68 @@ class Spool:
         Raises :class:`SpoolFull` (over the bound) or :class:`SpoolWriteFailed` (the disk
         refused it); either way nothing of the record stays in the spool.
         """
-        header = HEADER.pack(len(data), zlib.crc32(data))
-        size = len(header) + len(data)
+        return self.append_all([data])
+
+    def append_all(self, records: Iterable[bytes]) -> tuple[Position, Position]:
+        """Append encoded records as one: all of them (durable on return, one fsync) or, on any
+        error (also one raised by ``records``, which may encode each when it is asked for it),
+        none. Returns where the first starts and the last ends.
+
+        One request's events in several records keep the reader's memory bounded (it reads
+        whole records); written as they come, they are not all encoded at once either.
+        """
         with self._lock:
-            if self._bytes + size > self.max_bytes:
-                raise SpoolFull(
-                    f"spool {self.directory} holds {self._bytes} bytes; {size} more would "
-                    f"exceed its bound of {self.max_bytes} bytes"
-                )
+            if self._out is None:  # a failed append could not cut its frames off: do it now
+                self._repair()
+            start = added = None
             try:
-                self._write_frame(header, data, size)
+                for data in records:
+                    header = HEADER.pack(len(data), zlib.crc32(data))
+                    size = len(header) + len(data)
+                    more = (added or 0) + size
+                    if self._bytes + more > self.max_bytes:
+                        raise SpoolFull(
+                            f"spool {self.directory} holds {self._bytes} bytes; {more} more "
+                            f"would exceed its bound of {self.max_bytes} bytes")
+                    if start is None:
+                        self._rotate_for(size)
+                        start, added = self._end, 0
+                    _write_all(self._out.fileno(), header)
+                    _write_all(self._out.fileno(), data)
+                    added += size
+                if start is None:
+                    return self._end, self._end
+                if self._fsync:
+                    os.fsync(self._out.fileno())
             except OSError as exc:
                 self._failed_append()
                 raise SpoolWriteFailed(
-                    f"spool {self.directory} cannot write: {exc.strerror or exc}"
-                ) from None
-            start = self._end
-            self._end = Position(start.segment, start.offset + size)
-            self._bytes += size
+                    f"spool {self.directory} cannot write: {exc.strerror or exc}") from None
+            except BaseException:
+                if start is not None:  # e.g. the encoding failed, or over the bound
+                    self._failed_append(counted=False)
+                raise
+            self._end = Position(start.segment, start.offset + added)
+            self._bytes += added
             self._appended.notify_all()
             return start, self._end
 
-    def _write_frame(self, header: bytes, data: bytes, size: int) -> None:
-        if self._out is None:  # a failed append could not cut its frame off: do it now
+    def _repair(self) -> None:
+        try:
             self._reopen()
+        except OSError as exc:
+            self.write_failures += 1
+            raise SpoolWriteFailed(
+                f"spool {self.directory} cannot write: {exc.strerror or exc}") from None
+
+    def _rotate_for(self, size: int) -> None:
         if self._end.offset and self._end.offset + size > self._segment_bytes:
             self._rotate()
-        # Unbuffered: a failed write leaves no bytes behind in a buffer to go out later.
-        fd = self._out.fileno()
-        _write_all(fd, header)
-        _write_all(fd, data)
-        if self._fsync:
-            os.fsync(fd)
 
-    def _failed_append(self) -> None:
+    def _failed_append(self, counted: bool = True) -> None:
         """Cut the newest segment back to the last good record; on failure close it, and the
         next append cuts it first (:meth:`_reopen`)."""
-        self.write_failures += 1
-        if self._out is None:  # still broken: the repair itself failed
-            return
+        self.write_failures += counted
         try:
             os.ftruncate(self._out.fileno(), self._end.offset)
         except OSError as exc:
@@ -413,4 +442,6 @@ def _frames(
                           path, offset)
             return
         offset += HEADER.size + length
-        yield _decode(data), offset
+        record = _decode(data)
+        del data  # not held while the caller works on the record (it may be a large request)
+        yield record, offset

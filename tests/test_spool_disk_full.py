@@ -3,6 +3,7 @@ the spool works again once there is room, and every record it acknowledged is re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,3 +91,16 @@ def test_a_commit_on_a_full_disk_still_frees_the_finished_segments(disk: Path) -
     assert pending[-(len(acked) - 10):] == acked[10:]
     assert all(r in acked[:10] for r in pending[:-(len(acked) - 10)])
     reopened.close()
+
+
+def test_records_appended_together_on_a_full_disk_leave_nothing_behind(disk: Path) -> None:
+    spool = Spool(disk / "spool", 64 << 20, fsync=True, segment_bytes=SEGMENT)
+    spool.append(record(0, 100))
+    Filler(disk / "filler").fill(leave=16 << 10)
+    parts = [json.dumps(record(i, 6000)).encode() for i in range(1, 10)]  # ~54 KB together
+    with pytest.raises(SpoolWriteFailed):
+        spool.append_all(parts)  # the first two fit, the third does not: none is kept
+    spool.append_all(parts[:1])  # the room the failed ones took is free again
+    assert list(spool.pending()) == [record(0, 100), record(1, 6000)]
+    spool.close()
+    assert list(Spool(disk / "spool", 64 << 20).pending()) == [record(0, 100), record(1, 6000)]
