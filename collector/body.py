@@ -50,7 +50,7 @@ def decompress(body: bytes | bytearray, encoding: str | None, limit: int) -> byt
     view = memoryview(body)
     try:
         for start in range(0, len(view), IN_CHUNK):
-            data = view[start:start + IN_CHUNK]
+            data: memoryview | bytes = view[start:start + IN_CHUNK]
             # Bounded pieces into one buffer: a thousandfold bomb never inflates past `cap`, and
             # the result is not joined from blocks at the end (which would hold it twice).
             while data and not inflater.eof:

@@ -138,19 +138,20 @@ class Spool:
         with self._lock:
             if self._out is None:  # a failed append could not cut its frames off: do it now
                 self._repair()
-            start = added = None
+            start: Position | None = None
+            added = 0
             try:
                 for data in records:
                     header = HEADER.pack(len(data), zlib.crc32(data))
                     size = len(header) + len(data)
-                    more = (added or 0) + size
+                    more = added + size
                     if self._bytes + more > self.max_bytes:
                         raise SpoolFull(
                             f"spool {self.directory} holds {self._bytes} bytes; {more} more "
                             f"would exceed its bound of {self.max_bytes} bytes")
                     if start is None:
                         self._rotate_for(size)
-                        start, added = self._end, 0
+                        start = self._end
                     _write_all(self._out.fileno(), header)
                     _write_all(self._out.fileno(), data)
                     added += size
