@@ -14,6 +14,7 @@ COMMANDS = {
     "scrape": "bench.scrape_cmd",
     "history": "bench.history_cmd",
     "ceiling": "bench.ceiling_cmd",
+    "memory": "bench.memory_cmd",
 }
 
 

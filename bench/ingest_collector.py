@@ -14,7 +14,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,16 +78,17 @@ def sample(samples: dict[str, float], name: str, **labels: str) -> float:
 
 @contextmanager
 def collector(history_url: str, workdir: Path, app: str, queries: int,
-              python: str | None = None) -> Iterator[Running]:
+              python: str | None = None, extra: Sequence[str] = ()) -> Iterator[Running]:
     """``python``: another interpreter (e.g. a virtualenv holding an older sparkwatch, for
-    before/after figures); it runs from ``workdir`` so that this checkout does not shadow it."""
+    before/after figures); it runs from ``workdir`` so that this checkout does not shadow it.
+    ``extra``: more collector flags."""
     port, token = free_port(), secrets.token_hex(16)
     log = workdir / "collector.log"
     args = [python or sys.executable, "-m", "sparkwatch.cli.main", "collector",
             "--host", "127.0.0.1",
             "--port", str(port), "--history-url", history_url,
             "--spool-dir", str(workdir / "spool"), "--no-jobs-enabled",
-            "--max-queries-per-app", str(max(QUERY_CAP_MIN, queries))]
+            "--max-queries-per-app", str(max(QUERY_CAP_MIN, queries)), *extra]
     env = {**os.environ, "SPARKWATCH_COLLECTOR_TOKENS": f"{app}={token}"}
     proc = spawn(args, log, env, cwd=workdir if python else None)
     url = f"http://127.0.0.1:{port}"

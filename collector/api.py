@@ -23,13 +23,20 @@ from prometheus_client.exposition import gzip_accepted
 from sparkwatch import __version__
 from sparkwatch.collector import models
 from sparkwatch.collector.auth import AuthError
-from sparkwatch.collector.body import BodyError, decompress, events_of, too_large
+from sparkwatch.collector.body import (
+    BodyError,
+    decompress,
+    events_of,
+    inflated_size,
+    too_large,
+)
+from sparkwatch.collector.inflight import Busy
 from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.request_context import RequestContext, current_request_id
 from sparkwatch.collector.service import Service
 from sparkwatch.history.errors import HistoryError, UnknownOperator, UnknownQuery
 from sparkwatch.metrics.text import gzipped, render
-from sparkwatch.spool import SpoolFull
+from sparkwatch.spool import SpoolUnavailable
 
 log = logging.getLogger(__name__)
 INGEST_PATH = "/api/v1/events"
@@ -97,28 +104,35 @@ def _read_auth(service: Service) -> list[Any]:
     return [Depends(check)]
 
 
-async def _body(request: Request, limit: int, timeout: float) -> bytes:
+async def _body(request: Request, limit: int, timeout: float) -> bytearray:
     """The raw body, refused as soon as it passes ``limit`` (never buffered beyond it) or when
-    it has not arrived whole within ``timeout`` seconds (a trickling client)."""
+    it has not arrived whole within ``timeout`` seconds (a trickling client).
+
+    Read into one buffer, of the declared size when there is one: chunks joined at the end, or
+    a buffer grown as they come, would hold the body about twice at a moment."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    size = int(declared) if declared and declared.isdigit() else 0
+    if size > limit:
         raise too_large(limit)
-    chunks, size = [], 0
-    deadline = asyncio.get_running_loop().time() + timeout
+    body, filled = bytearray(size), 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     stream = request.stream().__aiter__()
     while True:
-        remaining = deadline - asyncio.get_running_loop().time()
         try:
-            chunk = await asyncio.wait_for(stream.__anext__(), max(remaining, 0.0))
+            chunk = await asyncio.wait_for(stream.__anext__(), max(deadline - loop.time(), 0.0))
         except StopAsyncIteration:
-            return b"".join(chunks)
+            break
         except TimeoutError:
             raise BodyError(408, f"request body not received within {timeout:g} s "
                             "(body_timeout_seconds)") from None
-        size += len(chunk)
-        if size > limit:
+        end = filled + len(chunk)
+        if end > limit:
             raise too_large(limit)
-        chunks.append(chunk)
+        body[filled:end] = chunk  # in place while within the declared size, else it grows
+        filled = end
+    del body[filled:]
+    return body
 
 
 def _check_content_type(request: Request) -> None:
@@ -137,7 +151,8 @@ def _add_ingest(app: FastAPI, service: Service) -> None:
         description="Valid events are accepted even when others in the request are not; the "
         "response lists the refused ones with the reason. 200 once the accepted events are "
         "durable in the collector's spool. 429 when every event was refused by a cardinality "
-        "limit; 503 (Retry-After) when the spool is full: nothing was accepted, send again.",
+        "limit; 503 (Retry-After) when the spool is full or its disk refuses the write: nothing "
+        "was accepted, send again.",
         responses={**_errors(400, 401, 408, 413, 415, 429, 503)},
         openapi_extra={"requestBody": {"required": True, "content": {
             "application/json": {"schema": models.INGEST_BODY_SCHEMA}}}},
@@ -152,12 +167,15 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
     try:
         allowed = service.auth.ingest_app(request.headers.get("authorization"))
         _check_content_type(request)
-        body = await _body(request, limit, service.settings.body_timeout_seconds)
-        # Decoding a large batch is CPU work: off the event loop, which keeps serving /metrics.
-        outcome = await run_in_threadpool(
-            _decode_and_ingest, service, body, request.headers.get("content-encoding"),
-            limit, allowed,
-        )
+        encoding = request.headers.get("content-encoding")
+        async with service.inflight.reserve(_declared(request, limit)) as held:
+            # In a list the worker empties: no reference here keeps the body alive meanwhile.
+            body = [await _body(request, limit, service.settings.body_timeout_seconds)]
+            await held.resize(inflated_size(body[0], encoding, limit))
+            # Decoding a large batch is CPU work: off the event loop, which keeps serving
+            # /metrics.
+            outcome = await run_in_threadpool(
+                _decode_and_ingest, service, body, encoding, limit, allowed)
     except AuthError as exc:
         log.info("ingest refused (401) from %s: %s", _client(request), exc)
         return _error(401, str(exc))
@@ -165,7 +183,7 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
         if exc.status == 408:
             service.metrics.slow_clients.labels("body").inc()
         return _error(exc.status, str(exc))
-    except SpoolFull as exc:
+    except (SpoolUnavailable, Busy) as exc:  # nothing was accepted
         response = _error(503, f"not accepted, send again later: {exc}")
         response.headers["Retry-After"] = str(SPOOL_FULL_RETRY_SECONDS)
         return response
@@ -185,11 +203,19 @@ def _client(request: Request) -> str:
     return request.client.host if request.client else "?"
 
 
+def _declared(request: Request, limit: int) -> int:
+    """The body's size as declared, before it is read (the limit when it is not declared)."""
+    declared = request.headers.get("content-length")
+    return min(int(declared), limit) if declared and declared.isdigit() else limit
+
+
 def _decode_and_ingest(
-    service: Service, body: bytes, encoding: str | None, limit: int, allowed: str
+    service: Service, body: list[bytearray], encoding: str | None, limit: int, allowed: str
 ) -> Any:
-    raw = decompress(body, encoding, limit)
+    raw = decompress(body.pop(), encoding, limit)  # the body is freed once inflated
     items, strict = events_of(raw, service.settings.max_events_per_request)
+    # A strictly read body is kept for the contract's canonical check (bodies over the lean
+    # decode size are never strict, so this holds at most a few MiB).
     return service.ingestor.ingest(items, allowed, strict_body=raw if strict else None)
 
 

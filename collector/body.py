@@ -12,6 +12,10 @@ from typing import Any
 
 from sparkwatch.collector.fastjson import decode, decode_exact
 
+GZIP_TRAILER = 4
+IN_CHUNK = 64 << 10
+OUT_CHUNK = 1 << 20
+
 
 class BodyError(Exception):
     def __init__(self, status: int, message: str) -> None:
@@ -23,28 +27,79 @@ def too_large(limit: int, what: str = "request body") -> BodyError:
     return BodyError(413, f"{what} is larger than the limit of {limit} bytes (max_body_bytes)")
 
 
-def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
+def inflated_size(body: bytes | bytearray, encoding: str | None, limit: int) -> int:
+    """The bytes ``body`` takes with its decompressed form: what decoding it holds at once. A
+    gzip body says its size in its trailer (:func:`decompress` holds it to that)."""
+    if _encoding(encoding) != "gzip" or len(body) < GZIP_TRAILER:
+        return len(body)
+    return len(body) + min(limit, _trailer_size(body))
+
+
+def decompress(body: bytes | bytearray, encoding: str | None, limit: int) -> bytes | bytearray:
     """``body`` as sent with Content-Encoding ``encoding`` (identity or gzip), at most ``limit``
-    bytes once decompressed (a small gzip body can expand a thousandfold)."""
-    encoding = (encoding or "identity").strip().lower()
+    bytes once decompressed (a small gzip body can expand a thousandfold), and no more than its
+    gzip trailer says (the size the request's memory was reserved for)."""
+    encoding = _encoding(encoding)
     if encoding == "identity":
         return body
     if encoding != "gzip":
         raise BodyError(415, f"unsupported Content-Encoding {encoding!r}: send gzip or identity")
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    declared = _trailer_size(body) if len(body) >= GZIP_TRAILER else limit
+    cap = min(limit, declared)
+    out, inflater = _Inflated(cap), zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    view = memoryview(body)
     try:
-        out = inflater.decompress(body, limit + 1)
+        for start in range(0, len(view), IN_CHUNK):
+            data: memoryview | bytes = view[start:start + IN_CHUNK]
+            # Bounded pieces into one buffer: a thousandfold bomb never inflates past `cap`, and
+            # the result is not joined from blocks at the end (which would hold it twice).
+            while data and not inflater.eof:
+                if not out.add(inflater.decompress(data, OUT_CHUNK)):
+                    if cap == limit:
+                        raise too_large(limit, "decompressed request body")
+                    raise BodyError(400, "Content-Encoding is gzip but the body inflates past "
+                                    f"the size its gzip trailer declares ({declared} bytes)")
+                data = inflater.unconsumed_tail
     except zlib.error as exc:
         raise BodyError(400, f"Content-Encoding is gzip but the body is not valid gzip: {exc}") \
             from None
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise too_large(limit, "decompressed request body")
     if not inflater.eof:
         raise BodyError(400, "Content-Encoding is gzip but the body is truncated gzip")
-    return out
+    return out.value()
 
 
-def events_of(raw: bytes, max_events: int) -> tuple[list[Any], bool]:
+class _Inflated:
+    """A buffer of at most ``cap`` bytes, allocated once."""
+
+    def __init__(self, cap: int) -> None:
+        self._buffer, self._filled, self._cap = bytearray(), 0, cap
+
+    def add(self, piece: bytes) -> bool:
+        """False when ``piece`` would pass the cap."""
+        end = self._filled + len(piece)
+        if end > self._cap:
+            return False
+        if not self._buffer:
+            self._buffer = bytearray(self._cap)
+        self._buffer[self._filled:end] = piece
+        self._filled = end
+        return True
+
+    def value(self) -> bytearray:
+        del self._buffer[self._filled:]
+        return self._buffer
+
+
+def _encoding(encoding: str | None) -> str:
+    return (encoding or "identity").strip().lower()
+
+
+def _trailer_size(body: bytes | bytearray) -> int:
+    """ISIZE, the last four bytes of a gzip member: its uncompressed size modulo 2**32."""
+    return int.from_bytes(body[-GZIP_TRAILER:], "little")
+
+
+def events_of(raw: bytes | bytearray, max_events: int) -> tuple[list[Any], bool]:
     """The ``events`` array of a JSON body ``{"events": [...]}`` and whether orjson read it
     strictly (see :func:`.fastjson.decode`); items are checked one by one later, so that one bad
     event does not cost the others."""
@@ -57,7 +112,7 @@ def events_of(raw: bytes, max_events: int) -> tuple[list[Any], bool]:
     return _events(doc, max_events), strict
 
 
-def exact_events(raw: bytes) -> list[Any] | None:
+def exact_events(raw: bytes | bytearray) -> list[Any] | None:
     """The events of a body :func:`events_of` read strictly, read again with duplicate keys
     kept visible (for the contract's value-by-value check); None when it nests deeper than the
     standard library reads (orjson reads 1,024 levels): the contract then refuses the deep event

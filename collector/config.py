@@ -47,6 +47,8 @@ class CollectorSettings:
     body_timeout_seconds: float = 30.0
     max_connections: int = 1000
     max_body_bytes: int = 16 << 20
+    max_inflight_body_bytes: int | None = None
+    """None: twice max_body_bytes (see :func:`inflight_bound`)"""
     max_events_per_request: int = 5000
     max_apps: int = 500
     max_queries_per_app: int = 200
@@ -145,6 +147,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_connections", _positive_int,
             "most concurrent connections (and requests); beyond it new requests get 503"),
     Setting("max_body_bytes", _positive_int, "largest request body, before and after gzip"),
+    Setting("max_inflight_body_bytes", _positive_int,
+            "request bytes decoded at once, bodies and what they inflate to (each costs about 4 "
+            "times its size in memory); past it a request waits up to 5 s, then gets 503 "
+            "(default: twice --max-body-bytes)"),
     Setting("max_events_per_request", _positive_int, "most events in one ingest request"),
     Setting("max_apps", _positive_int, "most distinct apps in /metrics"),
     Setting("max_queries_per_app", _positive_int, "most distinct queries per app"),
@@ -232,8 +238,20 @@ def check(settings: CollectorSettings) -> None:
             f"no ingest tokens: set {BY_NAME['tokens'].env}=APP=TOKEN,... or --tokens-file, "
             f"or {BY_NAME['no_auth'].flag} for an unauthenticated development collector"
         )
+    if inflight_bound(settings) < settings.max_body_bytes:
+        raise SettingsError(
+            f"{BY_NAME['max_inflight_body_bytes'].flag} ({settings.max_inflight_body_bytes}) is "
+            f"smaller than {BY_NAME['max_body_bytes'].flag} ({settings.max_body_bytes}): a "
+            "request at the body limit could never be decoded"
+        )
     if settings.rollup_lookback_seconds > settings.retention_days * 86400:
         raise SettingsError(
             "--rollup-lookback-seconds is longer than --retention-days: rollups would be "
             "recomputed from rows retention already deleted"
         )
+
+
+def inflight_bound(settings: CollectorSettings) -> int:
+    """Request bytes decoded at once: the setting, by default room for two requests at the body
+    limit (what the memory budget in docs/collector.md is computed from)."""
+    return settings.max_inflight_body_bytes or 2 * settings.max_body_bytes

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 INVALID = "invalid"
 FORBIDDEN = "forbidden_app"
 LIMIT = "limit"
+SPOOL_RECORD_EVENTS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,18 +77,24 @@ class Ingestor:
         # take the last free query slot, and the spool keeps the order /metrics saw.
         self._lock = threading.Lock()
 
-    def ingest(self, items: list[Any], allowed_app: str, strict_body: bytes | None = None
-               ) -> Outcome:
-        """Raises :class:`~sparkwatch.spool.SpoolFull` (nothing accepted) when the
-        spool has no room. ``strict_body``: the request body, when orjson read ``items`` from it
-        (see :func:`.fastjson.decode`): the contract's cheap check may then clear it whole;
-        otherwise each event is checked value by value."""
+    def ingest(self, items: list[Any], allowed_app: str,
+               strict_body: bytes | bytearray | None = None) -> Outcome:
+        """Raises :class:`~sparkwatch.spool.SpoolUnavailable` (nothing accepted) when the
+        spool has no room or its disk refuses the write. ``strict_body``: the request body, when
+        orjson read ``items`` from it (see :func:`.fastjson.decode`): the contract's cheap check
+        may then clear it whole; otherwise each event is checked value by value. Empties
+        ``items`` once validated (a large request must not hold them twice)."""
         outcome = Outcome()
         valid = self._validate(items, allowed_app, strict_body, outcome)
+        items.clear()  # the decoded JSON: only the events' encodings are kept for the spool
         with self._lock:
             admitted = self._admit(valid, outcome)
             if admitted and self._spool is not None:
-                self._spool.append_encoded(b"[" + b",".join(e for _, _, e in admitted) + b"]")
+                # Records of SPOOL_RECORD_EVENTS: the history writer never reads a large request
+                # back whole.
+                self._spool.append_all(
+                    b"[" + b",".join(encoded for _, _, encoded in part) + b"]"
+                    for part in _parts(admitted, SPOOL_RECORD_EVENTS))
             for _, parsed, _ in admitted:
                 if not self._state.apply(parsed):
                     outcome.duplicates += 1
@@ -131,7 +139,7 @@ class Ingestor:
 
 
 def check_events(
-    items: list[Any], strict_body: bytes | None
+    items: list[Any], strict_body: bytes | bytearray | None
 ) -> list[tuple[ParsedEvent, bytes] | ContractViolation]:
     """Each event of a request through the contract: parsed and encoded as it will be spooled,
     or the violation naming its field. ``strict_body``: see :meth:`Ingestor.ingest`."""
@@ -153,7 +161,7 @@ def _one(index: int, item: Any) -> tuple[ParsedEvent, bytes] | ContractViolation
         return ContractViolation(f"event: could not be read ({type(exc).__name__})")
 
 
-def _cleared(items: list[Any], body: bytes) -> list[tuple[ParsedEvent, bytes]] | None:
+def _cleared(items: list[Any], body: bytes | bytearray) -> list[tuple[ParsedEvent, bytes]] | None:
     """Every event parsed and encoded, when the body is the canonical encoding of what was
     parsed (see :func:`~sparkwatch.model.contract.canonical_is_clean`): the common case, whose
     values then need no check one by one. None when any event or the body falls short."""
@@ -179,3 +187,8 @@ def _checked(item: Any, clean: bool) -> tuple[ParsedEvent, bytes]:
         raise ContractViolation(f"event: {len(encoded)} bytes encoded is over the limit of "
                                 f"{LIMITS.event_bytes} bytes for one event")
     return parsed, encoded
+
+
+def _parts(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 PREFIX = "sparkwatch_collector_"
 
@@ -39,6 +41,15 @@ class SelfMetrics:
         self.history_up = gauge("history_up", "1 when the last history write succeeded.")
         self.spool_bytes = gauge("spool_bytes", "Bytes in the spool not yet in the history.")
         self.spool_capacity = gauge("spool_capacity_bytes", "Bound of the spool.")
+        self.inflight_bytes = gauge("ingest_inflight_bytes",
+                                    "Request bytes being decoded now (bodies, inflated).")
+        self.inflight_capacity = gauge("ingest_inflight_capacity_bytes",
+                                       "Bound of the request bytes decoded at once.")
+        self._spool_write_failures: Callable[[], int] = lambda: 0
+        registry.register(_CounterOf(
+            PREFIX + "spool_write_failures",
+            "Spool writes the disk refused (full, I/O error): appends answered 503, cursor "
+            "writes retried.", lambda: self._spool_write_failures()))
         self.job_runs = counter("job_runs", "Scheduled job executions by outcome "
                                 "(ran, skipped: another replica has the slot, failed).",
                                 ["job", "outcome"])
@@ -57,6 +68,23 @@ class SelfMetrics:
         for reason in reasons:
             self.rejected.labels(reason).inc()
 
-    def track_spool(self, pending_bytes: Callable[[], int], capacity: int) -> None:
+    def track_spool(self, pending_bytes: Callable[[], int], capacity: int,
+                    write_failures: Callable[[], int]) -> None:
         self.spool_bytes.set_function(pending_bytes)
         self.spool_capacity.set(capacity)
+        self._spool_write_failures = write_failures
+
+    def track_inflight(self, used: Callable[[], int], capacity: int) -> None:
+        self.inflight_bytes.set_function(used)
+        self.inflight_capacity.set(capacity)
+
+
+class _CounterOf(Collector):
+    """A counter kept elsewhere (the spool counts its own failures: it is shared with the
+    listener, which has no collector registry)."""
+
+    def __init__(self, name: str, help: str, value: Callable[[], int]) -> None:
+        self._name, self._help, self._value = name, help, value
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        yield CounterMetricFamily(self._name, self._help, value=self._value())

@@ -17,8 +17,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
 from sparkwatch.collector.auth import Auth
-from sparkwatch.collector.config import CollectorSettings
+from sparkwatch.collector.config import CollectorSettings, inflight_bound
 from sparkwatch.collector.history_process import WriterProcess, decode_records
+from sparkwatch.collector.inflight import InflightBytes
 from sparkwatch.collector.ingest import Ingestor
 from sparkwatch.collector.leases import LeasedRunner
 from sparkwatch.collector.limits import Caps
@@ -34,6 +35,8 @@ from sparkwatch.metrics.state import MetricState
 from sparkwatch.spool import Spool
 
 log = logging.getLogger(__name__)
+INFLIGHT_WAIT_SECONDS = 5.0
+"""How long a request waits for room under max_inflight_body_bytes before its 503."""
 
 
 @dataclass
@@ -45,6 +48,7 @@ class Service:
     auth: Auth
     ingestor: Ingestor
     board: StallBoard
+    inflight: InflightBytes
     spool: Spool | None = None
     pump: HistoryPump | None = None
     reads: Reads | None = None
@@ -102,7 +106,8 @@ def build_service(settings: CollectorSettings) -> Service:
     if settings.history_url:
         engine = create_engine(settings.history_url)  # checks URL and driver now, connects later
         spool = Spool(settings.spool_dir, settings.spool_max_bytes, settings.spool_fsync)
-        metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes)
+        metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes,
+                            lambda: spool.write_failures)
         writer = WriterProcess(settings.history_url, settings.history_migrate, settings.spool_dir)
         pump = HistoryPump(spool, writer, metrics, settings.write_batch_size)
         reads = Reads(settings.history_url)
@@ -111,9 +116,12 @@ def build_service(settings: CollectorSettings) -> Service:
                  describe_url(settings.history_url), settings.spool_dir, spool.pending_bytes,
                  restored)
     caps = Caps(settings.max_apps, settings.max_queries_per_app, settings.max_operators_per_query)
+    inflight = InflightBytes(inflight_bound(settings), INFLIGHT_WAIT_SECONDS)
+    metrics.track_inflight(lambda: inflight.used, inflight.capacity)
     return Service(
         settings=settings, state=state, registry=registry, metrics=metrics,
         auth=Auth(settings.tokens, settings.read_token, settings.no_auth),
-        ingestor=Ingestor(state, spool, caps, metrics), board=board, spool=spool,
+        ingestor=Ingestor(state, spool, caps, metrics), board=board, inflight=inflight,
+        spool=spool,
         pump=pump, reads=reads, engine=engine,
     )

@@ -9,8 +9,9 @@ Spark's callback thread: the intake's worker hands events over with a non-blocki
 
 Counted (per sink ``push``): delivered events, failed attempts (each is retried), and drops by
 stage: ``push`` (memory queue full, or unsent at detach without a spool), ``push_spool`` (spool
-full), ``push_refused`` (the collector refused them as invalid or over a limit; resending cannot
-help). A redelivered batch is harmless: the collector ignores what it already counted.
+full, or its disk refused the write: full, I/O error), ``push_refused`` (the collector refused
+them as invalid or over a limit; resending cannot help). A redelivered batch is harmless: the
+collector ignores what it already counted.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_to_dict
 from sparkwatch.redact import redact_url
-from sparkwatch.spool import Spool, SpoolFull
+from sparkwatch.spool import Spool, SpoolUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,13 @@ class PushSink:
     def _run(self) -> None:
         while not self._stop_seen:
             if self._spool is not None and not self._spool.is_empty():
-                self._spill()
-                self._send_spooled()
+                try:
+                    self._spill()
+                    self._send_spooled()
+                except OSError as exc:  # the spool's disk cannot be read: keep going, later
+                    log.error("sparkwatch: cannot read the push spool %s: %s",
+                              self._spool.directory, exc)
+                    self._pause()
             else:
                 batch = self._next_batch()
                 if batch:
@@ -202,7 +208,7 @@ class PushSink:
         assert self._spool is not None
         try:
             self._spool.append(batch)
-        except SpoolFull as exc:
+        except SpoolUnavailable as exc:  # full, or the disk refused it: nothing of it was kept
             self._counters.count_dropped("push_spool", len(batch))
             log.warning("sparkwatch: dropping %d events: %s", len(batch), exc)
 

@@ -9,10 +9,17 @@ Layout: ``<dir>/<seq>.wal`` segments of records ``[u32 length][u32 crc32][JSON b
 segment can end with a torn record (a crash during an append that was therefore never
 acknowledged); opening the spool cuts it off. A commit moves the cursor (atomically, by rename) and
 deletes the segments entirely before it.
+
+A failed write (ENOSPC, EIO, any ``OSError`` on write, fsync or rotation) raises
+:class:`SpoolWriteFailed` after cutting the segment back to the end of the last good record, so
+that the next append follows valid data: a torn frame left in the middle of a segment would make
+the reader skip the acknowledged records after it. When even the cut fails, the spool repairs
+itself before its next append, and refuses appends until it can.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -21,7 +28,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +41,14 @@ except ImportError:  # pragma: no cover - the standard library alone
     _fast_json = None  # type: ignore[assignment]
 
 
+LEAN_DECODE_BYTES = 4 << 20
+"""Records larger than this are decoded by the standard library: orjson first parses the whole
+record into a tree of its own (about twice the record again), the standard library builds the
+objects as it reads (a large ingest request is one record)."""
+
+
 def _decode(data: bytes) -> Any:
-    if _fast_json is not None:
+    if _fast_json is not None and len(data) <= LEAN_DECODE_BYTES:
         try:
             return _fast_json.loads(data)
         except _fast_json.JSONDecodeError:  # NaN/Infinity literals: the standard library reads
@@ -47,8 +60,16 @@ SUFFIX = ".wal"
 DEFAULT_SEGMENT_BYTES = 8 << 20
 
 
-class SpoolFull(Exception):
+class SpoolUnavailable(Exception):
+    """The record was not appended (nothing of it is in the spool); try again later."""
+
+
+class SpoolFull(SpoolUnavailable):
     """Appending would exceed the spool's bound; the message says by how much."""
+
+
+class SpoolWriteFailed(SpoolUnavailable):
+    """The disk refused the write (full, I/O error); the message names the spool and the error."""
 
 
 class SpoolBusy(Exception):
@@ -82,8 +103,11 @@ class Spool:
         self._cursor = self._load_cursor()
         self._end = self._recover()
         self._cursor = min(self._cursor, self._end)
-        self._out = open(self._path(self._end.segment), "ab")  # noqa: SIM115 - held open
+        self._out: Any = None  # the newest segment, opened for appending; None when broken
+        self._reopen()
         self._bytes = self._measure()
+        self.write_failures = 0
+        """Appends and cursor writes the disk refused, since this spool was opened."""
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -96,31 +120,109 @@ class Spool:
         return self.append_encoded(json.dumps(record, separators=(",", ":")).encode())
 
     def append_encoded(self, data: bytes) -> tuple[Position, Position]:
-        """:meth:`append` for a record already encoded as JSON (by a faster encoder)."""
-        frame = HEADER.pack(len(data), zlib.crc32(data)) + data
+        """:meth:`append` for a record already encoded as JSON (by a faster encoder).
+
+        Raises :class:`SpoolFull` (over the bound) or :class:`SpoolWriteFailed` (the disk
+        refused it); either way nothing of the record stays in the spool.
+        """
+        return self.append_all([data])
+
+    def append_all(self, records: Iterable[bytes]) -> tuple[Position, Position]:
+        """Append encoded records as one: all of them (durable on return, one fsync) or, on any
+        error (also one raised by ``records``, which may encode each when it is asked for it),
+        none. Returns where the first starts and the last ends.
+
+        One request's events in several records keep the reader's memory bounded (it reads
+        whole records); written as they come, they are not all encoded at once either.
+        """
         with self._lock:
-            if self._bytes + len(frame) > self.max_bytes:
-                raise SpoolFull(
-                    f"spool {self.directory} holds {self._bytes} bytes; {len(frame)} more would "
-                    f"exceed its bound of {self.max_bytes} bytes"
-                )
-            if self._end.offset and self._end.offset + len(frame) > self._segment_bytes:
-                self._rotate()
-            start = self._end
-            self._out.write(frame)
-            self._out.flush()
-            if self._fsync:
-                os.fsync(self._out.fileno())
-            self._end = Position(self._end.segment, self._end.offset + len(frame))
-            self._bytes += len(frame)
+            if self._out is None:  # a failed append could not cut its frames off: do it now
+                self._repair()
+            start: Position | None = None
+            added = 0
+            try:
+                for data in records:
+                    header = HEADER.pack(len(data), zlib.crc32(data))
+                    size = len(header) + len(data)
+                    more = added + size
+                    if self._bytes + more > self.max_bytes:
+                        raise SpoolFull(
+                            f"spool {self.directory} holds {self._bytes} bytes; {more} more "
+                            f"would exceed its bound of {self.max_bytes} bytes")
+                    if start is None:
+                        self._rotate_for(size)
+                        start = self._end
+                    _write_all(self._out.fileno(), header)
+                    _write_all(self._out.fileno(), data)
+                    added += size
+                if start is None:
+                    return self._end, self._end
+                if self._fsync:
+                    os.fsync(self._out.fileno())
+            except OSError as exc:
+                self._failed_append()
+                raise SpoolWriteFailed(
+                    f"spool {self.directory} cannot write: {exc.strerror or exc}") from None
+            except BaseException:
+                if start is not None:  # e.g. the encoding failed, or over the bound
+                    self._failed_append(counted=False)
+                raise
+            self._end = Position(start.segment, start.offset + added)
+            self._bytes += added
             self._appended.notify_all()
             return start, self._end
 
+    def _repair(self) -> None:
+        try:
+            self._reopen()
+        except OSError as exc:
+            self.write_failures += 1
+            raise SpoolWriteFailed(
+                f"spool {self.directory} cannot write: {exc.strerror or exc}") from None
+
+    def _rotate_for(self, size: int) -> None:
+        if self._end.offset and self._end.offset + size > self._segment_bytes:
+            self._rotate()
+
+    def _failed_append(self, counted: bool = True) -> None:
+        """Cut the newest segment back to the last good record; on failure close it, and the
+        next append cuts it first (:meth:`_reopen`)."""
+        self.write_failures += counted
+        try:
+            os.ftruncate(self._out.fileno(), self._end.offset)
+        except OSError as exc:
+            log.error("spool %s: cannot cut a failed append off %s (%s); appends are refused "
+                      "until it can", self.directory, self._path(self._end.segment).name, exc)
+            with contextlib.suppress(OSError):
+                self._out.close()
+            self._out = None
+
+    def _reopen(self) -> None:
+        """Open the newest segment for appending, cut to the end of its last good record."""
+        out = open(self._path(self._end.segment), "ab", buffering=0)  # noqa: SIM115 - held
+        try:
+            if os.fstat(out.fileno()).st_size > self._end.offset:
+                os.ftruncate(out.fileno(), self._end.offset)
+        except OSError:
+            out.close()
+            raise
+        self._out = out
+
     def _rotate(self) -> None:
+        """Start the next segment; the current one stays open until the new one exists."""
+        following = self._end.segment + 1
+        path = self._path(following)
+        out = open(path, "ab", buffering=0)  # noqa: SIM115 - held open
+        try:
+            self._sync_dir()
+        except OSError:
+            out.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         self._out.close()
-        self._end = Position(self._end.segment + 1, 0)
-        self._out = open(self._path(self._end.segment), "ab")  # noqa: SIM115
-        self._sync_dir()
+        self._out = out
+        self._end = Position(following, 0)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -141,13 +243,26 @@ class Spool:
                 yield record
 
     def commit(self, position: Position) -> None:
-        """Records before ``position`` are done: move the cursor, drop finished segments."""
+        """Records before ``position`` are done: move the cursor, drop finished segments.
+
+        Never raises for a disk error: when the cursor file cannot be written (the disk is full)
+        the cursor moves in memory only, and the finished segments are deleted all the same
+        (which frees the room); after a crash before the next successful commit the records
+        since the cursor on disk are replayed, which the history absorbs.
+        """
         with self._lock:
-            self._write_cursor(position)
+            try:
+                self._write_cursor(position)
+            except OSError as exc:
+                self.write_failures += 1
+                log.warning("spool %s: cannot write the cursor (%s); records since the last one "
+                            "written would be replayed after a crash", self.directory,
+                            exc.strerror or exc)
             self._cursor = position
             for path in self._segments():
                 if _seq(path) < position.segment:
-                    path.unlink()
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
             self._bytes = self._measure()
 
     # --- state ------------------------------------------------------------------------------
@@ -174,7 +289,8 @@ class Spool:
 
     def close(self) -> None:
         with self._lock:
-            self._out.close()
+            if self._out is not None:
+                self._out.close()
             self._lockfile.close()  # releases the flock
 
     # --- internals --------------------------------------------------------------------------
@@ -187,11 +303,14 @@ class Spool:
 
     def _load_cursor(self) -> Position:
         path = self.directory / "cursor"
+        segments = self._segments()
+        first = Position(_seq(segments[0]) if segments else 0, 0)
         if path.exists():
             segment, offset = path.read_text().split()
-            return Position(int(segment), int(offset))
-        segments = self._segments()
-        return Position(_seq(segments[0]) if segments else 0, 0)
+            # Behind the oldest segment: its segments were deleted by a commit whose cursor
+            # could not be written (disk full); the oldest one left starts what is pending.
+            return max(Position(int(segment), int(offset)), first)
+        return first
 
     def _write_cursor(self, position: Position) -> None:
         tmp = self.directory / "cursor.tmp"
@@ -298,6 +417,12 @@ def _lock(directory: Path) -> Any:
     return f
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def _seq(path: Path) -> int:
     return int(path.name.removesuffix(SUFFIX))
 
@@ -318,4 +443,6 @@ def _frames(
                           path, offset)
             return
         offset += HEADER.size + length
-        yield _decode(data), offset
+        record = _decode(data)
+        del data  # not held while the caller works on the record (it may be a large request)
+        yield record, offset

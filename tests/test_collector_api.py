@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +34,11 @@ pytestmark = pytest.mark.postgres
 MAX_BODY = 300_000
 MAX_EVENTS = 40
 MAX_QUERIES = 3
+# Over 64 KiB of gzip (inflated in pieces) whose trailer claims 3 bytes: the memory reserved for
+# a request is what its trailer says, so inflating more is refused.
+LYING_GZIP = gzip.compress(json.dumps(
+    {"events": [], "pad": random.Random(1).randbytes(100_000).hex()}).encode())[:-4] \
+    + (3).to_bytes(4, "little")
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +182,10 @@ def test_too_many_queries_for_one_app_is_429_naming_the_limit(collector: Collect
         (b"[]", {}, 400, 'must be a JSON object {"events": [...]}'),
         (b'{"events": {}}', {}, 400, '"events" must be a JSON array'),
         (b"\x1f\x8b\x08garbage", {"Content-Encoding": "gzip"}, 400, "not valid gzip"),
+        (LYING_GZIP, {"Content-Encoding": "gzip"}, 400,
+         "past the size its gzip trailer declares (3 bytes)"),
+        (gzip.compress(b'{"events": []}' * 50)[:30], {"Content-Encoding": "gzip"}, 400,
+         "truncated gzip"),
         (b"{}", {"Content-Encoding": "br"}, 415, "unsupported Content-Encoding 'br'"),
         (b'{"events": []}', {"Content-Type": "text/plain"}, 415,
          "Content-Type must be application/json (got text/plain)"),

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sparkwatch.collector.gctune import OLDER_THRESHOLDS, YOUNG_THRESHOLD, tune_gc
+from sparkwatch.collector.gctune import OLDER_THRESHOLDS, YOUNG_THRESHOLD, tune_gc, tune_malloc
 
 
 @pytest.fixture
@@ -25,3 +25,11 @@ def test_tuning_raises_the_young_threshold_and_freezes_startup_objects(restored_
     assert gc.get_freeze_count() > 0
     assert YOUNG_THRESHOLD > 700 and gc.isenabled()  # cycles are still collected
     assert survivor
+
+
+def test_the_allocator_is_tuned_for_large_requests_on_glibc() -> None:
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's allocator only")
+    assert tune_malloc() is True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,23 @@ def test_a_second_process_cannot_open_the_same_spool(tmp_path: Path) -> None:
         Spool(tmp_path, 1 << 20)
     spool.close()
     Spool(tmp_path, 1 << 20).close()
+
+
+def test_records_appended_together_are_all_kept_or_none(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, 400)
+    spool.append([0])
+
+    def failing() -> Iterator[bytes]:
+        yield b"[1]"
+        raise ValueError("an event could not be encoded")
+
+    with pytest.raises(ValueError, match="could not be encoded"):
+        spool.append_all(failing())
+    with pytest.raises(SpoolFull, match="bound of 400 bytes"):  # the third passes the bound
+        spool.append_all([b'["' + b"x" * 150 + b'"]'] * 3)
+    start, end = spool.append_all([b"[2]", b"[3]"])
+    assert list(spool.pending()) == [[0], [2], [3]]
+    assert end == spool.end and start < end
+    assert spool.write_failures == 0, "refusals that are not the disk's are not write failures"
+    spool.close()
+    assert list(Spool(tmp_path, 400).pending()) == [[0], [2], [3]]

@@ -27,6 +27,7 @@ from tests.test_collector_support import (
     run_events,
     samples,
 )
+from tests.tmpfs import Filler, small_filesystem
 
 pytestmark = pytest.mark.postgres
 
@@ -165,3 +166,34 @@ def test_a_wrong_token_is_retried_until_the_collector_accepts_it(collector: Coll
     assert push.flush(30)
     push.stop(5)
     assert counters.delivered["push"] == len(events) and counters.dropped == {}
+
+
+def test_a_full_spool_disk_drops_and_counts_and_the_sink_keeps_going(
+    collector: Collector, tmp_path: Path
+) -> None:
+    counters = ListenerCounters()
+    events, run_ids = parsed_run(6)
+    first, second = events[: len(events) // 2], events[len(events) // 2:]
+    with small_filesystem(tmp_path / "disk", "2m") as disk:
+        filler = Filler(disk / "filler")
+        spool = Spool(disk / "push", 1 << 20, fsync=False)
+        push = sink(collector, counters, spool=spool, capacity=8)
+        filler.fill()  # the collector is down and the spool's disk is full
+        for e in first:
+            push(e)
+        wait_for(lambda: counters.dropped.get("push_spool", 0) > 0, 30, "spill drops counted")
+        wait_for(lambda: push.queue_state()[0] == 0, 30, "memory emptied all the same")
+        assert spool.write_failures > 0 and spool.is_empty()
+
+        filler.free()
+        for e in second:
+            push(e)
+            time.sleep(0.005)  # memory holds only 8: the sender moves them to the spool
+        wait_for(lambda: not spool.is_empty(), 30, "the spool takes events again")
+        collector.start()
+        assert push.flush(30)
+        push.stop(5)
+    dropped = counters.dropped.get("push_spool", 0) + counters.dropped.get("push", 0)
+    assert counters.delivered["push"] + dropped == len(events)
+    assert counters.delivered["push"] >= len(second) and accepted(collector) == \
+        counters.delivered["push"]

@@ -172,7 +172,7 @@ def normalize_rates(payload: Any) -> None:
 _CONTAINERS = (dict, list)
 
 
-def canonical_is_clean(raw: bytes, canonical: bytes) -> bool:
+def canonical_is_clean(raw: bytes | bytearray, canonical: bytes) -> bool:
     """Whether JSON text ``raw``, which a strict decoder (no NaN, no lone surrogates, valid
     UTF-8) read, needs no value-by-value check, given ``canonical``: what the decoded document
     encodes back to.
@@ -186,7 +186,7 @@ def canonical_is_clean(raw: bytes, canonical: bytes) -> bool:
     return raw == canonical and b"\\u0000" not in raw and not has_long_integer(raw)
 
 
-def has_long_integer(raw: bytes) -> bool:
+def has_long_integer(raw: bytes | bytearray) -> bool:
     """A run of 19 or more digits (signed 64-bit holds at most 19): found in C by mapping every
     digit to ``1`` and everything else to ``0``; a string with a long digit run (rare) only
     sends the body to the exact check."""
