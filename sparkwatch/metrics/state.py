@@ -290,7 +290,7 @@ def _apply_progress(state: QueryState, p: QueryProgress) -> bool:
     if p.event_time.max is not None:
         state.last_event_time = p.event_time
     state.batches += 1
-    state.input_rows += p.num_input_rows
+    state.input_rows += max(p.num_input_rows, 0)
     if p.sink is not None and p.sink.num_output_rows >= 0:
         state.sink_output_rows += p.sink.num_output_rows
     state.batch_duration.observe(p.batch_duration_ms / 1000.0)
@@ -301,19 +301,23 @@ def _apply_progress(state: QueryState, p: QueryProgress) -> bool:
         hist.observe(ms / 1000.0)
     for src in p.sources:
         source = (src.index, src.description)
-        state.source_rows[source] = state.source_rows.get(source, 0) + src.num_input_rows
+        state.source_rows[source] = state.source_rows.get(source, 0) + max(src.num_input_rows, 0)
     for op in p.state_operators:
         totals = state.operators.get((op.index, op.name))
         if totals is None:
             totals = state.operators[(op.index, op.name)] = OperatorTotals()
-        totals.rows_updated += op.num_rows_updated
-        totals.rows_removed += op.num_rows_removed
-        totals.rows_dropped += op.num_rows_dropped_by_watermark
-        totals.update_ms += op.all_updates_time_ms
-        totals.removal_ms += op.all_removals_time_ms
-        totals.commit_ms += op.commit_time_ms
+        # A counter only grows: a negative amount (refused by the contract at the door, so only
+        # from a caller that bypassed it) adds nothing.
+        totals.rows_updated += max(op.num_rows_updated, 0)
+        totals.rows_removed += max(op.num_rows_removed, 0)
+        totals.rows_dropped += max(op.num_rows_dropped_by_watermark, 0)
+        totals.update_ms += max(op.all_updates_time_ms, 0)
+        totals.removal_ms += max(op.all_removals_time_ms, 0)
+        totals.commit_ms += max(op.commit_time_ms, 0)
         accumulated, custom = totals.custom, op.custom_metrics
         # Only the per-batch keys (a handful of ~40 on RocksDB), found by a set intersection in C.
         for key in PER_BATCH_KEYS.intersection(custom):
-            accumulated[key] = accumulated.get(key, 0.0) + custom[key] * PER_BATCH_SCALE[key]
+            amount = custom[key] * PER_BATCH_SCALE[key]
+            if amount > 0:  # NaN and negatives add nothing
+                accumulated[key] = accumulated.get(key, 0.0) + amount
     return True

@@ -12,6 +12,8 @@ prometheus_client consumer (``generate_latest``, ``get_sample_value``) sees an o
 
 from __future__ import annotations
 
+import logging
+import threading
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -29,6 +31,11 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
+log = logging.getLogger(__name__)
+
+LABEL_VALUE_MAX_CHARS = 256
+"""Longer label values are cut (ending in an ellipsis): a series is never megabytes."""
+DROPPED_FAMILY = "sparkwatch_exposition_series_dropped_total"
 PIECE_LINES = 4096
 """Lines rendered and sent at a time (~1 MB)."""
 Labels = Sequence[str]
@@ -49,7 +56,10 @@ def go_float(value: Any) -> str:
 
 
 def escape(value: str) -> str:
-    """A label value as generate_latest escapes it (backslash, newline, double quote)."""
+    """A label value as generate_latest escapes it (backslash, newline, double quote), cut to
+    :data:`LABEL_VALUE_MAX_CHARS`."""
+    if len(value) > LABEL_VALUE_MAX_CHARS:
+        value = value[: LABEL_VALUE_MAX_CHARS - 1] + "\u2026"
     if "\\" in value or "\n" in value or '"' in value:
         return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
     return value
@@ -64,10 +74,14 @@ class Bodies:
     def __init__(self) -> None:
         self._plain: dict[tuple[int, int], tuple[Labels, Labels, str]] = {}
         self._around_le: dict[tuple[int, int], tuple[Labels, Labels, str, str]] = {}
+        self.capped = False
+        """Some label value was cut: two series may now render the same (see _unique)."""
 
     def plain(self, names: Labels, values: Labels) -> str:
         hit = self._plain.get((id(names), id(values)))
         if hit is None:
+            if any(len(v) > LABEL_VALUE_MAX_CHARS for v in values):
+                self.capped = True
             body = ",".join(_pairs(names, values))
             hit = self._plain[(id(names), id(values))] = (names, values, body)
         return hit[2]
@@ -152,8 +166,10 @@ class RowFamily(Metric):
             yield str(generate_latest(_Fixed(self)).decode())
             return
         yield generate_latest(_Fixed(_copy_empty(self._empty, self._label_names))).decode()
+        seen: set[str] = set()
         for start in range(0, len(self.rows), PIECE_LINES):
-            yield "".join(self._row_lines(bodies, self.rows[start:start + PIECE_LINES]))
+            lines = self._row_lines(bodies, self.rows[start:start + PIECE_LINES])
+            yield "".join(_unique(lines, seen) if bodies.capped else lines)
         per_piece = max(1, PIECE_LINES // 16)  # a histogram is a dozen lines or so
         for start in range(0, len(self.histograms), per_piece):
             yield "".join(self._histogram_lines(bodies,
@@ -186,6 +202,20 @@ class RowFamily(Metric):
                 out.append(_line(count, body, buckets[-1][1]))
                 out.append(_line(sum_, body, total))
         return out
+
+
+def _unique(lines: list[str], seen: set[str]) -> list[str]:
+    """Lines whose series was not rendered before in this family: cut label values can make two
+    series one, which the text format forbids. The later ones are left out and counted."""
+    out = []
+    for line in lines:
+        series = line.rsplit(" ", 1)[0]
+        if series in seen:
+            DROPPED.add(1)
+            continue
+        seen.add(series)
+        out.append(line)
+    return out
 
 
 def _line(name: str, body: str, value: Any) -> str:
@@ -221,9 +251,52 @@ def render(metrics: Iterable[Metric]) -> Iterator[bytes]:
     for metric in metrics:
         if isinstance(metric, RowFamily):
             for piece in metric.pieces(bodies):
-                yield piece.encode()
+                yield _encoded(piece)
         else:
-            yield generate_latest(_Fixed(metric))
+            try:
+                yield generate_latest(_Fixed(metric))
+            except Exception:  # noqa: BLE001 - one family never costs the others
+                DROPPED.add(max(1, len(metric.samples)))
+                log.exception("left the family %s out of the exposition", metric.name)
+    if DROPPED.total:
+        yield DROPPED.text().encode()
+
+
+def _encoded(piece: str) -> bytes:
+    """A piece as UTF-8; a line that cannot be (a lone surrogate in a label value, which the
+    validation contract refuses at the door) is left out and counted, not the whole body."""
+    try:
+        return piece.encode()
+    except UnicodeEncodeError:
+        kept = []
+        for line in piece.splitlines(keepends=True):
+            try:
+                kept.append(line.encode())
+            except UnicodeEncodeError:
+                DROPPED.add(1)
+        return b"".join(kept)
+
+
+class Dropped:
+    """Series left out of /metrics since the process started, itself rendered as a counter
+    (only once there is one: an exposition that dropped nothing is unchanged)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.total = 0
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.total += n
+
+    def text(self) -> str:
+        return (f"# HELP {DROPPED_FAMILY} Series left out of the exposition because they could "
+                "not be rendered (text that is not valid Unicode, or the same series twice once "
+                "label values were cut).\n"
+                f"# TYPE {DROPPED_FAMILY} counter\n{DROPPED_FAMILY} {float(self.total)}\n")
+
+
+DROPPED = Dropped()
 
 
 GZIP_LEVEL = 1
