@@ -318,6 +318,6 @@ def _apply_progress(state: QueryState, p: QueryProgress) -> bool:
         # Only the per-batch keys (a handful of ~40 on RocksDB), found by a set intersection in C.
         for key in PER_BATCH_KEYS.intersection(custom):
             amount = custom[key] * PER_BATCH_SCALE[key]
-            if amount > 0:  # NaN and negatives add nothing
-                accumulated[key] = accumulated.get(key, 0.0) + amount
+            # NaN and negatives add nothing (the series still exists, at what it had).
+            accumulated[key] = accumulated.get(key, 0.0) + (amount if amount > 0 else 0.0)
     return True
