@@ -26,11 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from sparkwatch.collector.gctune import tune_gc
+from sparkwatch.collector.quarantine import RETRIES, Quarantine, is_data_error
 from sparkwatch.history.errors import HistoryUrlError
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.logs import LOG_FORMAT
 from sparkwatch.model.events import ParsedEvent
-from sparkwatch.model.parse import EventParseError, envelope_from_dict, parse_envelope
+from sparkwatch.model.parse import (
+    EventParseError,
+    envelope_from_dict,
+    envelope_to_dict,
+    parse_envelope,
+)
 from sparkwatch.spool import Position, read_span
 
 log = logging.getLogger(__name__)
@@ -48,6 +54,8 @@ class Written:
     position: Position
     """The spool position after the last record written."""
     events: int
+    quarantined: int = 0
+    """events set aside in the quarantine (see :mod:`.quarantine`) instead of written"""
 
 
 class WriterProcess:
@@ -134,7 +142,7 @@ class WriterProcess:
 
 def _result(answer: tuple[Any, ...]) -> Written:
     if answer[0] == "ok":
-        return Written(answer[1], answer[2])
+        return Written(answer[1], answer[2], answer[3])
     raise WriteFailed(answer[1])
 
 
@@ -158,6 +166,8 @@ def serve(conn: Connection, url: str, migrate: bool, spool_dir: str) -> None:
     """Answer write requests until the parent says stop or goes away."""
     writer = HistoryWriter(url, migrate=migrate)
     reader = SpanReader(Path(spool_dir))
+    quarantine = Quarantine(Path(spool_dir))
+    failures: dict[Position, int] = {}  # attempts of a span that failed for another reason
     tune_gc()
     while True:
         try:
@@ -172,13 +182,15 @@ def serve(conn: Connection, url: str, migrate: bool, spool_dir: str) -> None:
             # The next request starts where this one ends (unless this write fails): read and
             # parse it while the database works on this one.
             reader.prefetch(position, end, max_events)
-            writer.write(events)
+            bad = _write_or_isolate(writer, events, failures, start)
+            quarantined = quarantine.add(reader.unreadable.pop(position, []) + bad)
         except HistoryUrlError as exc:  # e.g. a driver missing: the whole message says which
             conn.send(("failed", str(exc)))
         except Exception as exc:  # noqa: BLE001 - any database error: the parent retries
             conn.send(("failed", _one_line(exc)))
         else:
-            conn.send(("ok", position, len(events)))
+            failures.pop(start, None)
+            conn.send(("ok", position, len(events) - len(bad), quarantined))
     reader.close()
     writer.close()
 
@@ -190,6 +202,8 @@ class SpanReader:
         self._directory = directory
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="history-read-ahead")
         self._ahead: tuple[Position, Future[tuple[list[ParsedEvent], Position]]] | None = None
+        self.unreadable: dict[Position, list[tuple[Any, str]]] = {}
+        """records of a span (keyed by its end) that no longer parse, for the quarantine"""
 
     def take(self, start: Position, end: Position, max_events: int
              ) -> tuple[list[ParsedEvent], Position]:
@@ -213,19 +227,68 @@ class SpanReader:
     def _read(self, start: Position, end: Position, max_events: int
               ) -> tuple[list[ParsedEvent], Position]:
         records, position = read_span(self._directory, start, end, max_events)
-        return decode_records(records), position
+        unreadable: list[tuple[Any, str]] = []
+        events = decode_records(records, unreadable)
+        self.unreadable[position] = unreadable
+        return events, position
 
 
-def decode_records(records: list[Any]) -> list[ParsedEvent]:
-    """Spooled wire envelopes back to events (validated at ingest, so failures are bugs)."""
+def decode_records(records: list[Any], unreadable: list[tuple[Any, str]] | None = None
+                   ) -> list[ParsedEvent]:
+    """Spooled wire envelopes back to events (validated at ingest, so failures are bugs, or
+    records of an older collector); what no longer parses goes to ``unreadable`` with the
+    reason (for the quarantine), or is logged and skipped without one."""
     events = []
     for record in records:
         for item in record:
             try:
                 events.append(parse_envelope(envelope_from_dict(item)))
             except EventParseError as exc:
-                log.error("dropping a spooled event that no longer parses: %s", exc)
+                log.error("a spooled event no longer parses: %s", exc)
+                if unreadable is not None:
+                    unreadable.append((item, f"unreadable: {exc}"))
     return events
+
+
+def _write_or_isolate(writer: HistoryWriter, events: list[ParsedEvent],
+                      failures: dict[Position, int], start: Position) -> list[tuple[Any, str]]:
+    """Write ``events`` in one transaction; when the data is what fails (or the span failed
+    :data:`~.quarantine.RETRIES` times for a reason that is not the database being down), write
+    them one by one and return those that still fail, with the reason. Raises while the
+    database is unavailable: the span is then retried whole."""
+    try:
+        writer.write(events)
+        return []
+    except Exception as exc:
+        if not is_data_error(exc):
+            failures[start] = failures.get(start, 0) + 1
+            if is_unavailable(exc) or failures[start] < RETRIES:
+                raise
+        log.warning("a span of %d events failed (%s); writing them one by one", len(events),
+                    _one_line(exc))
+    bad = []
+    for event in events:
+        try:
+            writer.write([event])
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise
+            log.error("quarantined a %s event of query %s: %s", event.kind.value,
+                      getattr(event.event, "query_id", "?"), _one_line(exc))
+            bad.append((envelope_to_dict(event.envelope), _one_line(exc)))
+    return bad
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """The database (or its connection) is down: retry the same data later, never quarantine."""
+    import sqlalchemy as sa
+
+    from sparkwatch.history.errors import HistoryUnavailable
+
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError
+                      | sa.exc.DisconnectionError | HistoryUnavailable | OSError)
 
 
 def _one_line(exc: BaseException) -> str:

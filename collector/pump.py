@@ -94,6 +94,8 @@ class HistoryPump:
                 self.healthy, self.last_error = True, None
                 self._metrics.history_up.set(1)
                 self._metrics.written.inc(written.events)
+                if written.quarantined:
+                    self._metrics.quarantined.inc(written.quarantined)
                 return written
             self._stop.wait(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, ceiling)

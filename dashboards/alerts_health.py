@@ -80,6 +80,24 @@ def listener_delivery_failing(c: AlertConfig, s: str) -> Alert:
     )
 
 
+QUARANTINED = "sparkwatch_collector_events_quarantined_total"
+
+
+def collector_quarantining(c: AlertConfig, s: str) -> Alert:
+    quarantined = increase(QUARANTINED, c.window)
+    return Alert(
+        "SparkwatchCollectorQuarantinedEvents",
+        c,
+        f"{quarantined} > 0",
+        summary="The collector set events aside that its history could not store.",
+        description="The history writer of collector {{ $labels.instance }} could not store "
+        f"some events during the last {c.window} (a value or constraint the database refused) "
+        "and moved them to its quarantine; every other event was written. List them with "
+        "`sparkwatch quarantine list`, fix the cause, then `sparkwatch quarantine replay`.",
+        signals=(quarantined,),
+    )
+
+
 def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -89,4 +107,5 @@ FACTORIES: dict[str, AlertFactory] = {
     "query_failed": query_failed,
     "listener_dropping_events": listener_dropping_events,
     "listener_delivery_failing": listener_delivery_failing,
+    "collector_quarantining": collector_quarantining,
 }

@@ -316,6 +316,21 @@ def listener_delivery_failing(c: AlertConfig) -> list[Case]:
     ]
 
 
+def collector_quarantining(c: AlertConfig) -> list[Case]:
+    w = minutes(c.seconds("window"))
+    n = w * 3
+    collector = {"instance": "collector-0:9751", "job": "sparkwatch-collector"}
+
+    def quarantined(values: str) -> Series:
+        return Series("sparkwatch_collector_events_quarantined_total", collector, values)
+
+    return [
+        fires("fires when an event is quarantined", quarantined(f"0 0 1x{n}"), at=2,
+              silent_at=(w + 3, n)),
+        silent("silent while nothing is quarantined", quarantined(f"0x{n}"), at=(1, w, n)),
+    ]
+
+
 CASES: dict[str, Callable[[AlertConfig], list[Case]]] = {
     f.__name__: f
     for f in (
@@ -331,6 +346,7 @@ CASES: dict[str, Callable[[AlertConfig], list[Case]]] = {
         query_failed,
         listener_dropping_events,
         listener_delivery_failing,
+        collector_quarantining,
     )
 }
 

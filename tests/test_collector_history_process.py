@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from sparkwatch.collector.history_process import WriteFailed, WriterProcess, Written
+from sparkwatch.collector.quarantine import Quarantine
 from sparkwatch.spool import Spool
 from tests.test_collector_support import count_rows, fresh_ids, run_events
 
@@ -117,7 +118,7 @@ def test_stopping_during_a_write_ends_the_child_and_answers_none(
         writer.close()
 
 
-def test_a_spooled_event_that_no_longer_parses_is_logged_in_the_collectors_format_and_skipped(
+def test_a_spooled_event_that_no_longer_parses_is_logged_and_quarantined(
     pg_url: str, spool: Spool, process: WriterProcess, capfd: pytest.CaptureFixture[str]
 ) -> None:
     good = run_events(**fresh_ids())
@@ -126,7 +127,9 @@ def test_a_spooled_event_that_no_longer_parses_is_logged_in_the_collectors_forma
 
     written = write(process, spool, max_events=1000)
 
-    assert written.events == len(good) - 1
+    assert (written.events, written.quarantined) == (len(good) - 1, 1)
+    [entry] = Quarantine(spool.directory).entries()
+    assert entry.event == broken and "progress.batchId" in entry.reason
     logged = capfd.readouterr().err
-    assert re.search(r"^\S+ \S+ ERROR sparkwatch\.collector\.history_process: dropping a spooled "
-                     r"event that no longer parses: progress\.batchId", logged, re.M), logged
+    assert re.search(r"^\S+ \S+ ERROR sparkwatch\.collector\.history_process: a spooled "
+                     r"event no longer parses: progress\.batchId", logged, re.M), logged

@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "sparkwatch.cli.history",
     "sparkwatch.cli.db",
     "sparkwatch.cli.collector",
+    "sparkwatch.cli.quarantine",
     "sparkwatch.cli.dashboards",
     "sparkwatch.cli.rules",
     "sparkwatch.cli.doctor",

@@ -1,0 +1,117 @@
+"""Events the history cannot store, set aside so that they never stop the others.
+
+The validation contract refuses at the door what could not be stored; this is defence in depth
+behind it (a database constraint, a bug, a record spooled by an older collector). When a span of
+the spool fails to write for a reason of its data, the history writer writes its events one by
+one; each that still fails is appended here, with the database's reason, before the spool moves
+past it. A connection or server failure is never a reason to quarantine: those spans are retried.
+
+The quarantine is a JSON-lines file beside the spool (``quarantine.jsonl``), not a table: the
+database may be what refuses the record. Appends are fsynced under an exclusive lock, entries are
+keyed by a digest of the event (a replayed span does not add them twice), and ``sparkwatch
+collector quarantine`` lists, replays (writes to the history, removing what was written) or drops
+them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+FILE = "quarantine.jsonl"
+RETRIES = 3
+"""Failed attempts of one span, for a reason that is neither the connection nor the data, before
+its events are written one by one (and the failing ones quarantined)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    id: str
+    at: float
+    reason: str
+    event: Any
+    """the wire envelope (or, for a record that could not even be read, the raw item)"""
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is about the data written, not the database's availability: retrying the
+    same data will fail the same way."""
+    if isinstance(exc, sa.exc.DBAPIError):
+        return not isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError) \
+            and not exc.connection_invalidated
+    if isinstance(exc, sa.exc.SQLAlchemyError):
+        return isinstance(exc, sa.exc.StatementError)  # e.g. a value the driver cannot bind
+    return isinstance(exc, ValueError | TypeError | OverflowError | KeyError | UnicodeError)
+
+
+def entry_id(event: Any) -> str:
+    raw = json.dumps(event, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+class Quarantine:
+    def __init__(self, spool_dir: Path) -> None:
+        self.path = Path(spool_dir) / FILE
+
+    def add(self, items: Sequence[tuple[Any, str]]) -> int:
+        """Append (event, reason) pairs not already here; durable on return. Returns how many
+        were new."""
+        if not items:
+            return 0
+        with self._locked() as known:
+            fresh = [(entry_id(event), event, reason) for event, reason in items]
+            fresh = [(i, e, r) for i, e, r in fresh if i not in known]
+            lines = [json.dumps({"id": i, "at": time.time(), "reason": r, "event": e},
+                                ensure_ascii=True, default=str) + "\n" for i, e, r in fresh]
+            with open(self.path, "a", encoding="ascii") as f:
+                f.writelines(lines)
+                f.flush()
+                os.fsync(f.fileno())
+            return len(fresh)
+
+    def entries(self) -> list[Entry]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(encoding="ascii").splitlines():
+            if line.strip():
+                d = json.loads(line)
+                out.append(Entry(d["id"], d["at"], d["reason"], d["event"]))
+        return out
+
+    def remove(self, ids: set[str]) -> int:
+        """Drop the entries with these ids (rewritten atomically); how many were removed."""
+        with self._locked():
+            kept = [e for e in self.entries() if e.id not in ids]
+            removed = len(self.entries()) - len(kept)
+            tmp = self.path.with_suffix(".tmp")
+            with open(tmp, "w", encoding="ascii") as f:
+                for e in kept:
+                    f.write(json.dumps({"id": e.id, "at": e.at, "reason": e.reason,
+                                        "event": e.event}, ensure_ascii=True) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            return removed
+
+    @contextmanager
+    def _locked(self) -> Iterator[set[str]]:
+        """An exclusive lock beside the file (held by appends and rewrites alike), and the ids
+        already quarantined."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield {e.id for e in self.entries()}
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)

@@ -1,0 +1,101 @@
+"""`sparkwatch quarantine`: events the collector's history could not store (see
+:mod:`sparkwatch.collector.quarantine`): list them, write them again once the cause is fixed, or
+drop them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sparkwatch.cli.errors import CliError
+
+SPOOL_ENV = "SPARKWATCH_COLLECTOR_SPOOL_DIR"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "quarantine",
+        help="list, replay or drop events the collector's history could not store",
+        description="Events the collector's history writer could not store are kept in "
+        "quarantine.jsonl beside its spool, with the database's reason.",
+    )
+    actions = parser.add_subparsers(dest="quarantine_action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="one line per quarantined event")
+    listing.set_defaults(func=run_list)
+    replay = actions.add_parser("replay", help="write quarantined events to the history; "
+                                "those written leave the quarantine")
+    replay.add_argument("--history-url", required=True,
+                        help="the collector's history URL (env SPARKWATCH_COLLECTOR_HISTORY_URL)",
+                        default=os.environ.get("SPARKWATCH_COLLECTOR_HISTORY_URL"))
+    replay.set_defaults(func=run_replay)
+    drop = actions.add_parser("drop", help="remove quarantined events for good")
+    drop.set_defaults(func=run_drop)
+    for action, ids_help in ((replay, "only these ids (default: all)"),
+                             (drop, "the ids to remove")):
+        action.add_argument("ids", nargs="*" if action is replay else "+", metavar="ID",
+                            help=ids_help)
+    for action in (listing, replay, drop):
+        action.add_argument("--spool-dir", type=Path, default=os.environ.get(SPOOL_ENV),
+                            required=SPOOL_ENV not in os.environ,
+                            help=f"the collector's spool directory (env {SPOOL_ENV})")
+
+
+def _quarantine(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    try:
+        from sparkwatch.collector.quarantine import Quarantine
+    except ImportError as exc:
+        raise CliError(f"{exc}: install the collector with pip install 'sparkwatch[collector]'") \
+            from None
+    return Quarantine(Path(args.spool_dir))
+
+
+def run_list(args: argparse.Namespace) -> int:
+    entries = _quarantine(args).entries()
+    for e in entries:
+        when = datetime.fromtimestamp(e.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = e.event if isinstance(e.event, dict) else {}
+        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        app = (event.get("app") or {}).get("name", "?") if isinstance(event.get("app"), dict) \
+            else "?"
+        print(f"{e.id}  {when}  {event.get('kind', '?')}  app={app}  "
+              f"query={payload.get('id', '?')}  {e.reason}")
+    print(f"{len(entries)} quarantined event{'s' if len(entries) != 1 else ''}")
+    return 0
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from sparkwatch.collector.history_process import decode_records
+    from sparkwatch.history.errors import HistoryError
+    from sparkwatch.history.writer import HistoryWriter
+
+    quarantine = _quarantine(args)
+    chosen = [e for e in quarantine.entries() if not args.ids or e.id in args.ids]
+    written: set[str] = set()
+    writer = HistoryWriter(args.history_url)
+    try:
+        for entry in chosen:
+            events = decode_records([[entry.event]])
+            if not events:
+                print(f"{entry.id}: still unreadable, kept")
+                continue
+            try:
+                writer.write(events)
+            except HistoryError as exc:
+                raise CliError(str(exc)) from None
+            except Exception as exc:  # noqa: BLE001 - the database still refuses this one
+                print(f"{entry.id}: still refused, kept: {str(exc).splitlines()[0]}")
+                continue
+            written.add(entry.id)
+    finally:
+        writer.close()
+    quarantine.remove(written)
+    print(f"replayed {len(written)} of {len(chosen)}")
+    return 0 if len(written) == len(chosen) else 1
+
+
+def run_drop(args: argparse.Namespace) -> int:
+    removed = _quarantine(args).remove(set(args.ids))
+    print(f"dropped {removed}")
+    return 0

@@ -1,0 +1,97 @@
+"""Poison quarantine with real processes and a real PostgreSQL: an event the database refuses
+(here a CHECK constraint refusing one query name, standing in for any value or constraint the
+history cannot take) is set aside with its reason; every other app's events are written once;
+a restart does not bring it back; `sparkwatch quarantine` lists and replays it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkwatch.collector.quarantine import Quarantine
+from sparkwatch.history import migrate
+from tests.support import wait_for
+from tests.test_collector_support import (
+    Collector,
+    count_rows,
+    fresh_ids,
+    run_events,
+    samples,
+    scalar,
+)
+
+pytestmark = pytest.mark.postgres
+REFUSE = "ALTER TABLE query_runs ADD CONSTRAINT no_poison CHECK (name IS DISTINCT FROM 'poison')"
+
+
+def _execute(url: str, sql: str) -> None:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(sql))
+    engine.dispose()
+
+
+def _batches(url: str, run_id: str) -> int:
+    return count_rows(url, "select count(*) from batches where run_id = :r", r=run_id)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sparkwatch.cli.main", "quarantine", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_poison_event_is_quarantined_and_never_stops_the_others(
+    pg_url: str, tmp_path: Path
+) -> None:
+    migrate.upgrade(pg_url)
+    _execute(pg_url, REFUSE)
+    a, b, poison_ids = fresh_ids(), fresh_ids(), fresh_ids()
+    app_a = {"name": "app-a", "id": "app-a-1", "spark_version": "4.3.0"}
+    app_b = {"name": "app-b", "id": "app-b-1", "spark_version": "4.3.0"}
+    run_a = run_events(app=app_a, **a)
+    run_b = run_events("window_agg_rocksdb", app=app_b, **b)
+    poison = [e for e in run_events(app=app_b, **poison_ids) if e["kind"] == "progress"][:1]
+    poison[0]["payload"]["name"] = "poison"
+    spool = tmp_path / "spool"
+    collector = Collector(pg_url, spool)
+    collector.start()
+    try:
+        # One request mixing both apps around the poison: one span of the spool.
+        assert collector.post(run_a[:3] + poison + run_b[:3]).json()["accepted"] == 7
+        assert collector.post(run_a[3:] + run_b[3:]).json()["accepted"] == \
+            len(run_a) + len(run_b) - 6
+        progress = {r: sum(e["kind"] == "progress" for e in run) for r, run in
+                    ((a["run_id"], run_a), (b["run_id"], run_b))}
+        wait_for(lambda: all(_batches(pg_url, r) == n for r, n in progress.items()), 60,
+                 "every good batch of both apps in the history")
+        wait_for(lambda: [v for _, v in samples(
+            collector.metrics(), "sparkwatch_collector_events_quarantined_total")] == [1.0],
+            30, "the poison counted")
+        [entry] = Quarantine(spool).entries()
+        assert "no_poison" in entry.reason and entry.event["payload"]["name"] == "poison"
+        assert _batches(pg_url, poison_ids["run_id"]) == 0
+        collector.stop()
+        collector.start()  # a restart replays nothing of it
+        assert collector.post(run_events(app=app_a, **fresh_ids())[:2]).status_code == 200
+        wait_for(lambda: collector.get("/readyz").json()["spool"]["pending_bytes"] == 0, 30,
+                 "the spool drained after the restart")
+        assert len(Quarantine(spool).entries()) == 1
+        assert all(_batches(pg_url, r) == n for r, n in progress.items())  # once each
+    finally:
+        collector.stop()
+    listed = _cli("list", "--spool-dir", str(spool))
+    assert listed.returncode == 0 and entry.id in listed.stdout and "no_poison" in listed.stdout
+    still = _cli("replay", "--spool-dir", str(spool), "--history-url", pg_url)
+    assert still.returncode == 1 and "still refused" in still.stdout
+    _execute(pg_url, "ALTER TABLE query_runs DROP CONSTRAINT no_poison")
+    replayed = _cli("replay", "--spool-dir", str(spool), "--history-url", pg_url)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert _batches(pg_url, poison_ids["run_id"]) == 1
+    assert Quarantine(spool).entries() == []
+    assert scalar(pg_url, "select name from query_runs where run_id = :r",
+                  r=poison_ids["run_id"]) == "poison"
