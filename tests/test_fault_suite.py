@@ -1,0 +1,279 @@
+"""The fault suite: 20,000 real-shaped progress events through a real collector, its history
+writer process and a private PostgreSQL cluster, under each fault in turn, with a poison event
+(one the database refuses) in the middle of each run. Afterwards: every acknowledged event is
+in the history exactly once, the poison alone is quarantined, the counters in /metrics are
+exact, and the collector recovered without a restart (but for the SIGKILL, which is one)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from bench.fleet import Fleet
+from sparkwatch.collector.quarantine import Quarantine
+from sparkwatch.history import migrate
+from tests.support import create_database, wait_for
+from tests.test_collector_support import (
+    Collector,
+    PrivatePostgres,
+    count_rows,
+    samples,
+)
+from tests.tmpfs import Filler, small_filesystem
+
+pytestmark = pytest.mark.postgres
+
+EVENTS = int(os.environ.get("SPARKWATCH_FAULT_EVENTS", "20000"))
+BATCH = 500
+FAULT_SECONDS = 30.0
+# The fleet's events are dated 2026-11-01: the retention job would delete them as they land.
+FLAGS = ("--no-jobs-enabled",)
+REFUSE = "ALTER TABLE query_runs ADD CONSTRAINT no_poison CHECK (name IS DISTINCT FROM 'poison')"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[PrivatePostgres]:
+    pg = PrivatePostgres().init()
+    pg.start()
+    yield pg
+    pg.destroy()
+
+
+@pytest.fixture
+def history(cluster: PrivatePostgres) -> Iterator[str]:
+    name = create_database(cluster.url)
+    url = sa.engine.make_url(cluster.url).set(database=name).render_as_string(False)
+    migrate.upgrade(url)
+    _execute(url, REFUSE)
+    yield url
+    if not _up(cluster):
+        cluster.start()
+
+
+def _execute(url: str, sql: str) -> None:
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(sql))
+    engine.dispose()
+
+
+def _up(cluster: PrivatePostgres) -> bool:
+    try:
+        _execute(cluster.url, "select 1")
+    except sa.exc.OperationalError:
+        return False
+    return True
+
+
+@dataclass
+class Load:
+    """The fleet's events with one poison event in the middle, pushed in requests of BATCH."""
+
+    app: str
+    events: list[dict[str, Any]] = field(init=False)
+    poison: dict[str, Any] = field(init=False)
+    acked: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        fleet = Fleet(100, provider="hdfs", app=self.app)
+        self.events = list(fleet.events(0, EVENTS))
+        self.poison = next(Fleet(1, provider="hdfs", app=self.app + "-poison").events(0, 1))
+        self.poison["payload"]["name"] = "poison"
+        self.events.insert(EVENTS // 2, self.poison)
+
+    def requests(self) -> Iterator[list[dict[str, Any]]]:
+        for start in range(0, len(self.events), BATCH):
+            yield self.events[start:start + BATCH]
+
+    @property
+    def run_ids(self) -> list[str]:
+        return sorted({e["payload"]["runId"] for e in self.acked if e is not self.poison})
+
+
+def push(collector: Collector, load: Load, during: Callable[[int], None]) -> None:
+    """Every request until acknowledged (as the push sink does: a refused or unanswered request
+    is sent again); ``during(i)`` runs before request ``i`` (faults start and end there)."""
+    for i, request in enumerate(load.requests()):
+        during(i)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                response = collector.post(request, gzipped=True)
+            except httpx.HTTPError:
+                response = None
+            if response is not None and response.status_code == 200:
+                assert response.json()["rejected"] == []
+                load.acked.extend(request)
+                break
+            assert response is None or response.status_code == 503, response.text
+            assert time.monotonic() < deadline, "a request was never acknowledged"
+            collector_wait(collector)
+
+
+def collector_wait(collector: Collector) -> None:
+    """Between retries: until the collector answers its health check (or briefly)."""
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: _healthy(collector), 2, "collector health")
+
+
+def _healthy(collector: Collector) -> bool:
+    try:
+        return httpx.get(collector.url + "/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def hold(seconds: float, collector: Collector) -> None:
+    """Keep a fault on for ``seconds``, asking the collector for readiness meanwhile."""
+    end = time.monotonic() + seconds
+    wait_for(lambda: _probe(collector) and time.monotonic() >= end, seconds + 30, "fault held")
+
+
+def _probe(collector: Collector) -> bool:
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.get(collector.url + "/readyz", timeout=1)
+    return True
+
+
+def check(collector: Collector, url: str, load: Load, spool: Path,
+          counters_exact: bool = True) -> None:
+    progress = [e for e in load.acked if e is not load.poison]
+    try:
+        wait_for(lambda: _stored(url, load) == len(progress), 180, "acknowledged events stored")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {_stored(url, load)} of {len(progress)} "
+                             f"(log {collector.log})") from None
+    total, distinct = _counts(url, load)
+    assert total == distinct == len(progress), "duplicates in the history"
+    [entry] = Quarantine(spool).entries()
+    assert entry.event["payload"]["name"] == "poison" and "no_poison" in entry.reason
+    if counters_exact:
+        text = collector.metrics()
+        batches = sum(v for labels, v in samples(text, "spark_streaming_query_batches_total")
+                      if labels["app_name"] == load.app)
+        assert batches == len(progress)
+
+
+def _stored(url: str, load: Load) -> int:
+    return count_rows(url, "select count(*) from batches where run_id = any(:r)", r=load.run_ids)
+
+
+def _counts(url: str, load: Load) -> tuple[int, int]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        row = conn.execute(sa.text(
+            "select count(*), count(distinct (run_id, batch_id)) from batches "
+            "where run_id = any(:r)"), {"r": load.run_ids}).one()
+    engine.dispose()
+    return int(row[0]), int(row[1])
+
+
+def writer_pid(collector: Collector) -> int:
+    assert collector.proc is not None
+    pid = collector.proc.pid
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += (task / "children").read_text().split()
+    [child] = children
+    return int(child)
+
+
+def test_collector_sigkill(history: str, tmp_path: Path) -> None:
+    spool, load = tmp_path / "spool", Load("fault-sigkill")
+    collector = Collector(history, spool, *FLAGS)
+    collector.start()
+
+    def during(i: int) -> None:
+        if i == 15:
+            collector.kill()  # events accepted and not yet written stay in the spool
+            collector.start()
+
+    try:
+        push(collector, load, during)
+        check(collector, history, load, spool, counters_exact=False)
+    finally:
+        collector.stop()
+
+
+def test_database_stopped(cluster: PrivatePostgres, history: str, tmp_path: Path) -> None:
+    spool, load = tmp_path / "spool", Load("fault-db")
+    collector = Collector(history, spool, *FLAGS)
+
+    def during(i: int) -> None:
+        if i == 10:
+            cluster.stop()
+        if i == 20:
+            hold(FAULT_SECONDS, collector)
+            assert collector.get("/readyz").json()["status"] == "degraded"
+            cluster.start()
+
+    collector.start()
+    try:
+        push(collector, load, during)
+        check(collector, history, load, spool)
+    finally:
+        collector.stop()
+
+
+def test_history_writer_stopped(history: str, tmp_path: Path) -> None:
+    spool, load = tmp_path / "spool", Load("fault-sigstop")
+    collector = Collector(history, spool, *FLAGS, "--write-batch-size", "500")
+    stopped: list[int] = []
+
+    def during(i: int) -> None:
+        if i == 10:
+            wait_for(lambda: _stored(history, load) > 0, 60, "the writer at work")
+            stopped.append(writer_pid(collector))
+            os.kill(stopped[0], signal.SIGSTOP)
+        if i == 20:
+            hold(FAULT_SECONDS, collector)
+            os.kill(stopped[0], signal.SIGCONT)
+
+    collector.start()
+    try:
+        push(collector, load, during)
+        check(collector, history, load, spool)
+    finally:
+        if stopped:
+            os.kill(stopped[0], signal.SIGCONT)
+        collector.stop()
+
+
+def test_spool_disk_full_and_freed(history: str, tmp_path: Path) -> None:
+    load = Load("fault-disk")
+    with small_filesystem(tmp_path / "disk", "48m") as disk:
+        spool, filler = disk / "spool", Filler(disk / "filler")
+        collector = Collector(history, spool, *FLAGS)
+        refused: list[int] = []
+
+        def during(i: int) -> None:
+            if i == 10:
+                filler.fill(leave=1 << 20)
+            if i == 20:
+                refused.append(_refused(collector))
+                filler.free()
+
+        collector.start()
+        try:
+            push(collector, load, during)
+            check(collector, history, load, spool)
+            assert refused and refused[0] > 0, "the full disk refused nothing"
+        finally:
+            collector.stop()
+
+
+def _refused(collector: Collector) -> int:
+    text = collector.metrics()
+    return int(sum(v for labels, v in samples(text, "sparkwatch_collector_ingest_requests_total")
+                   if labels["code"] == "503"))
+
