@@ -76,7 +76,7 @@ def test_url_defaults_to_sparkwatch_db_here(tmp_path: Path, capsys, monkeypatch)
             ["db", "upgrade", "--url", UNREACHABLE],
             "cannot connect to postgresql+psycopg://postgres@127.0.0.1:1/x: connection failed:",
         ),
-        (["db", "current", "--url", "not a url"], "not a database URL: 'not a url'"),
+        (["db", "current", "--url", "not a url"], "not a database URL: <unparseable URL>"),
         (["db", "upgrade", "--url", "mysql://u@h/d"], "unsupported database 'mysql'"),
         (["db", "upgrade", "--revision", "0042"], "Can't locate revision identified by '0042'"),
         (["db", "current", "--url", "sqlite:////nonexistent/dir/h.db"], "no history database at"),
