@@ -23,6 +23,8 @@ class ListenerStats:
     """sink name -> events delivered"""
     queues: dict[str, tuple[int, int]] = field(default_factory=dict)
     """queue name -> (size, capacity)"""
+    workers: dict[str, float] = field(default_factory=dict)
+    """worker name -> Unix time of its last heartbeat"""
 
 
 class ListenerCounters:
@@ -57,7 +59,12 @@ class ListenerCounters:
             self.parse_errors += 1
 
     def snapshot(
-        self, app: AppInfo, mode: str, version: str, queues: dict[str, tuple[int, int]]
+        self,
+        app: AppInfo,
+        mode: str,
+        version: str,
+        queues: dict[str, tuple[int, int]],
+        workers: dict[str, float] | None = None,
     ) -> ListenerStats:
         with self._lock:
             return ListenerStats(
@@ -70,4 +77,5 @@ class ListenerCounters:
                 parse_errors=self.parse_errors,
                 queues=dict(queues),
                 delivered=dict(self.delivered),
+                workers=dict(workers or {}),
             )
