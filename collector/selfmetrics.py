@@ -10,6 +10,9 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
 
+from sparkwatch.metrics.catalogue import COLLECTOR_WORKER_LAST_PROGRESS
+from sparkwatch.worker import Worker
+
 PREFIX = "sparkwatch_collector_"
 
 
@@ -42,6 +45,11 @@ class SelfMetrics:
         self.job_runs = counter("job_runs", "Scheduled job executions by outcome "
                                 "(ran, skipped: another replica has the slot, failed).",
                                 ["job", "outcome"])
+        self.worker_progress = Gauge(
+            COLLECTOR_WORKER_LAST_PROGRESS,
+            "When a background worker last showed progress (Unix time): it beats after each "
+            "piece of work and while it waits, never while stuck inside a call.",
+            ["worker"], registry=registry)
         self.history_up.set(1)
         for reason in ("invalid", "forbidden_app", "limit"):
             self.rejected.labels(reason)
@@ -51,6 +59,9 @@ class SelfMetrics:
         self.duplicates.inc(duplicates)
         for reason in reasons:
             self.rejected.labels(reason).inc()
+
+    def track_worker(self, worker: Worker) -> None:
+        self.worker_progress.labels(worker.name).set_function(lambda: worker.last_progress)
 
     def track_spool(self, pending_bytes: Callable[[], int], capacity: int) -> None:
         self.spool_bytes.set_function(pending_bytes)
