@@ -251,14 +251,18 @@ def _readiness(service: Service) -> models.Ready:
     pump, spool = service.pump, service.spool
     history = models.HistoryHealth(enabled=pump is not None, ok=pump is None or pump.healthy,
                                    error=pump.last_error if pump is not None else None)
-    status: Literal["ready", "degraded", "full"] = "ready" if history.ok else "degraded"
+    workers = [models.WorkerHealth(name=h.name, state=h.state, deadline_seconds=h.deadline_seconds,
+                                   seconds_since_progress=round(h.seconds_since_progress, 3))
+               for h in (w.health() for w in service.workers())]
+    healthy = history.ok and all(w.state in ("ok", "stopped") for w in workers)
+    status: Literal["ready", "degraded", "full"] = "ready" if healthy else "degraded"
     spool_health = None
     if spool is not None:
         spool_health = models.SpoolHealth(pending_bytes=spool.pending_bytes,
                                           max_bytes=spool.max_bytes)
         if spool.pending_bytes >= spool.max_bytes * FULL_FRACTION:
             status = "full"
-    return models.Ready(status=status, history=history, spool=spool_health)
+    return models.Ready(status=status, history=history, spool=spool_health, workers=workers)
 
 
 def _utc(value: datetime | None) -> datetime | None:

@@ -65,6 +65,7 @@ class CollectorSettings:
     stall_min_seconds: float = 60.0
     stall_check_seconds: float = 30.0
     evict_interval_seconds: float = 30.0
+    worker_deadline_seconds: float = 120.0
     replica: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
 
@@ -172,6 +173,9 @@ SETTINGS: tuple[Setting, ...] = (
             "a run is never stalled before this many seconds without events"),
     Setting("stall_check_seconds", _positive_float, "how often stall detection runs"),
     Setting("evict_interval_seconds", _positive_float, "how often stale series are evicted"),
+    Setting("worker_deadline_seconds", _positive_float,
+            "a background worker (the history pump) that shows no progress for this long is "
+            "reported hung in /readyz; longer than the slowest history write"),
     Setting("replica", str, "name of this replica in job_runs (default: host-pid)"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -50,12 +50,22 @@ class SpoolHealth(BaseModel):
     max_bytes: int
 
 
+class WorkerHealth(BaseModel):
+    name: str = Field(description="The worker, e.g. history (the pump that feeds the history).")
+    state: Literal["ok", "hung", "dead", "stopped"] = Field(
+        description="hung: no progress for longer than deadline_seconds (blocked in a call); "
+        "dead: its thread ended on an error.")
+    seconds_since_progress: float
+    deadline_seconds: float
+
+
 class Ready(BaseModel):
     status: Literal["ready", "degraded", "full"] = Field(
-        description="ready; degraded: the history store is failing, ingest continues into the "
-        "spool; full: the spool is (nearly) full, ingest answers 503.")
+        description="ready; degraded: the history store is failing or a worker is hung or dead, "
+        "ingest continues into the spool; full: the spool is (nearly) full, ingest answers 503.")
     history: HistoryHealth
     spool: SpoolHealth | None = None
+    workers: list[WorkerHealth] = Field(default_factory=list)
 
 
 class ProgressPoint(BaseModel):

@@ -6,12 +6,16 @@ idempotent :class:`~sparkwatch.history.writer.HistoryWriter` in one transaction;
 answers does the thread commit the spool cursor. When the database is down the
 same records are retried with exponential backoff and jitter while ingest keeps spooling; a crash
 between the write and the cursor commit replays them, which the idempotent writer absorbs.
+
+The thread is a :class:`~sparkwatch.worker.Worker`: its heartbeat beats while it waits for
+records or between attempts, not while the writer process works, so a writer that never answers
+(stopped, wedged in the database) shows as a hung worker in /readyz and in
+``sparkwatch_collector_worker_last_progress_timestamp_seconds``.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from collections.abc import Callable
 from typing import Protocol
@@ -20,6 +24,7 @@ from sparkwatch.collector.history_process import WriteFailed, Written
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.history.engine import describe_url
 from sparkwatch.spool import Position, Spool
+from sparkwatch.worker import DEFAULT_DEADLINE_SECONDS, Backoff, Worker
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +49,7 @@ class HistoryPump:
         metrics: SelfMetrics,
         batch_size: int,
         backoff: tuple[float, float] = (0.2, 15.0),
+        deadline: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
         self._spool = spool
         self._writer = writer
@@ -53,15 +59,15 @@ class HistoryPump:
         self._stop = threading.Event()
         self.healthy = True
         self.last_error: str | None = None
-        self._thread = threading.Thread(target=self._run, name="collector-history", daemon=True)
+        self.worker = Worker("history", self._run, "collector-history", deadline)
 
     def start(self) -> None:
-        self._thread.start()
+        self.worker.start()
 
     def stop(self, timeout: float) -> None:
         """Stop after the current attempt; what is pending stays in the spool for next time."""
         self._stop.set()
-        self._thread.join(timeout)
+        self.worker.join(timeout)
         self._writer.close()
 
     def drained(self) -> bool:
@@ -70,26 +76,28 @@ class HistoryPump:
     def _run(self) -> None:
         while not self._stop.is_set():
             if not self._spool.wait(0.5):
+                self.worker.beat()
                 continue
             written = self._write(self._spool.cursor, self._spool.end)
             if written is not None:
                 self._spool.commit(written.position)
+            self.worker.beat()
 
     def _write(self, start: Position, end: Position) -> Written | None:
         """Write until it succeeds, or None when the pump stops first."""
-        delay, ceiling = self._backoff
-        failures = 0
+        backoff = Backoff(*self._backoff)
         while not self._stop.is_set():
             try:
                 written = self._writer.write(start, end, self._batch_size, self._stop.is_set)
             except WriteFailed as exc:
                 # The database, the URL's driver or the writer process failed: keep spooling,
                 # say so, try again.
-                self._failed(exc, failures := failures + 1)
+                wait = backoff.failed()
+                self._failed(exc, backoff.failures)
             else:
                 if written is None:
                     return None
-                if failures:
+                if failures := backoff.succeeded():
                     log.info("history writes resumed after %d failed attempts", failures)
                 self.healthy, self.last_error = True, None
                 self._metrics.history_up.set(1)
@@ -97,8 +105,7 @@ class HistoryPump:
                 if written.quarantined:
                     self._metrics.quarantined.inc(written.quarantined)
                 return written
-            self._stop.wait(delay * random.uniform(0.5, 1.5))
-            delay = min(delay * 2, ceiling)
+            self.worker.wait(wait, self._stop)
         return None
 
     def _failed(self, exc: Exception, failures: int) -> None:

@@ -12,6 +12,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from sparkwatch.metrics.catalogue import COLLECTOR_WORKER_LAST_PROGRESS
+from sparkwatch.worker import Worker
+
 PREFIX = "sparkwatch_collector_"
 
 
@@ -61,6 +64,11 @@ class SelfMetrics:
             "slower than the deadline (header_timeout_seconds, body_timeout_seconds).", ["phase"])
         self.token_reloads = counter("token_reloads", "Reloads of the tokens file (SIGHUP), by "
                                      "outcome.", ["outcome"])
+        self.worker_progress = Gauge(
+            COLLECTOR_WORKER_LAST_PROGRESS,
+            "When a background worker last showed progress (Unix time): it beats after each "
+            "piece of work and while it waits, never while stuck inside a call.",
+            ["worker"], registry=registry)
         self.history_up.set(1)
         for reason in ("invalid", "forbidden_app", "limit"):
             self.rejected.labels(reason)
@@ -70,6 +78,9 @@ class SelfMetrics:
         self.duplicates.inc(duplicates)
         for reason in reasons:
             self.rejected.labels(reason).inc()
+
+    def track_worker(self, worker: Worker) -> None:
+        self.worker_progress.labels(worker.name).set_function(lambda: worker.last_progress)
 
     def track_spool(self, pending_bytes: Callable[[], int], capacity: int,
                     write_failures: Callable[[], int]) -> None:

@@ -33,6 +33,7 @@ from sparkwatch.history.engine import create_engine, describe_url
 from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.spool import Spool
+from sparkwatch.worker import Backoff, Worker
 
 log = logging.getLogger(__name__)
 INFLIGHT_WAIT_SECONDS = 5.0
@@ -80,19 +81,23 @@ class Service:
         if self.engine is not None:
             self.engine.dispose()
 
+    def workers(self) -> list[Worker]:
+        """The long-running workers whose heartbeat /readyz judges."""
+        return [self.pump.worker] if self.pump is not None else []
+
     def _migrate(self) -> None:
         """Upgrade the schema so that jobs and reads work before the first event is written."""
         assert self.engine is not None
-        delay = 1.0
+        backoff = Backoff(1.0, 30.0)
         while not self._stop.is_set():
             try:
                 migrate.upgrade(self.engine)
                 return
             except Exception as exc:  # noqa: BLE001 - the database may be down: retry
+                delay = backoff.failed()
                 log.info("history schema upgrade failed, retrying in %.0f s: %s", delay,
                          str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
             self._stop.wait(delay)
-            delay = min(delay * 2, 30.0)
 
 
 def build_service(settings: CollectorSettings) -> Service:
@@ -109,7 +114,9 @@ def build_service(settings: CollectorSettings) -> Service:
         metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes,
                             lambda: spool.write_failures)
         writer = WriterProcess(settings.history_url, settings.history_migrate, settings.spool_dir)
-        pump = HistoryPump(spool, writer, metrics, settings.write_batch_size)
+        pump = HistoryPump(spool, writer, metrics, settings.write_batch_size,
+                           deadline=settings.worker_deadline_seconds)
+        metrics.track_worker(pump.worker)
         reads = Reads(settings.history_url)
         restored = state.apply_all(decode_records(list(spool.pending())))
         log.info("history %s, spool %s (%d bytes pending, %d events restored to /metrics)",

@@ -98,6 +98,23 @@ def collector_quarantining(c: AlertConfig, s: str) -> Alert:
     )
 
 
+def worker_hung(c: AlertConfig, s: str) -> Alert:
+    limit = c.param("max_silence_seconds")
+    listener = f"time() - {sel(cat.LISTENER_WORKER_LAST_PROGRESS, s)}"
+    collector = f"time() - {sel(cat.COLLECTOR_WORKER_LAST_PROGRESS, s)}"
+    return Alert(
+        "SparkwatchWorkerHung",
+        c,
+        f"{listener} > {limit}\nor\n{collector} > {limit}",
+        summary="sparkwatch worker {{ $labels.worker }} makes no progress.",
+        description="The sparkwatch worker {{ $labels.worker }} (of the listener in app "
+        "{{ $labels.app_name }} when app_name is set, else of the collector {{ $labels.instance "
+        f"}}}}) showed no progress for more than {limit} seconds. Idle workers keep beating: "
+        "this one is blocked inside a call that does not return, and its queue fills meanwhile.",
+        signals=(listener, collector),
+    )
+
+
 def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -108,4 +125,5 @@ FACTORIES: dict[str, AlertFactory] = {
     "listener_dropping_events": listener_dropping_events,
     "listener_delivery_failing": listener_delivery_failing,
     "collector_quarantining": collector_quarantining,
+    "worker_hung": worker_hung,
 }

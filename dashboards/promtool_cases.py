@@ -331,6 +331,36 @@ def collector_quarantining(c: AlertConfig) -> list[Case]:
     ]
 
 
+def worker_hung(c: AlertConfig) -> list[Case]:
+    limit = minutes(c.param("max_silence_seconds"))
+    n = limit * 2 + 10
+    push = {**APP, "worker": "push"}
+    # Samples are Unix times; a beating worker's value follows the clock (60 s per minute).
+    return [
+        fires(
+            "fires when a listener worker stops beating",
+            Series(cat.LISTENER_WORKER_LAST_PROGRESS, push, f"0x{n}"),
+            at=limit + 1,
+        ),
+        fires(
+            "fires when the collector's history worker stops beating",
+            Series(cat.COLLECTOR_WORKER_LAST_PROGRESS, {"worker": "history"}, f"0x{n}"),
+            at=limit + 1,
+        ),
+        fires(
+            "fires when a worker that was beating hangs",
+            Series(cat.LISTENER_WORKER_LAST_PROGRESS, push, f"0+60x5 300x{n}"),
+            at=5 + limit + 1,
+        ),
+        silent(
+            "silent while workers beat (busy or idle)",
+            Series(cat.LISTENER_WORKER_LAST_PROGRESS, push, f"0+60x{n}"),
+            Series(cat.COLLECTOR_WORKER_LAST_PROGRESS, {"worker": "history"}, f"0+60x{n}"),
+            at=(limit, n),
+        ),
+    ]
+
+
 CASES: dict[str, Callable[[AlertConfig], list[Case]]] = {
     f.__name__: f
     for f in (
@@ -347,6 +377,7 @@ CASES: dict[str, Callable[[AlertConfig], list[Case]]] = {
         listener_dropping_events,
         listener_delivery_failing,
         collector_quarantining,
+        worker_hung,
     )
 }
 

@@ -61,7 +61,9 @@ class Attachment:
             queues[HistorySink.QUEUE] = self.history.queue_state()
         if self.push is not None:
             queues[PushSink.QUEUE] = self.push.queue_state()
-        return self.counters.snapshot(self.app, self.mode, __version__, queues)
+        parts = (self.intake, self.history, self.push, self.plans)
+        workers = {p.worker.name: p.worker.last_progress for p in parts if p is not None}
+        return self.counters.snapshot(self.app, self.mode, __version__, queues, workers)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every event received so far is exported, written and pushed; False on

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import logging
 import queue
-import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from sparkwatch.listener.queues import BoundedQueue
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
+from sparkwatch.worker import Backoff, BoundedQueue, Worker
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +61,11 @@ class HistorySink:
         self._counters = counters
         self._batch_size = batch_size
         self._flush_seconds = flush_seconds
-        self._backoff = backoff
+        self._backoff = Backoff(*backoff)
         self._queue: BoundedQueue[ParsedEvent | None] = BoundedQueue(capacity)
         self._abort = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sparkwatch-history", daemon=True)
-        self._thread.start()
+        self.worker = Worker("history", self._run, "sparkwatch-history")
+        self.worker.start()
 
     def __call__(self, event: ParsedEvent) -> None:
         if self._abort.is_set() or not self._queue.offer(event):
@@ -82,10 +81,10 @@ class HistorySink:
         """Write what is queued if the database lets us within ``timeout``, then stop."""
         deadline = time.monotonic() + timeout
         if self._queue.put_control(_STOP, timeout):
-            self._thread.join(max(0.0, deadline - time.monotonic()))
-        if self._thread.is_alive():
+            self.worker.join(max(0.0, deadline - time.monotonic()))
+        if self.worker.is_alive():
             self._abort.set()
-            self._thread.join(1.0)
+            self.worker.join(1.0)
         self._writer.close()
 
     def _run(self) -> None:
@@ -97,6 +96,7 @@ class HistorySink:
                     self._write(events)
             finally:
                 self._queue.done(len(batch))
+                self.worker.beat()
             if len(events) < len(batch) or self._abort.is_set():
                 self._count_abandoned()
                 return
@@ -108,10 +108,10 @@ class HistorySink:
         while self._maintenance is not None:
             try:
                 wait = self._maintenance_due - time.monotonic()
-                return self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+                return self.worker.take(self._queue, timeout=max(wait, 0.0))
             except queue.Empty:
                 self._maintain()
-        return self._queue.get()
+        return self.worker.take(self._queue)
 
     def _maintain(self) -> None:
         self._maintenance_due = time.monotonic() + self._maintenance_seconds
@@ -127,24 +127,17 @@ class HistorySink:
         batch = [self._first()]
         deadline = time.monotonic() + self._flush_seconds
         while len(batch) < self._batch_size and batch[-1] is not None:
-            remaining = deadline - time.monotonic()
             try:
-                batch.append(
-                    self._queue.get(timeout=max(remaining, 0.0))
-                    if remaining > 0
-                    else self._queue.get_nowait()
-                )
+                batch.append(self.worker.take(self._queue, deadline - time.monotonic()))
             except queue.Empty:
                 break
         return batch
 
     def _write(self, events: list[ParsedEvent]) -> None:
-        delay, ceiling = self._backoff
-        failures = 0
         while True:
             try:
                 self._writer.write(events)
-                if failures:
+                if failures := self._backoff.succeeded():
                     log.info(
                         "sparkwatch: history writes resumed after %d failed attempts", failures
                     )
@@ -158,14 +151,14 @@ class HistorySink:
                 self._abort.set()
                 return
             except Exception as exc:  # noqa: BLE001 - any DB error: retry, never crash the thread
-                failures += 1
+                wait = self._backoff.failed()
                 self._counters.count_delivery_failure(self.QUEUE)
-                if failures == 1 or failures % 20 == 0:
-                    log.warning("sparkwatch: history write failed (attempt %d): %s", failures, exc)
-            if self._abort.wait(delay * random.uniform(0.5, 1.5)):
+                if self._backoff.loud:
+                    log.warning("sparkwatch: history write failed (attempt %d): %s",
+                                self._backoff.failures, exc)
+            if self.worker.wait(wait, self._abort):
                 self._counters.count_dropped(self.QUEUE, len(events))
                 return
-            delay = min(delay * 2, ceiling)
 
     def _count_abandoned(self) -> None:
         left = 0

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 
-from sparkwatch.listener.queues import BoundedQueue
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import AppInfo, EventKind, ParsedEvent
 from sparkwatch.model.parse import EventParseError, listener_event
+from sparkwatch.worker import BoundedQueue, Worker
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +34,8 @@ class Intake:
         self._counters = counters
         self._handlers = list(handlers)
         self._queue: BoundedQueue[Item] = BoundedQueue(capacity)
-        self._thread = threading.Thread(target=self._run, name="sparkwatch-intake", daemon=True)
-        self._thread.start()
+        self.worker = Worker("intake", self._run, "sparkwatch-intake")
+        self.worker.start()
 
     def offer(self, kind: EventKind, raw_json: str) -> None:
         """Called on Spark's callback thread: count, enqueue or count the drop, return."""
@@ -52,17 +51,18 @@ class Intake:
 
     def stop(self, timeout: float) -> None:
         if self._queue.put_control(_STOP, timeout):
-            self._thread.join(timeout)
+            self.worker.join(timeout)
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
+            item = self.worker.take(self._queue)
             try:
                 if item is _STOP:
                     return
                 self._process(*item)
             finally:
                 self._queue.done()
+                self.worker.beat()
 
     def _process(self, kind: EventKind, raw_json: str, received_at: float) -> None:
         try:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sparkwatch.listener.queues import BoundedQueue
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.events import (
     AppInfo,
@@ -31,6 +30,7 @@ from sparkwatch.model.events import (
 from sparkwatch.plan.jvm import PlanUnavailable, find_query, read_raw_plan
 from sparkwatch.plan.mapping import from_progress, map_plan
 from sparkwatch.plan.model import QueryPlan, RawPlan, Source
+from sparkwatch.worker import Backoff, BoundedQueue, Worker
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,8 @@ class PlanReader:
         self._stop = threading.Event()
         self.closers: list[Callable[[], None]] = []
         self._queue: BoundedQueue[Job | None] = BoundedQueue(capacity)
-        self._thread = threading.Thread(target=self._run, name="sparkwatch-plans", daemon=True)
-        self._thread.start()
+        self.worker = Worker("plans", self._run, "sparkwatch-plans")
+        self.worker.start()
 
     def __call__(self, parsed: ParsedEvent) -> None:
         event = parsed.event
@@ -104,16 +104,20 @@ class PlanReader:
     def flush(self, timeout: float) -> bool:
         return self._queue.wait_drained(timeout)
 
+    def pause(self, seconds: float) -> None:
+        """Wait on the plan thread (between a deliverer's attempts), beating; ends at stop."""
+        self.worker.wait(seconds, self._stop)
+
     def stop(self, timeout: float) -> None:
         self._stop.set()
         if self._queue.put_control(None, timeout):
-            self._thread.join(timeout)
+            self.worker.join(timeout)
         for close in self.closers:
             close()
 
     def _run(self) -> None:
         while True:
-            job = self._queue.get()
+            job = self.worker.take(self._queue)
             try:
                 if job is None:
                     return
@@ -122,6 +126,7 @@ class PlanReader:
                 log.exception("sparkwatch: reading a query plan failed")
             finally:
                 self._queue.done()
+                self.worker.beat()
 
     def _do(self, job: Job) -> None:
         key = (job.query_id, job.run_id)
@@ -164,7 +169,7 @@ class PlanReader:
             except Exception as exc:  # noqa: BLE001 - Py4J errors, an internal API that moved
                 first = (str(exc).strip().splitlines() or [""])[0]
                 error = PlanUnavailable(f"{type(exc).__name__}: {first}"[:300])
-            if attempt + 1 == RETRIES or self._stop.wait(self._retry):
+            if attempt + 1 == RETRIES or self.worker.wait(self._retry, self._stop):
                 raise error
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -205,8 +210,10 @@ class PlanHistory:
 
         self._writer = HistoryWriter(url, migrate=migrate)
         self._attempts = attempts
-        self._backoff = backoff
+        self._backoff = Backoff(backoff, backoff * 4)
         self._disabled = False
+        self.wait: Callable[[float], object] = time.sleep
+        """How to wait between attempts: the plan reader's worker waits with a heartbeat."""
 
     def __call__(self, plan: QueryPlan) -> None:
         from sparkwatch.history.errors import HistoryUrlError
@@ -216,6 +223,7 @@ class PlanHistory:
                 return
             try:
                 self._writer.write_plans([plan])
+                self._backoff.succeeded()
                 return
             except HistoryUrlError:
                 self._disabled = True  # attach's history sink already says why
@@ -224,7 +232,7 @@ class PlanHistory:
                 if attempt + 1 == self._attempts:
                     log.warning("sparkwatch: plan of %s not written: %s", plan.query_id, exc)
                     return
-                time.sleep(self._backoff * (attempt + 1))
+                self.wait(self._backoff.failed())
 
     def close(self) -> None:
         self._writer.close()
@@ -243,4 +251,5 @@ def make_plan_reader(spark: Any, app: AppInfo, state: MetricState, settings: Any
         reader = PlanReader(spark._jsparkSession, deliver)
     if history is not None:
         reader.closers.append(history.close)
+        history.wait = reader.pause
     return reader

@@ -1,11 +1,13 @@
 """Pushes events to a sparkwatch collector from a background thread: batched, gzip, retried.
 
 Standard library only (a Spark driver cannot afford a web stack). Events wait in a bounded memory
-queue; past its capacity new ones are dropped and counted. A failed POST is retried with
-exponential backoff and jitter. With a spool directory, a batch that failed goes to a bounded disk
-spool instead, and so does everything behind it, keeping the order; the spool is sent first once
-the collector answers again, and what it holds survives a driver restart. Nothing here runs on
-Spark's callback thread: the intake's worker hands events over with a non-blocking offer.
+queue; past its capacity the oldest are dropped and counted. A failed POST (refused, reset, no
+answer within the timeout, an HTTP error) is retried with exponential backoff and jitter; a 429 or
+503 with ``Retry-After`` is retried after that long instead (capped by the backoff's ceiling).
+With a spool directory, a batch that failed goes to a bounded disk spool instead, and so does
+everything behind it, keeping the order; the spool is sent first once the collector answers again,
+and what it holds survives a driver restart. Nothing here runs on Spark's callback thread: the
+intake's worker hands events over with a non-blocking offer.
 
 Counted (per sink ``push``): delivered events, failed attempts (each is retried), and drops by
 stage: ``push`` (memory queue full, or unsent at detach without a spool), ``push_spool`` (spool
@@ -20,23 +22,23 @@ import gzip
 import json
 import logging
 import queue
-import random
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any
 
 from sparkwatch import __version__
-from sparkwatch.listener.queues import BoundedQueue
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_to_dict
 from sparkwatch.redact import redact_url
 from sparkwatch.spool import Spool, SpoolUnavailable
+from sparkwatch.worker import Backoff, BoundedQueue, Worker
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ _STOP = None
 Wire = dict[str, Any]
 # Our request was wrong: the same bytes will be refused again.
 PERMANENT = frozenset({400, 415, 422})
+# "Not now": with a Retry-After, the server says when to send the same batch again.
+COME_BACK = frozenset({429, 503})
 
 
 class Sent(Enum):
@@ -56,6 +60,7 @@ class Endpoint:
     url: str
     token: str | None
     timeout: float
+    """Seconds to connect, and to wait for each read of the answer (a silent server)."""
 
 
 class PushSink:
@@ -76,21 +81,24 @@ class PushSink:
         self._batch_size = batch_size
         self._flush_seconds = flush_seconds
         self._spool = spool
-        self._backoff = backoff
-        self._delay = backoff[0]
-        self._failures = 0
+        self._backoff = Backoff(*backoff)
+        self._next_wait = 0.0
+        """Before the next attempt: the backoff's, or the server's Retry-After."""
         self._queue: BoundedQueue[Wire | None] = BoundedQueue(capacity)
         self._deadline: float | None = None
         self._stop_seen = False
         self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sparkwatch-push", daemon=True)
-        self._thread.start()
+        self.worker = Worker("push", self._run, "sparkwatch-push")
+        self.worker.start()
 
     # --- called from other threads ----------------------------------------------------------
 
     def __call__(self, event: ParsedEvent) -> None:
-        if self._deadline is not None or not self._queue.offer(envelope_to_dict(event.envelope)):
+        """Never blocks: when memory is full the oldest waiting event makes room."""
+        if self._deadline is not None:
             self._counters.count_dropped(self.QUEUE)
+        elif evicted := self._queue.offer_evicting(envelope_to_dict(event.envelope)):
+            self._counters.count_dropped(self.QUEUE, evicted)
 
     def queue_state(self) -> tuple[int, int]:
         return self._queue.size(), self._queue.capacity
@@ -112,7 +120,7 @@ class PushSink:
         self._deadline = time.monotonic() + timeout
         self._wake.set()
         self._queue.put_control(_STOP, timeout)
-        self._thread.join(timeout + 2.0)
+        self.worker.join(timeout + 2.0)
         if self._spool is not None:
             self._spool.close()
 
@@ -132,6 +140,7 @@ class PushSink:
                 batch = self._next_batch()
                 if batch:
                     self._send_fresh(batch)
+            self.worker.beat()
         self._finish()
 
     def _stopping(self) -> bool:
@@ -139,7 +148,7 @@ class PushSink:
 
     def _next_batch(self) -> list[Wire]:
         """Block for one event, then gather more for up to flush_seconds or batch_size."""
-        first = self._queue.get()
+        first = self.worker.take(self._queue)
         if first is _STOP:
             self._queue.done()
             self._stop_seen = True
@@ -147,10 +156,8 @@ class PushSink:
         batch = [first]
         deadline = time.monotonic() + self._flush_seconds
         while len(batch) < self._batch_size:
-            remaining = deadline - time.monotonic()
             try:
-                item = self._queue.get(timeout=remaining) if remaining > 0 else \
-                    self._queue.get_nowait()
+                item = self.worker.take(self._queue, deadline - time.monotonic())
             except queue.Empty:
                 break
             if item is _STOP:
@@ -221,10 +228,11 @@ class PushSink:
             self._spill()
 
     def _pause(self) -> None:
-        """Back off (exponentially, with jitter); wakes early at stop. With a spool, events
-        arriving meanwhile go straight to it, so memory never fills during an outage."""
+        """Wait before the next attempt (the backoff's wait or the server's Retry-After); wakes
+        early at stop. With a spool, events arriving meanwhile go straight to it, so memory never
+        fills during an outage."""
         self._wake.clear()
-        end = time.monotonic() + self._delay * random.uniform(0.5, 1.5)
+        end = time.monotonic() + self._next_wait
         if self._deadline is not None:
             end = min(end, self._deadline)
         while (remaining := end - time.monotonic()) > 0 and not self._wake.is_set():
@@ -232,14 +240,18 @@ class PushSink:
                 self._spill(wait=min(remaining, 0.1))
             else:
                 self._wake.wait(min(remaining, 0.1))
-        self._delay = min(self._delay * 2, self._backoff[1])
+            self.worker.beat()
 
     # --- one POST ---------------------------------------------------------------------------
 
     def _send(self, events: list[Wire]) -> Sent:
         """POST ``events`` once; OK when the collector took responsibility for them (accepted,
         or refused for good), RETRY when they should be sent again."""
-        status, reply = self._post(events)
+        status, reply, retry_after = self._post(events)
+        if status in COME_BACK and retry_after is not None:
+            self._failed(status, reply)
+            self._next_wait = min(retry_after, self._backoff.ceiling)
+            return Sent.RETRY
         if status is not None and (200 <= status < 300 or status == 429):
             self._delivered(events, reply)
             return Sent.OK
@@ -253,7 +265,8 @@ class PushSink:
         self._failed(status, reply)
         return Sent.RETRY
 
-    def _post(self, events: list[Wire]) -> tuple[int | None, dict[str, Any]]:
+    def _post(self, events: list[Wire]) -> tuple[int | None, dict[str, Any], float | None]:
+        """One POST: the status (None: no answer), the JSON reply, the Retry-After in seconds."""
         body = gzip.compress(json.dumps({"events": events}, separators=(",", ":")).encode(), 5)
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip",
                    "User-Agent": f"sparkwatch-listener/{__version__}"}
@@ -262,11 +275,11 @@ class PushSink:
         request = urllib.request.Request(self._endpoint.url, body, headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self._endpoint.timeout) as response:
-                return response.status, _json(response.read())
+                return response.status, _json(response.read()), None
         except urllib.error.HTTPError as exc:
-            return exc.code, _json(exc.read())
+            return exc.code, _json(exc.read()), retry_after_seconds(exc.headers.get("Retry-After"))
         except (OSError, ValueError) as exc:  # refused, reset, timeout, DNS, bad URL
-            return None, {"detail": str(getattr(exc, "reason", None) or exc)}
+            return None, {"detail": str(getattr(exc, "reason", None) or exc)}, None
 
     def _delivered(self, events: list[Wire], reply: dict[str, Any]) -> None:
         rejected = reply.get("rejected") or []
@@ -274,29 +287,44 @@ class PushSink:
         if rejected:
             first = rejected[0]
             self._refused(len(rejected), first.get("error", "") if isinstance(first, dict) else "")
-        if self._failures:
-            log.info("sparkwatch: collector reachable again after %d failed attempts",
-                     self._failures)
-        self._failures, self._delay = 0, self._backoff[0]
+        if failures := self._backoff.succeeded():
+            log.info("sparkwatch: collector reachable again after %d failed attempts", failures)
 
     def _refused(self, n: int, why: str) -> None:
         self._counters.count_dropped("push_refused", n)
         log.warning("sparkwatch: the collector refused %d events (%s)", n, why)
 
     def _failed(self, status: int | None, reply: dict[str, Any]) -> None:
-        self._failures += 1
+        self._next_wait = self._backoff.failed()
         self._counters.count_delivery_failure(self.QUEUE)
-        if self._failures == 1 or self._failures % 20 == 0:
+        if self._backoff.loud:
             what = f"HTTP {status}" if status is not None else "no answer"
             # The URL has no secret (the token travels in a header); the reply is the server's.
             log.warning("sparkwatch: push to %s failed (%s: %s), attempt %d, retrying",
                         safe_url(self._endpoint.url), what, reply.get("detail", ""),
-                        self._failures)
+                        self._backoff.failures)
 
 
 def safe_url(url: str) -> str:
     """The URL fit for logs (see :func:`sparkwatch.redact.redact_url`)."""
     return redact_url(url)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A Retry-After header (seconds, or an HTTP date) as seconds from now; None when absent or
+    unreadable (then the sink backs off as for any failure)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def _json(raw: bytes) -> dict[str, Any]:

@@ -199,19 +199,21 @@ LISTENER_FIELDS: tuple[Field, ...] = (
         "push_queue_capacity",
         "push.queueCapacity",
         _positive_int,
-        "Events buffered in memory for the push; beyond it new events are dropped and counted.",
+        "Events buffered in memory for the push; beyond it the oldest are dropped and counted.",
     ),
     Field(
         "push_timeout_seconds",
         "push.timeoutSeconds",
         _positive_float,
-        "Timeout of one push request; a failed push is retried with backoff.",
+        "Timeout to connect and for each read of a push request (a collector that never answers); "
+        "a failed push is retried with backoff.",
     ),
     Field(
         "push_retry_max_seconds",
         "push.retryMaxSeconds",
         _positive_float,
-        "Longest wait between push retries (backoff doubles from 0.5 s up to it, with jitter).",
+        "Longest wait between push retries (backoff doubles from 0.5 s up to it, with jitter); "
+        "also caps the wait a 429 or 503 asks for with Retry-After.",
     ),
     Field(
         "push_spool_dir",

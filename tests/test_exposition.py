@@ -432,6 +432,7 @@ def all_fixtures_scraped() -> str:
         delivery_failures={"history": 1},
         parse_errors=1,
         queues={"intake": (0, 1000)},
+        workers={"intake": 1767225600.25, "push": 1767225599.5},
     )
     scraper = Scraper(listener_stats=[stats])
     for index, path in enumerate(FIXTURE_FILES):
@@ -451,6 +452,7 @@ def test_promtool_accepts_the_whole_exposition(promtool: str, tmp_path: Path) ->
         "state_rows{",
         "state_rocksdb_",
         "listener_events_dropped_total{",
+        "listener_worker_last_progress_timestamp_seconds{",
         "source_max_offsets_behind_latest{",
         "query_phase_duration_seconds_bucket{",
     ):

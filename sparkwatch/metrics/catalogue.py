@@ -132,6 +132,17 @@ LISTENER_QUEUE_CAPACITY = _def(
     "Capacity of a listener queue.",
     APP_LABELS + ("queue",),
 )
+LISTENER_WORKER_LAST_PROGRESS = _def(
+    "listener_worker_last_progress_timestamp_seconds",
+    G,
+    "When a listener worker thread (intake, history, push, plans) last showed progress: it "
+    "beats after each piece of work and while it waits, never while stuck inside a call. A "
+    "value that stops moving is a hung worker.",
+    APP_LABELS + ("worker",),
+)
+COLLECTOR_WORKER_LAST_PROGRESS = "sparkwatch_collector_worker_last_progress_timestamp_seconds"
+"""The collector's own equivalent (one of its ``sparkwatch_collector_*`` self-metrics, outside
+the catalogue), named here because the alert rules read it too."""
 
 # --- query ------------------------------------------------------------------------------------
 QUERY_INFO = _def(

@@ -122,6 +122,8 @@ def add_listener(out: Families, s: ListenerStats) -> None:
     for queue, (size, capacity) in sorted(s.queues.items()):
         out.add(cat.LISTENER_QUEUE_SIZE, (*app, queue), size)
         out.add(cat.LISTENER_QUEUE_CAPACITY, (*app, queue), capacity)
+    for worker, last in sorted(s.workers.items()):
+        out.add(cat.LISTENER_WORKER_LAST_PROGRESS, (*app, worker), last)
 
 
 def query_labels(q: QueryState) -> tuple[str, str, str, str]:

@@ -25,6 +25,8 @@ class ListenerStats:
     """sink name -> events delivered"""
     queues: dict[str, tuple[int, int]] = field(default_factory=dict)
     """queue name -> (size, capacity)"""
+    workers: dict[str, float] = field(default_factory=dict)
+    """worker name -> Unix time of its last heartbeat"""
 
 
 class ListenerCounters:
@@ -64,7 +66,12 @@ class ListenerCounters:
             self.parse_errors += 1
 
     def snapshot(
-        self, app: AppInfo, mode: str, version: str, queues: dict[str, tuple[int, int]]
+        self,
+        app: AppInfo,
+        mode: str,
+        version: str,
+        queues: dict[str, tuple[int, int]],
+        workers: dict[str, float] | None = None,
     ) -> ListenerStats:
         with self._lock:
             return ListenerStats(
@@ -78,4 +85,5 @@ class ListenerCounters:
                 errors=dict(self.errors),
                 queues=dict(queues),
                 delivered=dict(self.delivered),
+                workers=dict(workers or {}),
             )
