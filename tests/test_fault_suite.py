@@ -227,7 +227,8 @@ def test_database_stopped(cluster: PrivatePostgres, history: str, tmp_path: Path
 
 def test_history_writer_stopped(history: str, tmp_path: Path) -> None:
     spool, load = tmp_path / "spool", Load("fault-sigstop")
-    collector = Collector(history, spool, *FLAGS, "--write-batch-size", "500")
+    collector = Collector(history, spool, *FLAGS, "--write-batch-size", "500",
+                          "--worker-deadline-seconds", "5")
     stopped: list[int] = []
 
     def during(i: int) -> None:
@@ -237,7 +238,12 @@ def test_history_writer_stopped(history: str, tmp_path: Path) -> None:
             os.kill(stopped[0], signal.SIGSTOP)
         if i == 20:
             hold(FAULT_SECONDS, collector)
+            ready = collector.get("/readyz").json()  # the hung writer shows, named
+            assert ready["status"] == "degraded", ready
+            assert {"name": "history", "state": "hung"}.items() <= ready["workers"][0].items()
             os.kill(stopped[0], signal.SIGCONT)
+            wait_for(lambda: collector.get("/readyz").json()["status"] == "ready", 60,
+                     "ready again once the writer runs")
 
     collector.start()
     try:
