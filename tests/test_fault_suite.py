@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -262,12 +263,18 @@ def test_spool_disk_full_and_freed(history: str, tmp_path: Path) -> None:
         collector = Collector(history, spool, *FLAGS)
         refused: list[int] = []
 
+        def space_returns() -> None:
+            refused.append(_refused(collector))
+            filler.free()
+
+        # The disk stays full for FAULT_SECONDS of wall time: ingest answers 503 meanwhile and
+        # the pushing client (as the push sink does) keeps the events and sends them again.
+        returns = threading.Timer(FAULT_SECONDS, space_returns)
+
         def during(i: int) -> None:
             if i == 10:
                 filler.fill(leave=1 << 20)
-            if i == 20:
-                refused.append(_refused(collector))
-                filler.free()
+                returns.start()
 
         collector.start()
         try:
@@ -275,6 +282,7 @@ def test_spool_disk_full_and_freed(history: str, tmp_path: Path) -> None:
             check(collector, history, load, spool)
             assert refused and refused[0] > 0, "the full disk refused nothing"
         finally:
+            returns.cancel()
             collector.stop()
 
 
