@@ -15,6 +15,7 @@ COMMANDS = {
     "history": "bench.history_cmd",
     "ceiling": "bench.ceiling_cmd",
     "memory": "bench.memory_cmd",
+    "pushfault": "bench.pushfault_cmd",
 }
 
 
