@@ -215,8 +215,10 @@ def _decode_and_ingest(
     raw = decompress(body.pop(), encoding, limit)  # the body is freed once inflated
     items, strict = events_of(raw, service.settings.max_events_per_request)
     # A strictly read body is kept for the contract's canonical check (bodies over the lean
-    # decode size are never strict, so this holds at most a few MiB).
-    return service.ingestor.ingest(items, allowed, strict_body=raw if strict else None)
+    # decode size are never strict, so this holds at most a few MiB); any other is freed now.
+    strict_body = raw if strict else None
+    del raw
+    return service.ingestor.ingest(items, allowed, strict_body=strict_body)
 
 
 def _add_operations(app: FastAPI, service: Service, read_auth: list[Any]) -> None:
