@@ -92,8 +92,11 @@ class Ingestor:
             if admitted and self._spool is not None:
                 # Records of SPOOL_RECORD_EVENTS: the history writer never reads a large request
                 # back whole.
+                # Events checked value by value were not kept encoded (a large body would be
+                # held twice): encoded again here, one record at a time, as it is written.
                 self._spool.append_all(
-                    b"[" + b",".join(encoded for _, _, encoded in part) + b"]"
+                    b"[" + b",".join(encoded or encode(envelope_to_dict(parsed.envelope))
+                                     for _, parsed, encoded in part) + b"]"
                     for part in _parts(admitted, SPOOL_RECORD_EVENTS))
             for _, parsed, _ in admitted:
                 if not self._state.apply(parsed):
@@ -106,7 +109,7 @@ class Ingestor:
 
     def _validate(
         self, items: list[Any], allowed_app: str, strict_body: bytes | None, outcome: Outcome
-    ) -> list[tuple[int, ParsedEvent, bytes]]:
+    ) -> list[tuple[int, ParsedEvent, bytes | None]]:
         valid = []
         for index, result in enumerate(check_events(items, strict_body)):
             if isinstance(result, ContractViolation):
@@ -123,8 +126,8 @@ class Ingestor:
         return valid
 
     def _admit(
-        self, valid: list[tuple[int, ParsedEvent, bytes]], outcome: Outcome
-    ) -> list[tuple[int, ParsedEvent, bytes]]:
+        self, valid: list[tuple[int, ParsedEvent, bytes | None]], outcome: Outcome
+    ) -> list[tuple[int, ParsedEvent, bytes | None]]:
         if not valid:
             return []
         index = SeriesIndex(self._state)
@@ -140,7 +143,7 @@ class Ingestor:
 
 def check_events(
     items: list[Any], strict_body: bytes | bytearray | None
-) -> list[tuple[ParsedEvent, bytes] | ContractViolation]:
+) -> list[tuple[ParsedEvent, bytes | None] | ContractViolation]:
     """Each event of a request through the contract: parsed and encoded as it will be spooled,
     or the violation naming its field. ``strict_body``: see :meth:`Ingestor.ingest`."""
     if strict_body is not None:
@@ -151,9 +154,10 @@ def check_events(
     return [_one(index, item) for index, item in enumerate(items)]
 
 
-def _one(index: int, item: Any) -> tuple[ParsedEvent, bytes] | ContractViolation:
+def _one(index: int, item: Any) -> tuple[ParsedEvent, bytes | None] | ContractViolation:
     try:
-        return _checked(item, False)
+        parsed, _ = _checked(item, False)  # the encoding only measured: written later
+        return parsed, None
     except ContractViolation as exc:
         return exc
     except Exception as exc:  # noqa: BLE001 - a bug must cost one event, never a 500

@@ -13,8 +13,10 @@ import httpx
 import pytest
 
 from sparkwatch.collector.body import BodyError, events_of
+from sparkwatch.collector.fastjson import encode
 from sparkwatch.collector.ingest import _checked, _cleared, check_events
 from sparkwatch.model.contract import LIMITS, ContractViolation, canonical_is_clean, check_tree
+from sparkwatch.model.parse import envelope_to_dict
 from tests.hostile import Case, body_cases, body_of, one_event_cases, progress_event
 from tests.support import wait_for
 from tests.test_collector_support import (
@@ -66,9 +68,10 @@ def test_the_exact_path_accepts_what_the_fast_path_accepts() -> None:
     body = body_of([_event(0)])  # spaced, as json.dumps writes: not canonical
     compact = body.replace(b", ", b",").replace(b": ", b":")
     assert _cleared(events_of(body, 5000)[0], body) is None
-    [slow] = check_events(events_of(body, 5000)[0], body)
-    [fast] = check_events(events_of(compact, 5000)[0], compact)
-    assert slow == fast
+    [(slow, not_kept)] = check_events(events_of(body, 5000)[0], body)
+    [(fast, encoded)] = check_events(events_of(compact, 5000)[0], compact)
+    assert slow == fast and not_kept is None  # encoded again when spooled, not held meanwhile
+    assert encode(envelope_to_dict(slow.envelope)) == encoded
 
 
 def test_a_string_holding_a_quote_and_colon_is_read_as_it_is() -> None:
@@ -92,7 +95,8 @@ def test_nul_and_integer_literals_too_long_for_64_bits_are_never_cleared() -> No
 def test_nan_rates_mean_unknown_as_in_spark_and_are_stored_as_null() -> None:
     event = _event(0)
     event["payload"]["inputRowsPerSecond"] = "__NAN__"
-    [(parsed, encoded)] = check_events(events_of(body_of([event]), 5000)[0], None)
+    [(parsed, _)] = check_events(events_of(body_of([event]), 5000)[0], None)
+    encoded = encode(envelope_to_dict(parsed.envelope))
     assert parsed.event.input_rows_per_second is None
     assert b'"inputRowsPerSecond":null' in encoded
 
