@@ -230,7 +230,7 @@ def _add_operations(app: FastAPI, service: Service, read_auth: list[Any]) -> Non
         # Collected now (the snapshot, and any error, before the answer starts), then rendered
         # and sent in pieces: thousands of queries make a body of tens of MB, never held whole.
         # Prometheus asks for gzip.
-        chunks = render(list(service.registry.collect()))
+        chunks = render(list(service.registry.collect()), report_dropped=True)
         if gzip_accepted(request.headers.get("accept-encoding", "")):
             return StreamingResponse(gzipped(chunks), media_type=CONTENT_TYPE_LATEST,
                                      headers={"Content-Encoding": "gzip"})

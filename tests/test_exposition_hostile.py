@@ -22,7 +22,7 @@ APP = AppInfo("hostile", "app-h", "4.3.0")
 def _scrape(state: MetricState) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SparkwatchCollector(state, None))
-    return b"".join(render(list(registry.collect()))).decode()
+    return b"".join(render(list(registry.collect()), report_dropped=True)).decode()
 
 
 def _renamed(events: list[ParsedEvent], query_id: str, name: str) -> list[ParsedEvent]:

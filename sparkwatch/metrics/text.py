@@ -243,10 +243,11 @@ def generate(registry: Collector) -> Iterator[bytes]:
     return render(registry.collect())
 
 
-def render(metrics: Iterable[Metric]) -> Iterator[bytes]:
+def render(metrics: Iterable[Metric], report_dropped: bool = False) -> Iterator[bytes]:
     """The text of collected ``metrics``, one family at a time: row families rendered here, any
     other metric by prometheus_client itself. Collect first (``list(registry.collect())``) to
-    take the snapshot, and its errors, before streaming."""
+    take the snapshot, and its errors, before streaming. ``report_dropped``: end with the
+    process's count of series left out (:data:`DROPPED`), once there is one."""
     bodies = Bodies()
     for metric in metrics:
         if isinstance(metric, RowFamily):
@@ -258,7 +259,7 @@ def render(metrics: Iterable[Metric]) -> Iterator[bytes]:
             except Exception:  # noqa: BLE001 - one family never costs the others
                 DROPPED.add(max(1, len(metric.samples)))
                 log.exception("left the family %s out of the exposition", metric.name)
-    if DROPPED.total:
+    if report_dropped and DROPPED.total:
         yield DROPPED.text().encode()
 
 
