@@ -64,6 +64,8 @@ EMPTY_METRICS = {
     cat.QUERY_STALLED.name: "collector only (stall detection job); this scenario has no collector",
     cat.LISTENER_DELIVERY_FAILURES.name: "exported from the first failed delivery; none failed",
     cat.STATE_CUSTOM_METRIC.name: "every customMetrics key of Spark 4.3 has a dedicated metric",
+    "sparkwatch_collector_events_quarantined_total": "collector only; no collector here",
+    "sparkwatch_collector_worker_last_progress_timestamp_seconds": "collector only; none here",
 }
 EMPTY_TABLES = {
     "query_stalls": "written by the collector's stall detection; this scenario has no collector",
@@ -82,7 +84,8 @@ class Scenario:
 
 
 def metrics_read(expr: str) -> set[str]:
-    return set(re.findall(r"\bspark_streaming_\w+", RECORDED.sub("", expr)))
+    return set(re.findall(r"\b(?:spark_streaming|sparkwatch_collector)_\w+",
+                          RECORDED.sub("", expr)))
 
 
 def exempt(text: str) -> str | None:
