@@ -37,6 +37,7 @@ class CollectorSettings:
     history_migrate: bool = True
     spool_dir: Path = Path("sparkwatch-spool")
     spool_max_bytes: int = 1 << 30
+    quarantine_max_bytes: int = 256 << 20
     spool_fsync: bool = True
     write_batch_size: int = 1000
     tokens: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -131,6 +132,9 @@ SETTINGS: tuple[Setting, ...] = (
             "in the database); must survive restarts"),
     Setting("spool_max_bytes", _positive_int,
             "spool bound; when full, ingest answers 503 and clients keep their events"),
+    Setting("quarantine_max_bytes", _positive_int,
+            "bound of the quarantine file beside the spool (events the history refused); when "
+            "full, refused events stay in the spool and are retried"),
     Setting("spool_fsync", _bool, "fsync each accepted request before answering (durable "
             "across power loss; off: across process crashes only)"),
     Setting("write_batch_size", _positive_int, "events per history transaction"),

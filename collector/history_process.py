@@ -26,7 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from sparkwatch.collector.gctune import tune_gc
-from sparkwatch.collector.quarantine import RETRIES, Quarantine, is_data_error
+from sparkwatch.collector.quarantine import (
+    DEFAULT_MAX_BYTES,
+    RETRIES,
+    Quarantine,
+    is_data_error,
+)
 from sparkwatch.history.errors import HistoryUrlError
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.logs import LOG_FORMAT
@@ -64,10 +69,12 @@ class WriterProcess:
     Not thread-safe: one pump thread owns it.
     """
 
-    def __init__(self, url: str, migrate: bool, spool_dir: Path) -> None:
+    def __init__(self, url: str, migrate: bool, spool_dir: Path,
+                 quarantine_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.url = url
         self._migrate = migrate
         self._spool_dir = Path(spool_dir)
+        self._quarantine_max_bytes = quarantine_max_bytes
         self._process: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
 
@@ -127,7 +134,8 @@ class WriterProcess:
                 )
             self._conn = Connection(ours.detach())
             level = logging.getLogger().getEffectiveLevel()
-            self._conn.send((self.url, self._migrate, str(self._spool_dir), level))
+            self._conn.send((self.url, self._migrate, str(self._spool_dir), level,
+                             self._quarantine_max_bytes))
         assert self._conn is not None
         return self._conn, self._process
 
@@ -152,21 +160,22 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(int(argv[0]))
     try:
-        url, migrate, spool_dir, level = conn.recv()
+        url, migrate, spool_dir, level, quarantine_max_bytes = conn.recv()
     except (EOFError, OSError):
         return
     # Logs as the collector does (its stderr, its format and level, Alembic quiet unless debug).
     logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
     if level > logging.DEBUG:
         logging.getLogger("alembic").setLevel(logging.WARNING)
-    serve(conn, url, migrate, spool_dir)
+    serve(conn, url, migrate, spool_dir, quarantine_max_bytes)
 
 
-def serve(conn: Connection, url: str, migrate: bool, spool_dir: str) -> None:
+def serve(conn: Connection, url: str, migrate: bool, spool_dir: str,
+          quarantine_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
     """Answer write requests until the parent says stop or goes away."""
     writer = HistoryWriter(url, migrate=migrate)
     reader = SpanReader(Path(spool_dir))
-    quarantine = Quarantine(Path(spool_dir))
+    quarantine = Quarantine(Path(spool_dir), quarantine_max_bytes)
     failures: dict[Position, int] = {}  # attempts of a span that failed for another reason
     tune_gc()
     while True:

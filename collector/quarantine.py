@@ -29,6 +29,12 @@ from typing import Any
 import sqlalchemy as sa
 
 FILE = "quarantine.jsonl"
+DEFAULT_MAX_BYTES = 256 << 20
+
+
+class QuarantineFull(OSError):
+    """Adding would take the quarantine past its bound: the events stay in the spool (the span
+    is retried, so nothing is lost silently; the spool fills and ingest answers 503)."""
 RETRIES = 3
 """Failed attempts of one span, for a reason that is neither the connection nor the data, before
 its events are written one by one (and the failing ones quarantined)."""
@@ -60,8 +66,9 @@ def entry_id(event: Any) -> str:
 
 
 class Quarantine:
-    def __init__(self, spool_dir: Path) -> None:
+    def __init__(self, spool_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.path = Path(spool_dir) / FILE
+        self.max_bytes = max_bytes
 
     def add(self, items: Sequence[tuple[Any, str]]) -> int:
         """Append (event, reason) pairs not already here; durable on return. Returns how many
@@ -73,6 +80,12 @@ class Quarantine:
             fresh = [(i, e, r) for i, e, r in fresh if i not in known]
             lines = [json.dumps({"id": i, "at": time.time(), "reason": r, "event": e},
                                 ensure_ascii=True, default=str) + "\n" for i, e, r in fresh]
+            held = self.path.stat().st_size if self.path.exists() else 0
+            adding = sum(map(len, lines))
+            if held + adding > self.max_bytes:
+                raise QuarantineFull(
+                    f"quarantine {self.path} holds {held} bytes; {adding} more would exceed its "
+                    f"bound of {self.max_bytes} (quarantine_max_bytes): replay or drop entries")
             with open(self.path, "a", encoding="ascii") as f:
                 f.writelines(lines)
                 f.flush()

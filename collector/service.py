@@ -113,7 +113,8 @@ def build_service(settings: CollectorSettings) -> Service:
         spool = Spool(settings.spool_dir, settings.spool_max_bytes, settings.spool_fsync)
         metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes,
                             lambda: spool.write_failures)
-        writer = WriterProcess(settings.history_url, settings.history_migrate, settings.spool_dir)
+        writer = WriterProcess(settings.history_url, settings.history_migrate, settings.spool_dir,
+                               settings.quarantine_max_bytes)
         pump = HistoryPump(spool, writer, metrics, settings.write_batch_size,
                            deadline=settings.worker_deadline_seconds)
         metrics.track_worker(pump.worker)

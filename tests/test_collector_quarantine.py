@@ -95,3 +95,15 @@ def test_a_poison_event_is_quarantined_and_never_stops_the_others(
     assert Quarantine(spool).entries() == []
     assert scalar(pg_url, "select name from query_runs where run_id = :r",
                   r=poison_ids["run_id"]) == "poison"
+
+
+def test_the_quarantine_is_bounded_and_keeps_what_it_holds_when_full(tmp_path: Path) -> None:
+    from sparkwatch.collector.quarantine import QuarantineFull
+
+    quarantine = Quarantine(tmp_path, max_bytes=600)
+    event = {"kind": "progress", "payload": {"id": "q", "blob": "x" * 200}}
+    assert quarantine.add([(event, "refused")]) == 1
+    assert quarantine.add([(event, "refused")]) == 0  # the same event is held once
+    with pytest.raises(QuarantineFull, match="quarantine_max_bytes"):
+        quarantine.add([({**event, "payload": {"id": "r", "blob": "y" * 400}}, "refused")])
+    assert [e.event for e in quarantine.entries()] == [event]
