@@ -115,22 +115,17 @@ async def _body(request: Request, limit: int, timeout: float) -> bytearray:
     if size > limit:
         raise too_large(limit)
     body, filled = bytearray(size), 0
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    stream = request.stream().__aiter__()
-    while True:
-        try:
-            chunk = await asyncio.wait_for(stream.__anext__(), max(deadline - loop.time(), 0.0))
-        except StopAsyncIteration:
-            break
-        except TimeoutError:
-            raise BodyError(408, f"request body not received within {timeout:g} s "
-                            "(body_timeout_seconds)") from None
-        end = filled + len(chunk)
-        if end > limit:
-            raise too_large(limit)
-        body[filled:end] = chunk  # in place while within the declared size, else it grows
-        filled = end
+    try:
+        async with asyncio.timeout(timeout):  # one deadline for the whole body, no task a chunk
+            async for chunk in request.stream():
+                end = filled + len(chunk)
+                if end > limit:
+                    raise too_large(limit)
+                body[filled:end] = chunk  # in place within the declared size, else it grows
+                filled = end
+    except TimeoutError:
+        raise BodyError(408, f"request body not received within {timeout:g} s "
+                        "(body_timeout_seconds)") from None
     del body[filled:]
     return body
 

@@ -96,10 +96,12 @@ class Quarantine:
         if not self.path.exists():
             return []
         out = []
-        for line in self.path.read_text(encoding="ascii").splitlines():
-            if line.strip():
+        for line in self.path.read_text(encoding="ascii", errors="replace").splitlines():
+            try:  # a line torn by a crash mid-append was never acknowledged as quarantined
                 d = json.loads(line)
                 out.append(Entry(d["id"], d["at"], d["reason"], d["event"]))
+            except (ValueError, KeyError, TypeError):
+                continue
         return out
 
     def remove(self, ids: set[str]) -> int:

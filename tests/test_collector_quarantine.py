@@ -107,3 +107,14 @@ def test_the_quarantine_is_bounded_and_keeps_what_it_holds_when_full(tmp_path: P
     with pytest.raises(QuarantineFull, match="quarantine_max_bytes"):
         quarantine.add([({**event, "payload": {"id": "r", "blob": "y" * 400}}, "refused")])
     assert [e.event for e in quarantine.entries()] == [event]
+
+
+def test_a_torn_last_line_costs_only_itself(tmp_path: Path) -> None:
+    quarantine = Quarantine(tmp_path)
+    event = {"kind": "idle", "payload": {"id": "q"}}
+    quarantine.add([(event, "refused")])
+    with open(quarantine.path, "a") as f:
+        f.write('{"id": "torn", "at": 1, "rea')  # a crash mid-append
+    assert [e.event for e in quarantine.entries()] == [event]
+    listed = _cli("list", "--spool-dir", str(tmp_path))
+    assert listed.returncode == 0 and "1 quarantined event" in listed.stdout

@@ -12,6 +12,7 @@ from pathlib import Path
 from sparkwatch.cli.errors import CliError
 
 SPOOL_ENV = "SPARKWATCH_COLLECTOR_SPOOL_DIR"
+HISTORY_ENV = "SPARKWATCH_COLLECTOR_HISTORY_URL"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,9 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=run_list)
     replay = actions.add_parser("replay", help="write quarantined events to the history; "
                                 "those written leave the quarantine")
-    replay.add_argument("--history-url", required=True,
-                        help="the collector's history URL (env SPARKWATCH_COLLECTOR_HISTORY_URL)",
-                        default=os.environ.get("SPARKWATCH_COLLECTOR_HISTORY_URL"))
+    replay.add_argument("--history-url", default=os.environ.get(HISTORY_ENV),
+                        required=HISTORY_ENV not in os.environ,
+                        help=f"the collector's history URL (env {HISTORY_ENV})")
     replay.set_defaults(func=run_replay)
     drop = actions.add_parser("drop", help="remove quarantined events for good")
     drop.set_defaults(func=run_drop)
