@@ -47,6 +47,12 @@ class Phase:
     peak_collector_mib: float = 0.0
     peak_total_mib: float = 0.0
     """collector + history writer process, sampled together"""
+    peak_writer_mib: float = 0.0
+    """the history writer process alone"""
+    idle_collector_mib: float = 0.0
+    idle_writer_mib: float = 0.0
+    idle_total_mib: float = 0.0
+    """the phase's own collector (and its writer), warmed up and quiet, before its requests"""
     seconds: float = 0.0
 
 
@@ -94,7 +100,7 @@ class RssSampler:
     def __init__(self, pid: int) -> None:
         self._pid = pid
         self._stop = threading.Event()
-        self.peak_collector = self.peak_total = 0.0
+        self.peak_collector = self.peak_writer = self.peak_total = 0.0
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> RssSampler:
@@ -109,6 +115,7 @@ class RssSampler:
         while not self._stop.is_set():
             own, total = rss_mib(self._pid)
             self.peak_collector = max(self.peak_collector, own)
+            self.peak_writer = max(self.peak_writer, total - own)
             self.peak_total = max(self.peak_total, total)
             self._stop.wait(SAMPLE_S)
 
@@ -164,6 +171,8 @@ def run_phase(running: Running, name: str, batch: list[Body]) -> Phase:
     """Send ``batch`` at once (one thread each), sampling RSS until the history holds what was
     accepted."""
     phase = Phase(name, len(batch), batch[0].raw_bytes, batch[0].encoding)
+    phase.idle_collector_mib, phase.idle_total_mib = idle(running)
+    phase.idle_writer_mib = phase.idle_total_mib - phase.idle_collector_mib
     statuses: Counter[int] = Counter()
     accepted = [0]
     lock = threading.Lock()
@@ -188,4 +197,5 @@ def run_phase(running: Running, name: str, batch: list[Body]) -> Phase:
     phase.statuses = {str(k): v for k, v in sorted(statuses.items())}
     phase.peak_collector_mib = sampler.peak_collector
     phase.peak_total_mib = sampler.peak_total
+    phase.peak_writer_mib = sampler.peak_writer
     return phase

@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from sparkwatch.collector.gctune import tune_gc
+from sparkwatch.collector.gctune import release_memory, tune_gc
 from sparkwatch.collector.quarantine import (
     DEFAULT_MAX_BYTES,
     RETRIES,
@@ -200,6 +200,9 @@ def serve(conn: Connection, url: str, migrate: bool, spool_dir: str,
         else:
             failures.pop(start, None)
             conn.send(("ok", position, len(events) - len(bad), quarantined))
+            if position >= end:  # caught up: nothing read ahead, the batch is garbage now
+                del events, bad
+                release_memory()
     reader.close()
     writer.close()
 
