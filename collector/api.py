@@ -20,7 +20,6 @@ from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.exposition import gzip_accepted
 
-from sparkwatch import __version__
 from sparkwatch.collector import models
 from sparkwatch.collector.auth import AuthError
 from sparkwatch.collector.body import (
@@ -37,6 +36,7 @@ from sparkwatch.collector.service import Service
 from sparkwatch.history.errors import HistoryError, UnknownOperator, UnknownQuery
 from sparkwatch.metrics.text import gzipped, render
 from sparkwatch.spool import SpoolUnavailable
+from sparkwatch.version import __version__
 
 log = logging.getLogger(__name__)
 INGEST_PATH = "/api/v1/events"

@@ -13,7 +13,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from sparkwatch import __version__
 from sparkwatch.listener.exporter import ExporterError, MetricsServer, serve_metrics
 from sparkwatch.listener.history_sink import HistorySink
 from sparkwatch.listener.intake import Handler, Intake
@@ -26,6 +25,7 @@ from sparkwatch.metrics.stats import ListenerCounters, ListenerStats
 from sparkwatch.model.events import AppInfo
 from sparkwatch.redact import redact_url
 from sparkwatch.settings import LISTENER_FIELDS, ListenerSettings, load_listener_settings
+from sparkwatch.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -32,12 +32,12 @@ from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any
 
-from sparkwatch import __version__
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_to_dict
 from sparkwatch.redact import redact_url
 from sparkwatch.spool import Spool, SpoolUnavailable
+from sparkwatch.version import __version__
 from sparkwatch.worker import Backoff, BoundedQueue, Worker
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,11 @@ import pytest
 
 from sparkwatch.cli.main import main
 from sparkwatch.demo import queries as dq
-from sparkwatch.demo.table import (
+from sparkwatch.demo.table import render
+from sparkwatch.metrics.state import MetricState
+from sparkwatch.model.events import AppInfo, Envelope, EventKind
+from sparkwatch.model.parse import parse_envelope
+from sparkwatch.terminal import (
     CLEAR_EOL,
     CLEAR_SCREEN,
     HOME,
@@ -25,12 +29,8 @@ from sparkwatch.demo.table import (
     fmt_bytes,
     fmt_count,
     fmt_seconds,
-    render,
     run_live,
 )
-from sparkwatch.metrics.state import MetricState
-from sparkwatch.model.events import AppInfo, Envelope, EventKind
-from sparkwatch.model.parse import parse_envelope
 
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "spark-4.3.0"
 APP = AppInfo("sparkwatch-demo", "local-1", "4.3.0")

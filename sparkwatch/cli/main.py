@@ -8,9 +8,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from sparkwatch import __version__
 from sparkwatch.cli.errors import CliError
 from sparkwatch.logs import LOG_FORMAT
+from sparkwatch.version import __version__
 
 # Each module defines register(subparsers) and sets a `func(args) -> int` default on its parser.
 COMMAND_MODULES = (

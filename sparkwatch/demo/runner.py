@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkwatch.demo import queries as dq
 from sparkwatch.demo.supervisor import Supervisor, first_line
-from sparkwatch.demo.table import Screen, clip, fmt_seconds, render, run_live
+from sparkwatch.demo.table import render
+from sparkwatch.terminal import Screen, clip, fmt_seconds, run_live
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,25 +1,29 @@
 """A compact live table of queries and their state operators, drawn from a :class:`MetricState`.
 
-:func:`render` is pure (state in, text out) so it is tested without Spark; :class:`Screen` and
-:func:`run_live` draw it: in place on a terminal, as spaced snapshots when stdout is a pipe.
+:func:`render` is pure (state in, text out) so it is tested without Spark;
+:mod:`sparkwatch.terminal` draws it: in place on a terminal, as snapshots when stdout is a pipe.
 """
 
 from __future__ import annotations
 
-import shutil
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TextIO
 
 from sparkwatch.metrics.state import QueryState
 from sparkwatch.model.events import AppInfo, StateOperator
 from sparkwatch.plan.describe import summary
 from sparkwatch.plan.model import Source
+from sparkwatch.terminal import (
+    BOLD,
+    DIM,
+    RESET,
+    clip,
+    fmt_bytes,
+    fmt_count,
+    fmt_rate,
+    fmt_seconds,
+)
 
-RESET, BOLD, DIM = "\x1b[0m", "\x1b[1m", "\x1b[2m"
 STATUS_COLORS = {"active": "\x1b[32m", "idle": "\x1b[33m", "failed": "\x1b[31m", "terminated": DIM}
 MIN_NAME = 14
 
@@ -43,51 +47,6 @@ COLUMNS: tuple[Column, ...] = (
     Column("DURATION", "MEMORY", 10),
     Column("WM LAG", "COMMIT", 9),
 )
-
-
-# --- value formatting ---------------------------------------------------------------------------
-
-
-def fmt_count(n: float | None) -> str:
-    if n is None:
-        return "-"
-    if abs(n) < 1_000_000:
-        return str(int(n))
-    for unit, scale in (("G", 1e9), ("M", 1e6)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g}{unit}"
-    return str(int(n))  # pragma: no cover - unreachable
-
-
-def fmt_rate(r: float | None) -> str:
-    if r is None:
-        return "-"
-    return f"{r:.1f}" if r < 10_000 else fmt_count(r)
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None or n < 0:
-        return "-"
-    value, unit = float(n), "B"
-    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, next_unit
-    if unit == "B":
-        return f"{int(value)} B"
-    return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s < 1:
-        return f"{s * 1000:.0f}ms"
-    if s < 60:
-        return f"{s:.1f}s"
-    if s < 3600:
-        return f"{int(s // 60)}m{int(s % 60):02d}s"
-    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
 
 
 # --- rows -----------------------------------------------------------------------------------------
@@ -162,12 +121,6 @@ def layout(names: Iterable[str], width: int) -> Layout:
         if name_width + sum(c.width for c in columns) <= width or not columns:
             return Layout(name_width, columns)
         columns = columns[:-1]
-
-
-def clip(text: str, width: int) -> str:
-    if len(text) <= width:
-        return text
-    return text[: max(0, width - 1)] + "…" if width > 0 else ""
 
 
 def line(
@@ -260,82 +213,3 @@ def fit_height(lines: list[str], height: int | None, width: int) -> list[str]:
     keep = max(1, height - 1)
     more = f"... {len(lines) - keep} more lines (enlarge the terminal)"
     return [*lines[:keep], clip(more, width)]
-
-
-# --- drawing ------------------------------------------------------------------------------------
-
-CLEAR_SCREEN, HOME, CLEAR_EOL, CLEAR_EOS = "\x1b[2J", "\x1b[H", "\x1b[K", "\x1b[J"
-HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
-
-
-class Screen:
-    """Writes frames: redrawn in place on a terminal, every ``snapshot_every`` s to a pipe."""
-
-    def __init__(
-        self,
-        out: TextIO | None = None,
-        tty: bool | None = None,
-        snapshot_every: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.out = out if out is not None else sys.stdout
-        self.tty = self.out.isatty() if tty is None else tty
-        self.snapshot_every = snapshot_every
-        self._clock = clock
-        self._last_snapshot: float | None = None
-        self._started = False
-
-    def size(self) -> tuple[int, int | None]:
-        """(width, height); a pipe has no height limit."""
-        cols, rows = shutil.get_terminal_size((120, 40))
-        return (cols, rows) if self.tty else (cols, None)
-
-    def show(self, lines: Sequence[str]) -> bool:
-        """Draw a frame; on a pipe only when a snapshot is due. True when drawn."""
-        if self.tty:
-            self._draw_in_place(lines)
-            return True
-        now = self._clock()
-        due = self._last_snapshot is None or now - self._last_snapshot >= self.snapshot_every
-        if not due:
-            return False
-        self._last_snapshot = now
-        self.out.write(f"--- {time.strftime('%H:%M:%S')} ---\n" + "\n".join(lines) + "\n")
-        self.out.flush()
-        return True
-
-    def _draw_in_place(self, lines: Sequence[str]) -> None:
-        # One write per frame, each line cleared to its end and the rest of the screen below:
-        # nothing is blanked first, so the table never flickers.
-        prefix = "" if self._started else HIDE_CURSOR + CLEAR_SCREEN
-        self._started = True
-        body = "".join(f"{text}{CLEAR_EOL}\n" for text in lines)
-        self.out.write(prefix + HOME + body + CLEAR_EOS)
-        self.out.flush()
-
-    def close(self) -> None:
-        if self.tty and self._started:
-            self.out.write(SHOW_CURSOR)
-            self.out.flush()
-
-
-def run_live(
-    frame: Callable[[int, int | None], list[str]],
-    screen: Screen,
-    stop: threading.Event,
-    *,
-    interval: float = 1.0,
-    deadline: float | None = None,
-    clock: Callable[[], float] = time.monotonic,
-) -> None:
-    """Redraw ``frame(width, height)`` every ``interval`` s until ``stop`` is set or ``deadline``
-    (a ``clock`` time) passes."""
-    while True:
-        width, height = screen.size()
-        screen.show(frame(width, height))
-        remaining = None if deadline is None else deadline - clock()
-        if remaining is not None and remaining <= 0:
-            return
-        wait = interval if remaining is None else min(interval, remaining)
-        if stop.wait(wait):
-            return

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -21,7 +22,6 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
-import sparkwatch.migrations
 from sparkwatch.history.engine import connect, create_engine
 from sparkwatch.history.errors import MigrationError
 from sparkwatch.history.revision import current_of
@@ -30,7 +30,9 @@ Target = str | sa.Engine
 
 
 def script_location() -> str:
-    return str(Path(sparkwatch.migrations.__file__).resolve().parent)
+    # The migration scripts are Alembic's to load, as files: the history layer does not import
+    # them (they import the history's schema).
+    return str(Path(str(resources.files("sparkwatch.migrations"))).resolve())
 
 
 def make_config(connection: sa.Connection | None = None) -> Config:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sparkwatch.plan.describe import OPERATOR_IDENTITY_LABELS
+
 PREFIX = "spark_streaming_"
 
 
@@ -309,18 +311,6 @@ QUERY_OBSERVED_METRIC = _def(
 )
 
 # --- state operators ----------------------------------------------------------------------------
-OPERATOR_IDENTITY_LABELS: tuple[str, ...] = (
-    "kind",
-    "operator_id",
-    "keys",
-    "output_mode",
-    "watermark_column",
-    "watermark_delay_seconds",
-    "state_store_provider",
-    "num_state_stores",
-    "checkpoint_location",
-    "source",
-)
 STATE_OPERATOR_INFO = _def(
     "state_operator_info",
     I,

@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
-from sparkwatch.metrics.catalogue import OPERATOR_IDENTITY_LABELS
 from sparkwatch.plan.model import OperatorIdentity, Source
+
+# The labels of the operator info metric (the metric catalogue's ``state_operator_info``), in
+# the order of :func:`identity_label_values`.
+OPERATOR_IDENTITY_LABELS: tuple[str, ...] = (
+    "kind",
+    "operator_id",
+    "keys",
+    "output_mode",
+    "watermark_column",
+    "watermark_delay_seconds",
+    "state_store_provider",
+    "num_state_stores",
+    "checkpoint_location",
+    "source",
+)
 
 MAX_LABEL = 200
 """Keys and checkpoint paths are fixed per run but can be long: cut label values."""

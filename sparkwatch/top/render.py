@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from sparkwatch.demo.table import clip, fmt_bytes, fmt_count, fmt_rate, fmt_seconds
+from sparkwatch.terminal import clip, fmt_bytes, fmt_count, fmt_rate, fmt_seconds
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 from sparkwatch.top.view import KEYS_HELP, View, visible
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
-from sparkwatch.demo.table import Screen
+from sparkwatch.terminal import Screen
 from sparkwatch.top.model import Snapshot
 from sparkwatch.top.rates import GrowthTracker
 from sparkwatch.top.render import frame

@@ -1,0 +1,145 @@
+"""Drawing on a terminal, shared by ``sparkwatch demo`` and ``sparkwatch top``: value formats
+that fit narrow columns, and a :class:`Screen` that redraws in place on a terminal and writes
+spaced snapshots to a pipe."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+RESET, BOLD, DIM = "\x1b[0m", "\x1b[1m", "\x1b[2m"
+
+
+# --- values ---------------------------------------------------------------------------
+
+
+def fmt_count(n: float | None) -> str:
+    if n is None:
+        return "-"
+    if abs(n) < 1_000_000:
+        return str(int(n))
+    for unit, scale in (("G", 1e9), ("M", 1e6)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return str(int(n))  # pragma: no cover - unreachable
+
+
+def fmt_rate(r: float | None) -> str:
+    if r is None:
+        return "-"
+    return f"{r:.1f}" if r < 10_000 else fmt_count(r)
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None or n < 0:
+        return "-"
+    value, unit = float(n), "B"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, next_unit
+    if unit == "B":
+        return f"{int(value)} B"
+    return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 1:
+        return f"{s * 1000:.0f}ms"
+    if s < 60:
+        return f"{s:.1f}s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+
+
+def clip(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + "…" if width > 0 else ""
+
+
+
+# --- drawing ------------------------------------------------------------------------------------
+
+CLEAR_SCREEN, HOME, CLEAR_EOL, CLEAR_EOS = "\x1b[2J", "\x1b[H", "\x1b[K", "\x1b[J"
+HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
+
+
+class Screen:
+    """Writes frames: redrawn in place on a terminal, every ``snapshot_every`` s to a pipe."""
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        tty: bool | None = None,
+        snapshot_every: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.tty = self.out.isatty() if tty is None else tty
+        self.snapshot_every = snapshot_every
+        self._clock = clock
+        self._last_snapshot: float | None = None
+        self._started = False
+
+    def size(self) -> tuple[int, int | None]:
+        """(width, height); a pipe has no height limit."""
+        cols, rows = shutil.get_terminal_size((120, 40))
+        return (cols, rows) if self.tty else (cols, None)
+
+    def show(self, lines: Sequence[str]) -> bool:
+        """Draw a frame; on a pipe only when a snapshot is due. True when drawn."""
+        if self.tty:
+            self._draw_in_place(lines)
+            return True
+        now = self._clock()
+        due = self._last_snapshot is None or now - self._last_snapshot >= self.snapshot_every
+        if not due:
+            return False
+        self._last_snapshot = now
+        self.out.write(f"--- {time.strftime('%H:%M:%S')} ---\n" + "\n".join(lines) + "\n")
+        self.out.flush()
+        return True
+
+    def _draw_in_place(self, lines: Sequence[str]) -> None:
+        # One write per frame, each line cleared to its end and the rest of the screen below:
+        # nothing is blanked first, so the table never flickers.
+        prefix = "" if self._started else HIDE_CURSOR + CLEAR_SCREEN
+        self._started = True
+        body = "".join(f"{text}{CLEAR_EOL}\n" for text in lines)
+        self.out.write(prefix + HOME + body + CLEAR_EOS)
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.tty and self._started:
+            self.out.write(SHOW_CURSOR)
+            self.out.flush()
+
+
+def run_live(
+    frame: Callable[[int, int | None], list[str]],
+    screen: Screen,
+    stop: threading.Event,
+    *,
+    interval: float = 1.0,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Redraw ``frame(width, height)`` every ``interval`` s until ``stop`` is set or ``deadline``
+    (a ``clock`` time) passes."""
+    while True:
+        width, height = screen.size()
+        screen.show(frame(width, height))
+        remaining = None if deadline is None else deadline - clock()
+        if remaining is not None and remaining <= 0:
+            return
+        wait = interval if remaining is None else min(interval, remaining)
+        if stop.wait(wait):
+            return
