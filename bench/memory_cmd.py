@@ -19,7 +19,7 @@ from bench import machine
 from bench.fleet import Fleet, wire_size
 from bench.ingest_collector import collector
 from bench.ingest_procs import ProcessFailed
-from bench.memory_run import Phase, bodies, events_per_body, idle, run_phase, warm_up
+from bench.memory_run import Phase, bodies, events_per_body, run_phase, warm_up
 from bench.record import write_block
 from bench.runner import ROOT
 from bench.tables import table
