@@ -43,6 +43,7 @@ from sparkwatch.model.parse import (
     parse_envelope,
 )
 from sparkwatch.spool import Position, read_span
+from sparkwatch.summary import one_line
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ def serve(conn: Connection, url: str, migrate: bool, spool_dir: str,
         except HistoryUrlError as exc:  # e.g. a driver missing: the whole message says which
             conn.send(("failed", str(exc)))
         except Exception as exc:  # noqa: BLE001 - any database error: the parent retries
-            conn.send(("failed", _one_line(exc)))
+            conn.send(("failed", one_line(exc)))
         else:
             failures.pop(start, None)
             conn.send(("ok", position, len(events) - len(bad), quarantined))
@@ -277,7 +278,7 @@ def _write_or_isolate(writer: HistoryWriter, events: list[ParsedEvent],
             if is_unavailable(exc) or failures[start] < RETRIES:
                 raise
         log.warning("a span of %d events failed (%s); writing them one by one", len(events),
-                    _one_line(exc))
+                    one_line(exc))
     bad = []
     for event in events:
         try:
@@ -286,8 +287,8 @@ def _write_or_isolate(writer: HistoryWriter, events: list[ParsedEvent],
             if is_unavailable(exc):
                 raise
             log.error("quarantined a %s event of query %s: %s", event.kind.value,
-                      getattr(event.event, "query_id", "?"), _one_line(exc))
-            bad.append((envelope_to_dict(event.envelope), _one_line(exc)))
+                      getattr(event.event, "query_id", "?"), one_line(exc))
+            bad.append((envelope_to_dict(event.envelope), one_line(exc)))
     return bad
 
 
@@ -303,6 +304,3 @@ def is_unavailable(exc: BaseException) -> bool:
                       | sa.exc.DisconnectionError | HistoryUnavailable | OSError)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return (text.splitlines() or [type(exc).__name__])[0]

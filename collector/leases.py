@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.history.rollups import claim_slot
+from sparkwatch.summary import one_line
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class LeasedRunner:
         except Exception as exc:  # noqa: BLE001 - a failed run leaves the slot free to retry
             self._metrics.job_runs.labels(job.name, "failed").inc()
             log.warning("job %s failed (will run again next interval): %s", job.name,
-                        str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
+                        one_line(exc))
             return False
         self._metrics.job_runs.labels(job.name, "ran").inc()
         return True

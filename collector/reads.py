@@ -19,6 +19,7 @@ from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.schema import Batch, OperatorRollup, QueryRollup, QueryStall
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
+from sparkwatch.summary import one_line
 
 T = TypeVar("T")
 
@@ -56,7 +57,7 @@ class Reads:
         try:
             return view(reader)
         except sa.exc.DBAPIError as exc:
-            raise HistoryUnavailable(f"history query failed: {_first_line(exc)}") from None
+            raise HistoryUnavailable(f"history query failed: {one_line(exc)}") from None
 
     def queries(self, limit: int, offset: int) -> list[QuerySummary]:
         return self._with(lambda r: r.queries(limit, offset))
@@ -120,15 +121,10 @@ class Reads:
             with connect(engine) as conn:
                 return [dict(row._mapping) for row in conn.execute(stmt)]
         except sa.exc.DBAPIError as exc:
-            raise HistoryUnavailable(f"history query failed: {_first_line(exc)}") from None
+            raise HistoryUnavailable(f"history query failed: {one_line(exc)}") from None
 
 
 def _check_text(query: str) -> None:
     # PostgreSQL text cannot hold NUL: such a name can match no query.
     if "\x00" in query:
         raise UnknownQuery("no query has a NUL character in its id or name")
-
-
-def _first_line(exc: sa.exc.DBAPIError) -> str:
-    text = str(exc.orig or exc).strip()
-    return (text.splitlines() or [type(exc).__name__])[0]

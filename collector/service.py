@@ -33,6 +33,7 @@ from sparkwatch.history.engine import create_engine, describe_url
 from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.spool import Spool
+from sparkwatch.summary import one_line
 from sparkwatch.worker import Backoff, Worker
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class Service:
             except Exception as exc:  # noqa: BLE001 - the database may be down: retry
                 delay = backoff.failed()
                 log.info("history schema upgrade failed, retrying in %.0f s: %s", delay,
-                         str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
+                         one_line(exc))
             self._stop.wait(delay)
 
 

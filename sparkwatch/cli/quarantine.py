@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sparkwatch.cli.errors import CliError
+from sparkwatch.summary import one_line
 
 SPOOL_ENV = "SPARKWATCH_COLLECTOR_SPOOL_DIR"
 HISTORY_ENV = "SPARKWATCH_COLLECTOR_HISTORY_URL"
@@ -86,7 +87,7 @@ def run_replay(args: argparse.Namespace) -> int:
             except HistoryError as exc:
                 raise CliError(str(exc)) from None
             except Exception as exc:  # noqa: BLE001 - the database still refuses this one
-                print(f"{entry.id}: still refused, kept: {str(exc).splitlines()[0]}")
+                print(f"{entry.id}: still refused, kept: {one_line(exc)}")
                 continue
             written.add(entry.id)
     finally:

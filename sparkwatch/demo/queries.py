@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkwatch.demo.session import PROVIDER_CONF, STATE_STORES, session_conf, spark_version
+from sparkwatch.summary import one_line
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -277,8 +278,7 @@ def stop_all(queries: list[StreamingQuery], timeout: float = 10.0) -> list[str]:
         try:
             stop_between_batches(query, timeout)
         except Exception as exc:  # noqa: BLE001 - report and keep stopping the others
-            text = str(exc).strip()
-            return f"{query.name}: {text.splitlines()[0] if text else type(exc).__name__}"
+            return f"{query.name}: {one_line(exc)}"
         return None
 
     with ThreadPoolExecutor(len(queries), thread_name_prefix="sparkwatch-demo-stop") as pool:

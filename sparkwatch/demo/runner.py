@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkwatch.demo import queries as dq
-from sparkwatch.demo.supervisor import Supervisor, first_line
+from sparkwatch.demo.supervisor import Supervisor
 from sparkwatch.demo.table import render
+from sparkwatch.summary import one_line
 from sparkwatch.terminal import Screen, clip, fmt_seconds, run_live
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def run_demo(
     try:
         spark = build_session(opts.state_store)
     except Exception as exc:  # noqa: BLE001 - no Java, no free port for the driver, ...
-        raise DemoError(f"could not start Spark: {first_line(exc)}") from None
+        raise DemoError(f"could not start Spark: {one_line(exc)}") from None
     try:
         att = attach(spark, opts)
         chosen = dq.available(spark_version(spark))

@@ -6,6 +6,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from sparkwatch.demo import queries as dq
+from sparkwatch.summary import one_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,7 +59,7 @@ class Supervisor:
         try:
             running = dq.start(self._spark, query, self._cfg)
         except Exception as exc:  # noqa: BLE001 - show it and go on with the others
-            self._note(f"could not start {query.name}: {first_line(exc)}")
+            self._note(f"could not start {query.name}: {one_line(exc)}")
             return
         with self._lock:
             self._running[query.name] = running
@@ -75,7 +76,7 @@ class Supervisor:
             return
         self._restarts[query.name] = restarts + 1
         self._note(f"restarted {query.name} ({restarts + 1}/{self._max_restarts}) after: "
-                   f"{first_line(error)}")
+                   f"{one_line(error)}")
         self._start(query)
 
     def _note(self, text: str) -> None:
@@ -83,6 +84,3 @@ class Supervisor:
             self.notes.append(text)
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

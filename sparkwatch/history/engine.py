@@ -9,6 +9,7 @@ from sqlalchemy.engine import URL
 
 from sparkwatch.history.errors import HistoryUnavailable, HistoryUrlError
 from sparkwatch.redact import redact_url
+from sparkwatch.summary import one_line
 
 SUPPORTED = ("sqlite", "postgresql")
 # Fail fast on an unreachable host instead of waiting for the OS TCP timeout (minutes).
@@ -71,8 +72,7 @@ def connect(engine: sa.Engine) -> sa.Connection:
 
 def driver_message(exc: sa.exc.DBAPIError) -> str:
     """The first line of the driver's own message, without SQLAlchemy's wrapping."""
-    text = str(exc.orig) if exc.orig is not None else str(exc)
-    return text.strip().splitlines()[0] if text.strip() else type(exc.orig).__name__
+    return one_line(exc)
 
 
 def _is_pg(url: URL) -> bool:
