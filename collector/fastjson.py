@@ -8,10 +8,8 @@ from typing import Any
 
 import orjson
 
+from sparkwatch.jsoncodec import LEAN_DECODE_BYTES
 from sparkwatch.model.contract import object_with_duplicates
-
-LEAN_DECODE_BYTES = 4 << 20
-"""Bodies larger than this are decoded by the standard library (see :func:`decode`)."""
 
 
 def decode(raw: bytes | bytearray) -> tuple[Any, bool]:

@@ -33,27 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkwatch.jsoncodec import loads
+
 log = logging.getLogger(__name__)
-
-try:  # optional C decoder (the collector has it; a Spark driver may not): replays read faster
-    import orjson as _fast_json
-except ImportError:  # pragma: no cover - the standard library alone
-    _fast_json = None  # type: ignore[assignment]
-
-
-LEAN_DECODE_BYTES = 4 << 20
-"""Records larger than this are decoded by the standard library: orjson first parses the whole
-record into a tree of its own (about twice the record again), the standard library builds the
-objects as it reads (a large ingest request is one record)."""
-
-
-def _decode(data: bytes) -> Any:
-    if _fast_json is not None and len(data) <= LEAN_DECODE_BYTES:
-        try:
-            return _fast_json.loads(data)
-        except _fast_json.JSONDecodeError:  # NaN/Infinity literals: the standard library reads
-            pass
-    return json.loads(data)
 
 HEADER = struct.Struct(">II")
 SUFFIX = ".wal"
@@ -443,6 +425,6 @@ def _frames(
                           path, offset)
             return
         offset += HEADER.size + length
-        record = _decode(data)
+        record = loads(data)
         del data  # not held while the caller works on the record (it may be a large request)
         yield record, offset

@@ -1,0 +1,35 @@
+"""JSON through orjson where it is installed (the collector has it; a Spark driver may not), the
+standard library otherwise: one fast path, with its one fallback, for every room."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+try:  # optional C codec, several times faster on progress events and custom-metric maps
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the standard library alone
+    _orjson = None  # type: ignore[assignment]
+
+LEAN_DECODE_BYTES = 4 << 20
+"""Documents larger than this are decoded by the standard library: orjson first parses the whole
+document into a tree of its own (about twice the document again), the standard library builds
+the objects as it reads (a 16 MiB body: +18 MiB of peak memory instead of +42, 105 ms instead of
+65)."""
+
+
+def loads(data: bytes | bytearray) -> Any:
+    """The document; NaN and Infinity literals (which orjson refuses) are read too."""
+    if _orjson is not None and len(data) <= LEAN_DECODE_BYTES:
+        try:
+            return _orjson.loads(data)
+        except _orjson.JSONDecodeError:  # NaN/Infinity literals: the standard library reads
+            pass
+    return json.loads(data)
+
+
+def dumps_text(value: Any) -> str:
+    """Compact JSON text of a JSON-safe value."""
+    if _orjson is not None:
+        return _orjson.dumps(value).decode()
+    return json.dumps(value, separators=(",", ":"))
