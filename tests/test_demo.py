@@ -24,6 +24,7 @@ from sparkwatch.model.events import AppInfo, Envelope, EventKind
 from sparkwatch.model.parse import parse_envelope
 from sparkwatch.terminal import (
     CLEAR_EOL,
+    CLEAR_EOS,
     CLEAR_SCREEN,
     HOME,
     Screen,
@@ -214,7 +215,14 @@ def test_terminal_is_redrawn_in_place_without_clearing() -> None:
     assert first.count(CLEAR_SCREEN) == 1
     # Later frames only move home and overwrite: blanking the screen first is what flickers.
     assert CLEAR_SCREEN not in second and second.startswith(HOME)
-    assert f"three{CLEAR_EOL}\n" in second
+    assert second == f"{HOME}three{CLEAR_EOL}{CLEAR_EOS}"
+
+
+def test_a_frame_as_tall_as_the_terminal_never_scrolls_it() -> None:
+    out = io.StringIO()
+    Screen(out, tty=True).show([f"line {i}" for i in range(24)])
+    # 24 lines need 23 line feeds: a 24th on the bottom row would scroll the screen a line.
+    assert out.getvalue().count("\n") == 23
 
 
 def test_run_live_stops_at_the_deadline_and_on_stop() -> None:
