@@ -80,9 +80,7 @@ def handle_key(view: View, key: str, shown: Sequence[TopQuery]) -> None:
         else:
             view.filter = ""
     view.selected = row
-    if key in ("UP", "k", "DOWN", "j") and shown:
-        view.selected_key = shown[row].key
-    elif view.selected_key is None and shown:
+    if key in ("UP", "k", "DOWN", "j") and shown or view.selected_key is None and shown:
         view.selected_key = shown[row].key
 
 
