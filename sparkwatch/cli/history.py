@@ -6,8 +6,8 @@ The reader (SQLAlchemy) is imported inside the commands, to keep ``sparkwatch --
 from __future__ import annotations
 
 import argparse
-import sys
 import re
+import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
