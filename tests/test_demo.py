@@ -310,20 +310,17 @@ def test_port_taken_is_reported_before_spark_starts(
     assert f"port {taken_port} is already in use" in err and "--port" in err
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        (f"postgresql://sparkwatch@127.0.0.1:{closed_port()}/history", "cannot connect"),
+        (f"postgresql://sparkwatch@127.0.0.1:{free_port()}/history", "cannot connect"),
         ("not a url", "not a database URL"),
         ("mysql://u@localhost/db", "unsupported database"),
         ("sqlite:////nonexistent-dir/sub/history.db", "history:"),
     ],
+    # ids fixed: the closed port differs from one collection to the next (pytest-xdist's
+    # workers must collect the same names)
+    ids=["closed-port", "not-a-url", "mysql", "missing-directory"],
 )
 def test_unusable_history_url_is_reported_before_spark_starts(
     url: str, message: str, capsys: pytest.CaptureFixture[str]
