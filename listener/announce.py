@@ -6,6 +6,7 @@ vanish, which left attach silent. Secrets go through :mod:`sparkwatch.redact`.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass
 from typing import TextIO
@@ -49,7 +50,5 @@ def stop_line(app_id: str, received: int, dropped: int, bus_dropped: int | None 
 def announce(line: str, stream: TextIO | None = None) -> None:
     """Write one line; a closed or broken stderr never stops the app."""
     out = stream if stream is not None else sys.stderr
-    try:
+    with contextlib.suppress(OSError, ValueError):
         print(line, file=out, flush=True)
-    except (OSError, ValueError):
-        pass
