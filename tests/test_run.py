@@ -98,10 +98,10 @@ def test_an_unmodified_app_serves_per_operator_series_and_says_it_attached(
     app.write_text(APP)
     command = [spark_submit() if launcher == "spark-submit" else sys.executable, str(app)]
     env = clean_env(SPARKWATCH_METRICS_PORT=str(port), SPARKWATCH_HISTORY_URL="off")
-    stderr_path = tmp_path / "stderr.txt"
-    with stderr_path.open("w") as stderr:
+    stdout_path, stderr_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with stdout_path.open("w") as stdout, stderr_path.open("w") as stderr:
         proc = subprocess.Popen([*SPARKWATCH, "run", "--", *command, str(stop_file)],
-                                cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+                                cwd=tmp_path, env=env, stdout=stdout, stderr=stderr)
     try:
         series: dict[str, float] = {}
 
@@ -119,6 +119,9 @@ def test_an_unmodified_app_serves_per_operator_series_and_says_it_attached(
             proc.kill()
             proc.wait()
     err = stderr_path.read_text()
+    if launcher == "spark-submit":
+        # spark-submit merges the Python driver's stderr into its own stdout.
+        err = stdout_path.read_text() + err
     attached = re.findall(r"^sparkwatch \S+ attached to (\S+) \((\w+) mode\): (.*)$", err, re.M)
     assert len(attached) == 1, err[-3000:]
     app_id, mode, where = attached[0]
