@@ -51,7 +51,9 @@ def test_a_specific_bind_address_is_shown_and_no_server_says_off() -> None:
 
 
 def test_the_stop_line_counts_received_and_dropped_and_spark_s_own_drops() -> None:
-    assert stop_line("app-1", 120, 0) == "sparkwatch stopped for app-1: 120 events received, 0 dropped"
+    assert stop_line("app-1", 120, 0) == (
+        "sparkwatch stopped for app-1: 120 events received, 0 dropped"
+    )
     assert stop_line("app-1", 120, 3, bus_dropped=17) == (
         "sparkwatch stopped for app-1: 120 events received, 3 dropped "
         "(Spark's listener bus dropped 17 events for all listeners)"
