@@ -96,7 +96,17 @@ def spark_connect_runs_client_listeners() -> bool:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("launcher", ["spark-submit", "python", "python-connect"])
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        "spark-submit",
+        "python",
+        "python-connect",
+        # Cluster deploy mode's way (docs/run.md): the driver's environment names the bootstrap
+        # (spark.kubernetes.driverEnv.PYTHONPATH, spark.yarn.appMasterEnv.PYTHONPATH).
+        "spark-submit-driver-env",
+    ],
+)
 def test_an_unmodified_app_serves_per_operator_series_and_says_it_attached(
     tmp_path: Path, launcher: str
 ) -> None:
@@ -105,12 +115,16 @@ def test_an_unmodified_app_serves_per_operator_series_and_says_it_attached(
     if connect and not spark_connect_runs_client_listeners():
         pytest.skip("the Connect listener runs client-side from Spark 4.0")
     app.write_text(APP.replace("{master}", "remote" if connect else "master"))
-    command = [spark_submit() if launcher == "spark-submit" else sys.executable, str(app)]
+    submit = launcher.startswith("spark-submit")
+    command = [spark_submit() if submit else sys.executable, str(app), str(stop_file)]
     env = clean_env(SPARKWATCH_METRICS_PORT=str(port), SPARKWATCH_HISTORY_URL="off")
+    if launcher == "spark-submit-driver-env":
+        env["PYTHONPATH"] = sparkwatch_run_print_path()
+    else:
+        command = [*SPARKWATCH, "run", "--", *command]
     stdout_path, stderr_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with stdout_path.open("w") as stdout, stderr_path.open("w") as stderr:
-        proc = subprocess.Popen([*SPARKWATCH, "run", "--", *command, str(stop_file)],
-                                cwd=tmp_path, env=env, stdout=stdout, stderr=stderr)
+        proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr)
     try:
         series: dict[str, float] = {}
 
@@ -128,7 +142,7 @@ def test_an_unmodified_app_serves_per_operator_series_and_says_it_attached(
             proc.kill()
             proc.wait()
     err = stderr_path.read_text()
-    if launcher == "spark-submit":
+    if submit:
         # spark-submit merges the Python driver's stderr into its own stdout.
         err = stdout_path.read_text() + err
     attached = re.findall(r"^sparkwatch \S+ attached to (\S+) \((\w+) mode\): (.*)$", err, re.M)
@@ -198,8 +212,13 @@ def test_the_child_environment_puts_the_bootstrap_first_and_keeps_the_rest() -> 
     assert "PYSPARK_DRIVER_PYTHON" not in chosen and chosen["PYTHONPATH"] == BOOTSTRAP_PATH
 
 
-def test_print_path_names_the_bootstrap_directory() -> None:
+def sparkwatch_run_print_path() -> str:
     done = subprocess.run([*SPARKWATCH, "run", "--print-path"], capture_output=True, text=True,
                           timeout=60, cwd=ROOT)
-    assert done.returncode == 0
-    assert (Path(done.stdout.strip()) / "sitecustomize.py").is_file()
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_print_path_names_the_bootstrap_directory() -> None:
+    path = sparkwatch_run_print_path()
+    assert path == BOOTSTRAP_PATH and (Path(path) / "sitecustomize.py").is_file()
