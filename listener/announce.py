@@ -40,6 +40,11 @@ def attach_line(d: Destinations) -> str:
         f"{history}, {push}"
 
 
+def disabled_line(app_id: str, version: str) -> str:
+    return f"sparkwatch {version} not attached to {app_id}: disabled (SPARKWATCH_ENABLED=false " \
+        "or spark.sparkwatch.enabled=false)"
+
+
 def stop_line(app_id: str, received: int, dropped: int, bus_dropped: int | None = None) -> str:
     line = f"sparkwatch stopped for {app_id}: {received} events received, {dropped} dropped"
     if bus_dropped:

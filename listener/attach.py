@@ -13,7 +13,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from sparkwatch.listener.announce import Destinations, announce, attach_line, stop_line
+from sparkwatch.listener.announce import (
+    Destinations,
+    announce,
+    attach_line,
+    disabled_line,
+    stop_line,
+)
 from sparkwatch.listener.bus_sampler import BusSampler, make_bus_sampler
 from sparkwatch.listener.exporter import ExporterError, MetricsServer, serve_metrics
 from sparkwatch.listener.history_sink import HistorySink
@@ -125,7 +131,8 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
     app = _app_info(spark, settings)
     att = Attachment(settings, app, CollectorRegistry(auto_describe=False))
     if not settings.enabled:
-        log.info("sparkwatch: disabled by settings, not attaching")
+        # Said, not logged: a user who switched it off under spark-submit sees that it is off.
+        announce(disabled_line(app.id, __version__))
         return att
     att.registry.register(SparkwatchCollector(att.state, lambda: [att.stats()]))
     if settings.metrics_enabled:

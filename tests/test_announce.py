@@ -4,8 +4,19 @@ with every secret redacted. (tests/test_run.py sees them printed by a real drive
 from __future__ import annotations
 
 import io
+from pathlib import Path
+from typing import Any
 
-from sparkwatch.listener.announce import Destinations, announce, attach_line, stop_line
+import pytest
+
+from sparkwatch.listener.announce import (
+    Destinations,
+    announce,
+    attach_line,
+    disabled_line,
+    stop_line,
+)
+from sparkwatch.version import __version__
 
 
 def destinations(**changes: object) -> Destinations:
@@ -60,9 +71,39 @@ def test_the_stop_line_counts_received_and_dropped_and_spark_s_own_drops() -> No
     )
 
 
+def test_a_disabled_listener_says_it_is_off_and_how() -> None:
+    assert disabled_line("app-1", "0.1.0") == (
+        "sparkwatch 0.1.0 not attached to app-1: disabled (SPARKWATCH_ENABLED=false or "
+        "spark.sparkwatch.enabled=false)"
+    )
+
+
 def test_announce_writes_exactly_one_line_and_survives_a_closed_stream() -> None:
     out = io.StringIO()
     announce("hello", out)
     assert out.getvalue() == "hello\n"
     out.close()
     announce("again", out)  # no exception: a broken stderr never stops the app
+
+
+@pytest.mark.spark
+def test_a_real_attach_prints_its_line_and_its_stop_line_and_disabled_says_so(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sparkwatch
+
+    history = f"sqlite:///{tmp_path}/h.db"
+    att = sparkwatch.attach(spark, metrics_port=0, history_url=history)
+    try:
+        port = att.metrics_port
+    finally:
+        att.detach()
+    app_id = spark.sparkContext.applicationId
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"sparkwatch {__version__} attached to {app_id} (jvm mode): "
+        f"metrics http://localhost:{port}/metrics, history {history}, push off",
+        f"sparkwatch stopped for {app_id}: 0 events received, 0 dropped",
+    ]
+    sparkwatch.attach(spark, enabled=False)
+    assert capsys.readouterr().err.splitlines() == [disabled_line(app_id, __version__)]
