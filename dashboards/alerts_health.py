@@ -65,6 +65,22 @@ def listener_dropping_events(c: AlertConfig, s: str) -> Alert:
     )
 
 
+def listener_bus_dropping_events(c: AlertConfig, s: str) -> Alert:
+    w = c.window
+    return Alert(
+        "SparkListenerBusDroppingEvents",
+        c,
+        newly_increased(cat.LISTENER_BUS_EVENTS_DROPPED, w, s, cat.LISTENER_INFO),
+        summary="Spark's listener bus of app {{ $labels.app_name }} drops events "
+        "(queue {{ $labels.queue }}).",
+        description=f"Spark's listener bus in {APP} dropped events from its full "
+        "{{ $labels.queue }} queue during the last " + w + ": every listener of that queue "
+        "missed them (queue streams: every streaming query listener, sparkwatch's included; "
+        "appStatus: the Spark UI and its REST API).",
+        signals=(increase(cat.LISTENER_BUS_EVENTS_DROPPED, w, s),),
+    )
+
+
 def listener_delivery_failing(c: AlertConfig, s: str) -> Alert:
     w = c.window
     return Alert(
@@ -123,6 +139,7 @@ FACTORIES: dict[str, AlertFactory] = {
     "query_stalled": query_stalled,
     "query_failed": query_failed,
     "listener_dropping_events": listener_dropping_events,
+    "listener_bus_dropping_events": listener_bus_dropping_events,
     "listener_delivery_failing": listener_delivery_failing,
     "collector_quarantining": collector_quarantining,
     "worker_hung": worker_hung,

@@ -230,6 +230,42 @@ def listener() -> list[Any]:
             width=8,
         ),
         p.graph(
+            "Spark listener bus events dropped",
+            "Events Spark itself dropped from a full listener bus queue, per queue: lost for every "
+            "listener of that queue (streams: all streaming listeners, sparkwatch's included). "
+            "Classic mode only; see the SparkListenerBusDroppingEvents runbook.",
+            [
+                p.prom(
+                    by(
+                        "sum",
+                        "app_name, queue",
+                        f"increase({sel(cat.LISTENER_BUS_EVENTS_DROPPED, app)}"
+                        "[$__rate_interval])",
+                    ),
+                    "{{queue}}",
+                )
+            ],
+            width=12,
+        ),
+        p.graph(
+            "Spark listener bus queue fill",
+            "Share of each of Spark's listener bus queues in use. Near 1 Spark starts dropping "
+            "events: a slow listener holds the queue, or too many tasks post events.",
+            [
+                p.prom(
+                    by(
+                        "max",
+                        "app_name, queue",
+                        f"{sel(cat.LISTENER_BUS_QUEUE_SIZE, app)} / "
+                        f"{sel(cat.LISTENER_BUS_QUEUE_CAPACITY, app)}",
+                    ),
+                    "{{queue}}",
+                )
+            ],
+            "percentunit",
+            width=12,
+        ),
+        p.graph(
             "Listener delivery failures",
             "Failed attempts to write the history or push to the collector, per sink. The "
             "listener retries with backoff; persistent failures fill the queue above.",

@@ -289,6 +289,28 @@ def listener_dropping_events(c: AlertConfig) -> list[Case]:
     ]
 
 
+def listener_bus_dropping_events(c: AlertConfig) -> list[Case]:
+    w = minutes(c.seconds("window"))
+    n = w * 3
+    info = Series(cat.LISTENER_INFO, LISTENER, f"1x{n}")
+
+    def dropped(queue: str, values: str) -> Series:
+        return Series(cat.LISTENER_BUS_EVENTS_DROPPED, {**APP, "queue": queue}, values)
+
+    return [
+        fires("fires when Spark drops from a queue", dropped("streams", f"0 0 0 12x{n}"), info,
+              at=3, silent_at=(3 + w + 1,)),
+        silent(
+            "silent for old drops after a Prometheus restart",
+            dropped("streams", f"40x{n}"),
+            info,
+            at=(w // 2, n),
+        ),
+        silent("silent when no queue drops", dropped("appStatus", f"0x{n}"), info,
+               at=(w // 2, n)),
+    ]
+
+
 def listener_delivery_failing(c: AlertConfig) -> list[Case]:
     w = minutes(c.seconds("window"))
     n = w * 3
@@ -375,6 +397,7 @@ CASES: dict[str, Callable[[AlertConfig], list[Case]]] = {
         query_stalled,
         query_failed,
         listener_dropping_events,
+        listener_bus_dropping_events,
         listener_delivery_failing,
         collector_quarantining,
         worker_hung,

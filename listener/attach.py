@@ -13,6 +13,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from sparkwatch.listener.announce import (
+    Destinations,
+    announce,
+    attach_line,
+    disabled_line,
+    stop_line,
+)
+from sparkwatch.listener.bus_sampler import BusSampler, make_bus_sampler
 from sparkwatch.listener.exporter import ExporterError, MetricsServer, serve_metrics
 from sparkwatch.listener.history_sink import HistorySink
 from sparkwatch.listener.intake import Handler, Intake
@@ -23,7 +31,6 @@ from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.metrics.stats import ListenerCounters, ListenerStats
 from sparkwatch.model.events import AppInfo
-from sparkwatch.redact import redact_url
 from sparkwatch.settings import LISTENER_FIELDS, ListenerSettings, load_listener_settings
 from sparkwatch.version import __version__
 
@@ -47,6 +54,8 @@ class Attachment:
         self.plans: PlanReader | None = None
         self.intake: Intake | None = None
         self.server: MetricsServer | None = None
+        self.bus: BusSampler | None = None
+        self._announced = False
         self._remove: Callable[[], None] | None = None
 
     @property
@@ -61,9 +70,10 @@ class Attachment:
             queues[HistorySink.QUEUE] = self.history.queue_state()
         if self.push is not None:
             queues[PushSink.QUEUE] = self.push.queue_state()
-        parts = (self.intake, self.history, self.push, self.plans)
+        parts = (self.intake, self.history, self.push, self.plans, self.bus)
         workers = {p.worker.name: p.worker.last_progress for p in parts if p is not None}
-        return self.counters.snapshot(self.app, self.mode, __version__, queues, workers)
+        bus = self.bus.latest if self.bus is not None else None
+        return self.counters.snapshot(self.app, self.mode, __version__, queues, workers, bus)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every event received so far is exported, written and pushed; False on
@@ -84,6 +94,9 @@ class Attachment:
             self._remove = None
         if self.intake is not None:
             self.intake.stop(timeout)
+        if self.bus is not None:
+            self.bus.stop(timeout)
+            self.bus.sample_now()  # the final count of Spark's drops, for the stop line
         if self.history is not None:
             self.history.stop(timeout)
             self.history = None
@@ -97,6 +110,16 @@ class Attachment:
             self.server.stop()
             self.server = None
         atexit.unregister(self.detach)
+        self._announce_stop()
+
+    def _announce_stop(self) -> None:
+        if not self._announced:
+            return
+        self._announced = False
+        stats = self.stats()
+        bus = stats.bus.dropped if stats.bus is not None else None
+        announce(stop_line(self.app.id, sum(stats.received.values()),
+                           sum(stats.dropped.values()), bus))
 
 
 def attach(spark: Any, **overrides: Any) -> Attachment:
@@ -108,7 +131,8 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
     app = _app_info(spark, settings)
     att = Attachment(settings, app, CollectorRegistry(auto_describe=False))
     if not settings.enabled:
-        log.info("sparkwatch: disabled by settings, not attaching")
+        # Said, not logged: a user who switched it off under spark-submit sees that it is off.
+        announce(disabled_line(app.id, __version__))
         return att
     att.registry.register(SparkwatchCollector(att.state, lambda: [att.stats()]))
     if settings.metrics_enabled:
@@ -131,16 +155,16 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
         log.error("sparkwatch: not attached, no listener could be added to the session: %s", exc)
         att.detach(timeout=1.0)
         return att
+    if not _is_connect(spark):  # in Spark Connect the bus lives in the server
+        att.bus = make_bus_sampler(spark, settings.listener_bus_sample_seconds)
     atexit.register(att.detach)
-    log.info(
-        "sparkwatch %s attached to %s (%s mode)%s%s%s",
-        __version__,
-        app.id,
-        att.mode,
-        f", /metrics on {settings.metrics_address}:{att.metrics_port}" if att.server else "",
-        f", history {redact_url(settings.history_url)}" if settings.history_url else "",
-        f", pushing to {redact_url(settings.push_url)}" if settings.push_url else "",
+    destinations = Destinations(
+        app.id, att.mode, __version__,
+        settings.metrics_address if att.server else None, att.metrics_port,
+        settings.history_url, settings.push_url,
     )
+    att._announced = True
+    announce(attach_line(destinations))
     return att
 
 

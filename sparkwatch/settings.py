@@ -45,6 +45,7 @@ class ListenerSettings:
     push_retry_max_seconds: float = 30.0
     push_spool_dir: str | None = None
     push_spool_max_bytes: int = 256 << 20
+    listener_bus_sample_seconds: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +228,13 @@ LISTENER_FIELDS: tuple[Field, ...] = (
         "push.spoolMaxBytes",
         _positive_int,
         "Bound of the push spool; beyond it new events are dropped and counted.",
+    ),
+    Field(
+        "listener_bus_sample_seconds",
+        "listenerBus.sampleSeconds",
+        _non_negative_float,
+        "How often Spark's listener bus (events dropped per queue, queue sizes) is sampled for "
+        "the spark_streaming_listener_bus_* series (classic mode); 0 turns it off.",
     ),
 )
 

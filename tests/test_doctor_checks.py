@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkwatch.doctor.checks_cost import check_state_time, check_store_count
+from sparkwatch.doctor.checks_events import check_lost_events
 from sparkwatch.doctor.checks_rocksdb import check_rocksdb
 from sparkwatch.doctor.checks_state import check_unbounded_state
 from sparkwatch.doctor.checks_watermark import check_excessive_delay, check_late_rows
@@ -189,3 +190,23 @@ def test_diagnose_orders_by_severity() -> None:
         ("too-many-state-stores", Severity.INFO),
     ]
     assert worst(found) is Severity.ERROR and worst([]) is None
+
+
+def test_batches_missing_from_the_progress_mean_lost_events() -> None:
+    points = [point(b) for b in (0, 1, 2, 5, 6, 8)]
+    (found,) = check_lost_events(record(points))
+    assert (found.code, found.severity, found.batches) == (
+        "progress-events-lost", Severity.WARNING, (0, 8)
+    )
+    assert found.numbers == {"missing_batches": 3, "gaps": 2}
+    assert found.evidence[0] == (
+        "3 of the 9 batches over batches 0–8 have no progress event, in 2 gap(s), the first "
+        "batches 3–4"
+    )
+    assert "spark.scheduler.listenerbus.eventqueue.streams.capacity" in found.fix
+
+
+def test_consecutive_batches_and_repeated_idle_progress_lose_nothing() -> None:
+    assert check_lost_events(record([point(b) for b in range(10)])) == []
+    repeated = [batch(b) for b in (3, 4, 4, 5)]
+    assert check_lost_events(record([point(3)], batches=repeated)) == []

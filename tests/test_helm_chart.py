@@ -22,12 +22,14 @@ from tests.test_helm_support import (
     CI_FILES,
     CRD_KINDS,
     KUBE_VERSIONS,
+    NAMESPACE,
     ROOT,
     by_kind,
     ci_values,
     manifests,
     one,
     render,
+    validate_custom_resource,
     validate_schema,
 )
 
@@ -44,6 +46,7 @@ def test_ci_files_exist_per_combination() -> None:
         "production-values",
         "rules-overrides-values",
         "persistent-spool-values",
+        "drivers-values",
     }
 
 
@@ -56,6 +59,7 @@ def test_renders_and_validates_against_kubernetes_schemas(values: dict) -> None:
         assert len(doc["metadata"]["name"]) <= 63
         if doc["kind"] in CRD_KINDS:
             assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+            validate_custom_resource(doc)
             continue
         for version in KUBE_VERSIONS:
             kubernetes_validate.validate(doc, version, strict=True)
@@ -229,6 +233,14 @@ BAD_VALUES = [
         "maximum",
     ),
     ({"serviceMonitor": {"interval": "often"}}, "/serviceMonitor/interval", "pattern"),
+    ({"podMonitor": {"port": "sparkwatch-metrics"}}, "/podMonitor/port", "pattern"),
+    ({"podMonitor": {"port": 9750}}, "/podMonitor/port", "string"),
+    (
+        {"podMonitor": {"selector": {"matchLabels": None}}},
+        "/podMonitor/selector",
+        "anyOf",
+    ),
+    ({"podMonitor": {"scrapeTimeout": "soon"}}, "/podMonitor/scrapeTimeout", "pattern"),
 ]
 
 
@@ -312,3 +324,74 @@ def test_prometheusrule_groups_pass_promtool(tmp_path) -> None:
             ["promtool", "check", "rules", str(path)], capture_output=True, text=True
         )
         assert run.returncode == 0, run.stdout + run.stderr
+
+
+DRIVERS = CHART / "ci" / "drivers-values.yaml"
+
+
+@pytest.mark.parametrize("enabled", [False, True], ids=["podmonitor-off", "podmonitor-on"])
+def test_podmonitor_toggle_lints_and_validates_offline(enabled: bool) -> None:
+    values = ci_values(DRIVERS)
+    values["podMonitor"]["enabled"] = enabled
+    docs = manifests(values)
+    assert len(by_kind(docs, "PodMonitor")) == (1 if enabled else 0)
+    for doc in docs:
+        if doc["kind"] in CRD_KINDS:
+            validate_custom_resource(doc)
+        else:
+            for version in KUBE_VERSIONS:
+                kubernetes_validate.validate(doc, version, strict=True)
+    for version in KUBE_VERSIONS:
+        report = helm_python.lint(str(CHART), values, strict=True, kube_version=f"v{version}")
+        assert [m for m in report["messages"] if m["severity"] >= 2] + report["errors"] == []
+
+
+def test_podmonitor_is_off_by_default() -> None:
+    assert by_kind(manifests(), "PodMonitor") == []
+
+
+def test_podmonitor_scrapes_labelled_driver_pods_by_port_name() -> None:
+    monitor = one(manifests(ci_values(DRIVERS)), "PodMonitor")
+    assert monitor["metadata"]["name"] == "sparkwatch-drivers"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    spec = monitor["spec"]
+    assert spec["selector"] == {
+        "matchLabels": {"spark-role": "driver", "sparkwatch.io/scrape": "true"}
+    }
+    assert spec["namespaceSelector"] == {"matchNames": ["spark-jobs", "spark-streaming"]}
+    assert spec["podTargetLabels"] == ["spark-app-selector"]
+    assert spec["podMetricsEndpoints"] == [
+        {"port": "sparkwatch", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}
+    ]
+
+
+def test_podmonitor_defaults_to_the_release_namespace_or_any() -> None:
+    own = one(manifests({"podMonitor": {"enabled": True}}), "PodMonitor")["spec"]
+    assert own["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert own["selector"] == {"matchLabels": {"spark-role": "driver"}}
+    every = {"podMonitor": {"enabled": True, "namespaces": {"any": True}}}
+    assert one(manifests(every), "PodMonitor")["spec"]["namespaceSelector"] == {"any": True}
+
+
+def test_a_misspelt_podmonitor_field_fails_offline_validation() -> None:
+    monitor = one(manifests(ci_values(DRIVERS)), "PodMonitor")
+    monitor["spec"]["podMetricEndpoints"] = monitor["spec"].pop("podMetricsEndpoints")
+    with pytest.raises(AssertionError, match="does not know"):
+        validate_custom_resource(monitor)
+
+
+def test_the_documented_driver_pod_template_matches_the_podmonitor_defaults() -> None:
+    """docs/run.md's driver pod template declares the port the PodMonitor scrapes, on the port the
+    listener serves by default, with the label ci/drivers-values.yaml selects."""
+    from sparkwatch.settings import DEFAULT_METRICS_PORT
+
+    text = (ROOT / "docs" / "run.md").read_text()
+    template = yaml.safe_load(text.split("<!-- driver-pod-template -->")[1].split("```yaml")[1]
+                              .split("```")[0])
+    (container,) = template["spec"]["containers"]
+    (port,) = container["ports"]
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())["podMonitor"]
+    assert port == {"name": defaults["port"], "containerPort": DEFAULT_METRICS_PORT,
+                    "protocol": "TCP"}
+    selected = ci_values(DRIVERS)["podMonitor"]["selector"]["matchLabels"]
+    assert template["metadata"]["labels"].items() <= selected.items()

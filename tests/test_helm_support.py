@@ -16,8 +16,8 @@ RELEASE, NAMESPACE = "sparkwatch", "observability"
 # kubernetes-validate ships schemas.
 KUBE_VERSIONS = ("1.25.0", "1.37.0")
 # Custom resources of the Prometheus Operator: kubernetes-validate ships only the built-in API
-# schemas, so these are checked by the content tests (and promtool) instead.
-CRD_KINDS = frozenset({"ServiceMonitor", "PrometheusRule"})
+# schemas, so these are checked against the operator's own API types (validate_custom_resource).
+CRD_KINDS = frozenset({"ServiceMonitor", "PodMonitor", "PrometheusRule"})
 
 
 def ci_values(path: Path) -> dict[str, Any]:
@@ -57,3 +57,14 @@ def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     found = by_kind(docs, kind)
     assert len(found) == 1, f"expected one {kind}, got {len(found)}"
     return found[0]
+
+
+def validate_custom_resource(doc: dict[str, Any]) -> None:
+    """Offline validation of a Prometheus Operator resource against the operator's API types
+    (cloudcoil's models, generated from its CRDs): types and patterns are checked on the way in;
+    the models ignore unknown fields, so a misspelt field shows as a difference on the way out."""
+    from cloudcoil.models.prometheus_operator import v1
+
+    model = getattr(v1, doc["kind"]).model_validate(doc)
+    back = model.model_dump(by_alias=True, exclude_none=True, mode="json")
+    assert back == doc, f"{doc['kind']} has fields the Prometheus Operator does not know"

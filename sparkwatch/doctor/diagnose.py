@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from sparkwatch.doctor.checks_cost import check_state_time, check_store_count
+from sparkwatch.doctor.checks_events import check_lost_events
 from sparkwatch.doctor.checks_rocksdb import check_rocksdb
 from sparkwatch.doctor.checks_state import check_unbounded_state
 from sparkwatch.doctor.checks_watermark import check_excessive_delay, check_late_rows
@@ -19,6 +20,7 @@ CHECKS: tuple[Check, ...] = (
     check_state_time,
     check_store_count,
     check_rocksdb,
+    check_lost_events,
 )
 
 

@@ -142,6 +142,56 @@ LISTENER_WORKER_LAST_PROGRESS = _def(
     "value that stops moving is a hung worker.",
     APP_LABELS + ("worker",),
 )
+
+# --- Spark's listener bus (sampled in the driver, listener/bus_sampler.py) ---------------------
+# Spark drops events for every listener of a full bus queue; these show it. Classic mode only.
+_BUS = "sampled from Spark's LiveListenerBus metric registry"
+LISTENER_BUS_EVENTS_POSTED = _def(
+    "listener_bus_events_posted_total",
+    C,
+    "Events Spark posted to its listener bus (all queues), since the SparkContext started.",
+    APP_LABELS,
+    f"numEventsPosted, {_BUS}",
+)
+LISTENER_BUS_EVENTS_DROPPED = _def(
+    "listener_bus_events_dropped_total",
+    C,
+    "Events Spark dropped from a listener bus queue because it was full: lost for every listener "
+    "of that queue (queue streams: every streaming query listener, sparkwatch's included).",
+    APP_LABELS + ("queue",),
+    f"queue.<queue>.numDroppedEvents, {_BUS}",
+)
+LISTENER_BUS_QUEUE_SIZE = _def(
+    "listener_bus_queue_size",
+    G,
+    "Events waiting in a listener bus queue.",
+    APP_LABELS + ("queue",),
+    f"queue.<queue>.size, {_BUS}",
+)
+LISTENER_BUS_QUEUE_CAPACITY = _def(
+    "listener_bus_queue_capacity",
+    G,
+    "Capacity of a listener bus queue (spark.scheduler.listenerbus.eventqueue[.<queue>].capacity).",
+    APP_LABELS + ("queue",),
+    "Spark conf",
+)
+LISTENER_BUS_EVENTS_PROCESSED = _def(
+    "listener_bus_events_processed_total",
+    C,
+    "Events a listener bus queue handed to its listeners.",
+    APP_LABELS + ("queue",),
+    f"queue.<queue>.listenerProcessingTime count, {_BUS}",
+)
+LISTENER_BUS_PROCESSING_MEAN = _def(
+    "listener_bus_processing_mean_seconds",
+    G,
+    "Mean time a listener bus queue takes to hand one event to all its listeners (Spark's "
+    "timer over recent events); a slow listener here fills the queue.",
+    APP_LABELS + ("queue",),
+    f"queue.<queue>.listenerProcessingTime mean, {_BUS}",
+)
+# --- end of Spark's listener bus ----------------------------------------------------------------
+
 COLLECTOR_WORKER_LAST_PROGRESS = "sparkwatch_collector_worker_last_progress_timestamp_seconds"
 """The collector's own equivalent (one of its ``sparkwatch_collector_*`` self-metrics, outside
 the catalogue), named here because the alert rules read it too."""

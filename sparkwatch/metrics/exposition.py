@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.catalogue import Kind, MetricDef
 from sparkwatch.metrics.custom import KNOWN, split_instance_key
+from sparkwatch.metrics.listener_bus import BusSample
 from sparkwatch.metrics.state import MetricState, QueryState
 from sparkwatch.metrics.stats import ListenerStats
 from sparkwatch.metrics.text import RowFamily
@@ -124,6 +125,22 @@ def add_listener(out: Families, s: ListenerStats) -> None:
         out.add(cat.LISTENER_QUEUE_CAPACITY, (*app, queue), capacity)
     for worker, last in sorted(s.workers.items()):
         out.add(cat.LISTENER_WORKER_LAST_PROGRESS, (*app, worker), last)
+    if s.bus is not None:
+        add_listener_bus(out, app, s.bus)
+
+
+def add_listener_bus(out: Families, app: tuple[str, str], bus: BusSample) -> None:
+    out.add(cat.LISTENER_BUS_EVENTS_POSTED, app, bus.posted)
+    for q in bus.queues:
+        labels = (*app, q.name)
+        out.add(cat.LISTENER_BUS_EVENTS_DROPPED, labels, q.dropped)
+        out.add(cat.LISTENER_BUS_QUEUE_SIZE, labels, q.size)
+        if q.capacity is not None:
+            out.add(cat.LISTENER_BUS_QUEUE_CAPACITY, labels, q.capacity)
+        if q.processed is not None:
+            out.add(cat.LISTENER_BUS_EVENTS_PROCESSED, labels, q.processed)
+        if q.mean_processing_seconds is not None:
+            out.add(cat.LISTENER_BUS_PROCESSING_MEAN, labels, q.mean_processing_seconds)
 
 
 def query_labels(q: QueryState) -> tuple[str, str, str, str]:

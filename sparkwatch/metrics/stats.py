@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from sparkwatch.metrics.listener_bus import BusSample
 from sparkwatch.model.events import AppInfo
 
 
@@ -27,6 +28,8 @@ class ListenerStats:
     """queue name -> (size, capacity)"""
     workers: dict[str, float] = field(default_factory=dict)
     """worker name -> Unix time of its last heartbeat"""
+    bus: BusSample | None = None
+    """Spark's listener bus, last sampled (classic mode, when sampling is on)"""
 
 
 class ListenerCounters:
@@ -72,6 +75,7 @@ class ListenerCounters:
         version: str,
         queues: dict[str, tuple[int, int]],
         workers: dict[str, float] | None = None,
+        bus: BusSample | None = None,
     ) -> ListenerStats:
         with self._lock:
             return ListenerStats(
@@ -86,4 +90,5 @@ class ListenerCounters:
                 queues=dict(queues),
                 delivered=dict(self.delivered),
                 workers=dict(workers or {}),
+                bus=bus,
             )

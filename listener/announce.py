@@ -1,0 +1,59 @@
+"""The attach and stop lines: one line each on stderr, so a user can tell attach worked.
+
+Printed, not logged: under ``spark-submit`` nobody configures Python logging and INFO records
+vanish, which left attach silent. Secrets go through :mod:`sparkwatch.redact`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+from sparkwatch.redact import redact_url
+
+
+@dataclass(frozen=True, slots=True)
+class Destinations:
+    """Where one attachment sends what it sees; None: that output is off."""
+
+    app_id: str
+    mode: str
+    version: str
+    metrics_address: str | None
+    metrics_port: int | None
+    history_url: str | None
+    push_url: str | None
+
+
+def attach_line(d: Destinations) -> str:
+    if d.metrics_port is None:
+        metrics = "metrics off"
+    else:
+        # 0.0.0.0 binds every interface; localhost is what a user on the driver can curl.
+        host = "localhost" if d.metrics_address in ("0.0.0.0", "::", "") else d.metrics_address
+        metrics = f"metrics http://{host}:{d.metrics_port}/metrics"
+    history = f"history {redact_url(d.history_url)}" if d.history_url else "history off"
+    push = f"push {redact_url(d.push_url)}" if d.push_url else "push off"
+    return f"sparkwatch {d.version} attached to {d.app_id} ({d.mode} mode): {metrics}, " \
+        f"{history}, {push}"
+
+
+def disabled_line(app_id: str, version: str) -> str:
+    return f"sparkwatch {version} not attached to {app_id}: disabled (SPARKWATCH_ENABLED=false " \
+        "or spark.sparkwatch.enabled=false)"
+
+
+def stop_line(app_id: str, received: int, dropped: int, bus_dropped: int | None = None) -> str:
+    line = f"sparkwatch stopped for {app_id}: {received} events received, {dropped} dropped"
+    if bus_dropped:
+        line += f" (Spark's listener bus dropped {bus_dropped} events for all listeners)"
+    return line
+
+
+def announce(line: str, stream: TextIO | None = None) -> None:
+    """Write one line; a closed or broken stderr never stops the app."""
+    out = stream if stream is not None else sys.stderr
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=out, flush=True)

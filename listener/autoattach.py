@@ -1,0 +1,180 @@
+"""Zero-code attach: every SparkSession the driver creates gets the listener, once.
+
+Installed by the ``sitecustomize`` of :mod:`sparkwatch.bootstrap` (which ``sparkwatch run`` puts on
+``PYTHONPATH``). Importing pyspark costs a second, and every Python process started under
+``sparkwatch run`` reads this module (Spark's Python workers too): so nothing here imports pyspark.
+An import hook wraps the session builders (classic ``pyspark.sql.session`` and Spark Connect's
+``pyspark.sql.connect.session``) when the app imports them; the wrapped ``getOrCreate`` and
+``create`` attach with the same ``SPARKWATCH_*`` settings as :func:`sparkwatch.attach`, and the
+wrapped ``stop`` detaches first, so the stop line carries Spark's final counts.
+
+Standard library only at import time; a failure to attach is one line on stderr, never an error
+raised into the app.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+SESSION_MODULES = ("pyspark.sql.session", "pyspark.sql.connect.session")
+WRAPPED = "_sparkwatch_wrapped"
+# Python processes Spark itself starts (executor workers, Connect's foreachBatch and listener
+# runners) create sessions of their own at times: the driver's attachment covers them.
+SPARK_WORKER_MAINS = ("pyspark.daemon", "pyspark.worker", "pyspark.sql.connect.")
+
+_lock = threading.RLock()
+_attaching = threading.local()
+# Session -> its Attachment; weak so a session that is gone does not stay alive for us.
+_attached: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def install() -> None:
+    """Wrap the session builders now if pyspark is loaded, else as soon as it is imported."""
+    for name in SESSION_MODULES:
+        module = sys.modules.get(name)
+        if module is not None:
+            patch(module)
+    if not any(isinstance(f, _SessionModuleFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _SessionModuleFinder())
+
+
+def patch(module: ModuleType) -> None:
+    """Wrap ``SparkSession.Builder.getOrCreate``/``create`` and ``SparkSession.stop`` of one
+    session module (idempotent)."""
+    session_cls = getattr(module, "SparkSession", None)
+    builder_cls = getattr(session_cls, "Builder", None)
+    if session_cls is None or builder_cls is None:
+        return
+    for name in ("getOrCreate", "create"):
+        _wrap(builder_cls, name, _attaching_call)
+    _wrap(session_cls, "stop", _detaching_call)
+
+
+def attachment_of(session: Any) -> Any:
+    """The Attachment made for ``session``, or None."""
+    with _lock:
+        return _attached.get(session)
+
+
+def _wrap(cls: type, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    original = cls.__dict__.get(name)
+    if original is None or getattr(original, WRAPPED, False):
+        return
+    wrapper = make(original)
+    setattr(wrapper, WRAPPED, True)
+    setattr(cls, name, wrapper)
+
+
+def _attaching_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        session = original(self, *args, **kwargs)
+        attach_once(session)
+        return session
+
+    return wrapper
+
+
+def _detaching_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        detach(self)
+        return original(self, *args, **kwargs)
+
+    return wrapper
+
+
+def attach_once(session: Any) -> None:
+    """Attach to ``session`` unless it already is (a classic builder with ``remote`` set goes
+    through the Connect builder too), or this process is one Spark started."""
+    if getattr(_attaching, "active", False) or _in_spark_worker():
+        return
+    with _lock:
+        try:
+            if session in _attached:
+                return
+        except TypeError:  # not weak-referenceable: nothing we know how to attach to
+            return
+        _attaching.active = True
+        try:
+            _attached[session] = _attach(session)
+        except Exception as exc:  # noqa: BLE001 - never break the app we watch
+            _attached[session] = None
+            print(f"sparkwatch: not attached: {exc}", file=sys.stderr, flush=True)
+        finally:
+            _attaching.active = False
+
+
+def detach(session: Any) -> None:
+    with _lock:
+        attachment = _attached.pop(session, None) if _is_key(session) else None
+    if attachment is not None:
+        attachment.detach()
+
+
+def _is_key(session: Any) -> bool:
+    try:
+        weakref.ref(session)
+    except TypeError:
+        return False
+    return True
+
+
+def _attach(session: Any) -> Any:
+    from sparkwatch.listener.attach import attach
+
+    return attach(session)
+
+
+def _in_spark_worker() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    name = getattr(spec, "name", "") or ""
+    return name.startswith(SPARK_WORKER_MAINS)
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """Runs the real loader, then wraps the module's session classes."""
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        try:
+            patch(module)
+        except Exception as exc:  # noqa: BLE001 - pyspark must import whatever happens here
+            print(f"sparkwatch: cannot attach automatically: {exc}", file=sys.stderr)
+
+    def __getattr__(self, name: str) -> Any:  # get_filename, get_code, ... of the real loader
+        return getattr(self._loader, name)
+
+
+class _SessionModuleFinder(importlib.abc.MetaPathFinder):
+    """Finds the session modules with the other finders and hands them to the patching loader."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in SESSION_MODULES:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None

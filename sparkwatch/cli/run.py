@@ -1,0 +1,84 @@
+"""`sparkwatch run -- COMMAND...`: run an unmodified PySpark app with the listener attached.
+
+Like ``opentelemetry-instrument``: the command runs with :mod:`sparkwatch.bootstrap` first on
+``PYTHONPATH``; its ``sitecustomize`` attaches the listener to every SparkSession the driver
+creates (classic and Spark Connect), configured by the same ``SPARKWATCH_*`` variables and
+``spark.sparkwatch.*`` conf as ``sparkwatch.attach``. ``spark-submit`` hands its environment to
+the driver's Python, so ``sparkwatch run -- spark-submit app.py`` works as ``python app.py`` does.
+
+The command replaces this process (exec): signals reach it directly and its exit status is the
+command's own, with nothing in between that could swallow either.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+from sparkwatch.bootstrap import PATH as BOOTSTRAP_PATH
+from sparkwatch.cli.errors import CliError
+
+NOT_FOUND = 127
+NOT_EXECUTABLE = 126
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "run",
+        help="run a PySpark app with the listener attached, without changing its code",
+        description="Run COMMAND (spark-submit app.py, python app.py, pyspark) with the sparkwatch "
+        "listener attached to every SparkSession its driver creates. Configure it with the "
+        "SPARKWATCH_* environment variables (e.g. SPARKWATCH_METRICS_PORT, "
+        "SPARKWATCH_HISTORY_URL=off, SPARKWATCH_PUSH_URL) or spark.sparkwatch.* Spark conf. "
+        "Signals and the exit status are the command's own.",
+        epilog="example: sparkwatch run -- spark-submit --master local[2] app.py",
+    )
+    parser.add_argument(
+        "--print-path",
+        action="store_true",
+        help="print the directory to put first on the driver's PYTHONPATH for the same effect "
+        "(cluster deploy mode: spark.yarn.appMasterEnv.PYTHONPATH, "
+        "spark.kubernetes.driverEnv.PYTHONPATH) and exit",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                        help="the command to run, after --")
+    parser.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.print_path:
+        print(BOOTSTRAP_PATH)
+        return 0
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise CliError("no command to run: sparkwatch run -- spark-submit app.py")
+    env = child_environment(os.environ)
+    try:
+        os.execvpe(command[0], command, env)
+    except FileNotFoundError:
+        print(f"sparkwatch run: command not found: {command[0]}", file=sys.stderr)
+        return NOT_FOUND
+    except PermissionError:
+        print(f"sparkwatch run: cannot execute: {command[0]}", file=sys.stderr)
+        return NOT_EXECUTABLE
+    return 0  # not reached: exec replaced this process
+
+
+def child_environment(env: Mapping[str, str], python: str | None = None) -> dict[str, str]:
+    """``env`` with the bootstrap first on ``PYTHONPATH``; the driver's Python defaults to this
+    one (which has sparkwatch installed) when neither PySpark variable names one."""
+    out = dict(env)
+    out["PYTHONPATH"] = prepend_path(BOOTSTRAP_PATH, env.get("PYTHONPATH", ""))
+    if not env.get("PYSPARK_DRIVER_PYTHON") and not env.get("PYSPARK_PYTHON"):
+        # Only the driver's: executors may be other machines, where this path means nothing.
+        out["PYSPARK_DRIVER_PYTHON"] = python or sys.executable
+    return out
+
+
+def prepend_path(first: str, path: str) -> str:
+    parts: Sequence[str] = [p for p in path.split(os.pathsep) if p and p != first]
+    return os.pathsep.join([first, *parts])

@@ -1,0 +1,224 @@
+"""`sparkwatch run -- COMMAND`: an unmodified PySpark app, configured only by SPARKWATCH_*
+variables, is observed under spark-submit and plain python; the command keeps its signals and its
+exit status; a sitecustomize already on the path still runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sparkwatch.bootstrap import PATH as BOOTSTRAP_PATH
+from sparkwatch.cli.run import child_environment
+from tests.conftest import ROOT, unavailable
+from tests.support import wait_for
+
+SPARKWATCH = [sys.executable, "-m", "sparkwatch.cli.main"]
+
+# The app knows nothing of sparkwatch: what a user already has.
+APP = '''\
+import sys, time
+from pathlib import Path
+from pyspark.sql import SparkSession, functions as F
+
+stop_file = Path(sys.argv[1])
+spark = (SparkSession.builder.{master}("local[2]").appName("unmodified-app")
+         .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+         .getOrCreate())
+counts = (spark.readStream.format("rate").option("rowsPerSecond", 50).load()
+          .groupBy((F.col("value") % 3).alias("k")).count())
+query = (counts.writeStream.queryName("unmodified_counts").outputMode("complete")
+         .format("noop").trigger(processingTime="500 milliseconds").start())
+deadline = time.monotonic() + 300
+while not stop_file.exists() and time.monotonic() < deadline:
+    query.awaitTermination(0.2)
+query.stop()
+spark.stop()
+sys.exit(3)
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(**sparkwatch: str) -> dict[str, str]:
+    """The test's environment without any SPARKWATCH_* of its own, plus ``sparkwatch``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKWATCH_")}
+    env.pop("PYTHONPATH", None)
+    env.update({"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
+    env.update(sparkwatch)
+    return env
+
+
+def operator_series(port: int, query_name: str) -> dict[str, float]:
+    """spark_streaming_state_* samples of ``query_name`` (empty until its first progress)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    return {
+        f"{s.name}#{s.labels['operator_index']}": s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("spark_streaming_state_")
+        and s.labels.get("query_name") == query_name
+        and "operator_index" in s.labels
+    }
+
+
+def spark_submit() -> str:
+    try:
+        import pyspark
+    except ImportError:
+        unavailable("pyspark not installed")
+    path = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    if not path.exists():
+        unavailable("pyspark ships no bin/spark-submit")
+    return str(path)
+
+
+def spark_connect_runs_client_listeners() -> bool:
+    import pyspark
+
+    return int(pyspark.__version__.split(".")[0]) >= 4
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        "spark-submit",
+        "python",
+        "python-connect",
+        # Cluster deploy mode's way (docs/run.md): the driver's environment names the bootstrap
+        # (spark.kubernetes.driverEnv.PYTHONPATH, spark.yarn.appMasterEnv.PYTHONPATH).
+        "spark-submit-driver-env",
+    ],
+)
+def test_an_unmodified_app_serves_per_operator_series_and_says_it_attached(
+    tmp_path: Path, launcher: str
+) -> None:
+    app, stop_file, port = tmp_path / "app.py", tmp_path / "stop", free_port()
+    connect = launcher == "python-connect"
+    if connect and not spark_connect_runs_client_listeners():
+        pytest.skip("the Connect listener runs client-side from Spark 4.0")
+    app.write_text(APP.replace("{master}", "remote" if connect else "master"))
+    submit = launcher.startswith("spark-submit")
+    command = [spark_submit() if submit else sys.executable, str(app), str(stop_file)]
+    env = clean_env(SPARKWATCH_METRICS_PORT=str(port), SPARKWATCH_HISTORY_URL="off")
+    if launcher == "spark-submit-driver-env":
+        env["PYTHONPATH"] = sparkwatch_run_print_path()
+    else:
+        command = [*SPARKWATCH, "run", "--", *command]
+    stdout_path, stderr_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with stdout_path.open("w") as stdout, stderr_path.open("w") as stderr:
+        proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr)
+    try:
+        series: dict[str, float] = {}
+
+        def stateful_batches_seen() -> bool:
+            assert proc.poll() is None, stderr_path.read_text()[-3000:]
+            series.update(operator_series(port, "unmodified_counts"))
+            return series.get("spark_streaming_state_rows#0", 0) == 3
+
+        wait_for(stateful_batches_seen, 240, "per-operator series of the unmodified app")
+        assert series["spark_streaming_state_rows_updated_total#0"] >= 3
+        stop_file.touch()
+        assert proc.wait(timeout=120) == 3  # the app's own exit status
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = stderr_path.read_text()
+    if submit:
+        # spark-submit merges the Python driver's stderr into its own stdout.
+        err = stdout_path.read_text() + err
+    attached = re.findall(r"^sparkwatch \S+ attached to (\S+) \((\w+) mode\): (.*)$", err, re.M)
+    assert len(attached) == 1, err[-3000:]
+    app_id, mode, where = attached[0]
+    assert app_id and mode == ("public" if connect else "jvm")
+    assert where == f"metrics http://localhost:{port}/metrics, history off, push off"
+    stopped = re.findall(rf"^sparkwatch stopped for {app_id}: (\d+) events received, 0 dropped",
+                         err, re.M)
+    assert len(stopped) == 1 and int(stopped[0]) >= 3, err[-3000:]
+
+
+def test_the_exit_status_is_the_commands() -> None:
+    done = subprocess.run([*SPARKWATCH, "run", "--", sys.executable, "-c", "raise SystemExit(7)"],
+                          env=clean_env(), capture_output=True, timeout=60)
+    assert done.returncode == 7
+
+
+def test_a_missing_command_is_one_line_and_127() -> None:
+    done = subprocess.run([*SPARKWATCH, "run", "--", "no-such-command-sparkwatch"],
+                          env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 127
+    assert done.stderr.strip() == "sparkwatch run: command not found: no-such-command-sparkwatch"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_reach_the_command(sig: signal.Signals) -> None:
+    child = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGTERM, lambda n, f: sys.exit(40 + n))\n"
+        "signal.signal(signal.SIGINT, lambda n, f: sys.exit(40 + n))\n"
+        "print('ready', flush=True)\n"
+        "signal.pause()\n"
+    )
+    proc = subprocess.Popen([*SPARKWATCH, "run", "--", sys.executable, "-c", child],
+                            env=clean_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 40 + sig
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_hook_is_installed_and_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text("import os\nos.environ['THEIRS_RAN'] = 'yes'\n")
+    probe = (
+        "import os, sys\n"
+        "hooked = any(type(f).__name__ == '_SessionModuleFinder' for f in sys.meta_path)\n"
+        "print(os.environ.get('THEIRS_RAN'), hooked, 'pyspark' in sys.modules)\n"
+    )
+    env = {**clean_env(), "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([*SPARKWATCH, "run", "--", sys.executable, "-c", probe], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    # Theirs ran, ours hooked the session modules, and nothing imported pyspark eagerly.
+    assert done.stdout.split() == ["yes", "True", "False"]
+
+
+def test_the_child_environment_puts_the_bootstrap_first_and_keeps_the_rest() -> None:
+    env = child_environment({"PYTHONPATH": "/a:/b", "HOME": "/h"}, python="/venv/bin/python")
+    assert env["PYTHONPATH"] == f"{BOOTSTRAP_PATH}:/a:/b" and env["HOME"] == "/h"
+    assert env["PYSPARK_DRIVER_PYTHON"] == "/venv/bin/python"
+    chosen = child_environment({"PYSPARK_PYTHON": "/their/python"}, python="/venv/bin/python")
+    assert "PYSPARK_DRIVER_PYTHON" not in chosen and chosen["PYTHONPATH"] == BOOTSTRAP_PATH
+
+
+def sparkwatch_run_print_path() -> str:
+    done = subprocess.run([*SPARKWATCH, "run", "--print-path"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_print_path_names_the_bootstrap_directory() -> None:
+    path = sparkwatch_run_print_path()
+    assert path == BOOTSTRAP_PATH and (Path(path) / "sitecustomize.py").is_file()
