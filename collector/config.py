@@ -31,7 +31,7 @@ ANY_APP = "*"
 
 @dataclass(frozen=True, slots=True)
 class CollectorSettings:
-    host: str = "0.0.0.0"
+    host: str = "0.0.0.0"  # nosec B104 - a collector serves the network (docs/security.md)
     port: int = DEFAULT_PORT
     history_url: str | None = DEFAULT_HISTORY_URL
     history_migrate: bool = True

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkwatch.httpopen import open_http
+
 START_SECONDS = 30.0
 
 
@@ -86,7 +88,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], collector: LocalCollector,
         if proc.poll() is not None:
             raise LocalCollectorError(f"the collector exited: {_tail(log_path)}")
         try:
-            with urllib.request.urlopen(request, timeout=1) as response:
+            with open_http(request, timeout=1) as response:
                 if response.status == 200:
                     return
         except OSError:

@@ -32,6 +32,7 @@ from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any
 
+from sparkwatch.httpopen import open_http
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_to_dict
@@ -274,7 +275,7 @@ class PushSink:
             headers["Authorization"] = f"Bearer {self._endpoint.token}"
         request = urllib.request.Request(self._endpoint.url, body, headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self._endpoint.timeout) as response:
+            with open_http(request, timeout=self._endpoint.timeout) as response:
                 return response.status, _json(response.read()), None
         except urllib.error.HTTPError as exc:
             return exc.code, _json(exc.read()), retry_after_seconds(exc.headers.get("Retry-After"))

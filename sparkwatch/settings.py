@@ -24,7 +24,7 @@ class ListenerSettings:
     enabled: bool = True
     mode: str = "auto"
     metrics_enabled: bool = True
-    metrics_address: str = "0.0.0.0"
+    metrics_address: str = "0.0.0.0"  # nosec B104 - Prometheus scrapes the driver
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_port_fallback: bool = False
     history_url: str | None = DEFAULT_HISTORY_URL

@@ -17,6 +17,7 @@ from typing import Any
 from sparkwatch.doctor.history_source import operator_point
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
+from sparkwatch.httpopen import open_http
 
 PAGE = 1000
 """The API's largest page."""
@@ -35,7 +36,7 @@ class Api:
         if self._token:
             request.add_header("Authorization", f"Bearer {self._token}")
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            with open_http(request, timeout=TIMEOUT) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)

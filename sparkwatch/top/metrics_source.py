@@ -9,6 +9,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparkwatch.httpopen import open_http
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.plan.describe import summary
 from sparkwatch.plan.model import OperatorIdentity, Watermark
@@ -37,7 +38,7 @@ def fetch(url: str, token: str | None = None) -> str:
     request = urllib.request.Request(url)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+    with open_http(request, timeout=TIMEOUT) as response:
         return str(response.read().decode("utf-8"))
 
 
