@@ -25,7 +25,7 @@ import httpx
 import sqlalchemy as sa
 
 from bench.local import free_port
-from tests.conftest import CANARY_TOKEN, FIXTURES, shown_canaries, unavailable
+from tests.conftest import CANARY_PASSWORD, CANARY_TOKEN, FIXTURES, shown_canaries, unavailable
 from tests.support import create_database, drop_database, wait_for
 
 # Every token carries the canary: a collector log or an answer that shows one fails the test.
@@ -144,7 +144,8 @@ def running(collector: Collector) -> Iterator[Collector]:
 def module_database(admin_url: str) -> Iterator[str]:
     name = create_database(admin_url)
     try:
-        yield sa.engine.make_url(admin_url).set(database=name).render_as_string(False)
+        url = sa.engine.make_url(admin_url).set(database=name, password=CANARY_PASSWORD)
+        yield url.render_as_string(False)
     finally:
         drop_database(admin_url, name)
 
