@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -77,3 +78,31 @@ def test_the_fallback_setting_serves_on_a_free_port_instead(
         assert att.metrics_port not in (None, taken_port)
     finally:
         att.detach()
+
+
+@pytest.fixture
+def silent_collector() -> Iterator[str]:
+    """An ingest URL whose server takes connections (the kernel's backlog) and never answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        yield f"http://127.0.0.1:{s.getsockname()[1]}/api/v1/events"
+
+
+def test_flush_and_detach_honour_one_overall_deadline_with_a_silent_collector(
+    spark: Any, tmp_path: Any, silent_collector: str
+) -> None:
+    att = sparkwatch.attach(spark, metrics_enabled=False, history_url="off",
+                            push_url=silent_collector, push_timeout_seconds=30,
+                            push_flush_seconds=0.05)
+    try:
+        query = _run_query(spark, tmp_path)
+        assert query.exception() is None
+        start = time.monotonic()
+        assert att.flush(1.0) is False  # nothing can be delivered
+        flushed_in = time.monotonic() - start
+    finally:
+        start = time.monotonic()
+        att.detach(timeout=2.0)
+        detached_in = time.monotonic() - start
+    assert flushed_in < 1.3 and detached_in < 2.3, (flushed_in, detached_in)
