@@ -180,3 +180,24 @@ def test_the_suite_fails_each_test_that_shows_a_canary(
                if line.startswith(("FAILED test_leaky.py::", "ERROR test_leaky.py::"))}
     assert flagged == {"test_logs_it", "test_prints_it", "test_writes_it_to_the_stderr_fd",
                        "test_reads_it_back"}, result.stdout.str()
+
+
+def _command_lines() -> list[str]:
+    lines = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:  # the process ended meanwhile
+            continue
+    return lines
+
+
+@pytest.mark.postgres
+def test_the_demo_collector_gets_its_history_url_by_environment_not_argv(pg_url: str) -> None:
+    from sparkwatch.collector.local import local_collector
+
+    port = free_port()
+    with local_collector(pg_url, port):
+        ours = [line for line in _command_lines() if f"--port {port} " in line]
+        assert len(ours) == 1 and "collector" in ours[0]
+        assert shown_canaries(ours[0]) == [], ours[0]
