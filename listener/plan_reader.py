@@ -201,6 +201,7 @@ class PlanReader:
             try:
                 deliver(plan)
             except Exception:  # noqa: BLE001 - one failing sink must not starve the others
+                self.on_error()
                 log.exception("sparkwatch: %s failed to take the plan of %s", name, plan.query_id)
 
 
