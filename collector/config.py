@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from sparkwatch.redact import redact_url
 from sparkwatch.settings import (
     DEFAULT_HISTORY_URL,
     OFF_WORDS,
@@ -31,7 +32,7 @@ ANY_APP = "*"
 
 @dataclass(frozen=True, slots=True)
 class CollectorSettings:
-    host: str = "0.0.0.0"
+    host: str = "0.0.0.0"  # nosec B104 - a collector serves the network (docs/security.md)
     port: int = DEFAULT_PORT
     history_url: str | None = DEFAULT_HISTORY_URL
     history_migrate: bool = True
@@ -203,7 +204,8 @@ def load_collector_settings(
         try:
             values[setting.name] = setting.parse(raw)
         except ValueError as exc:
-            shown = "<secret>" if setting.secret else repr(raw)
+            shown = "<secret>" if setting.secret else (
+                redact_url(raw) if setting.name.endswith("_url") else repr(raw))
             raise SettingsError(f"{origin}={shown}: {exc}") from None
     if tokens_file is not None:
         values["tokens"] = parse_tokens_merged(values.get("tokens", ()),

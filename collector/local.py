@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkwatch.httpopen import open_http
+
 START_SECONDS = 30.0
 
 
@@ -43,9 +45,10 @@ def local_collector(history_url: str | None, port: int) -> Iterator[LocalCollect
     with tempfile.TemporaryDirectory(prefix="sparkwatch-collector-") as tmp:
         log_path = Path(tmp) / "collector.log"
         args = [sys.executable, "-m", "sparkwatch.cli.main", "collector", "--host", "127.0.0.1",
-                "--port", str(port), "--history-url", history_url or "off",
-                "--spool-dir", str(Path(tmp) / "spool")]
-        env = {**os.environ, "SPARKWATCH_COLLECTOR_TOKENS": f"*={token}"}
+                "--port", str(port), "--spool-dir", str(Path(tmp) / "spool")]
+        # Secrets by environment, not argv: any local user can read a command line in `ps`.
+        env = {**os.environ, "SPARKWATCH_COLLECTOR_TOKENS": f"*={token}",
+               "SPARKWATCH_COLLECTOR_HISTORY_URL": history_url or "off"}
         with open(log_path, "wb") as log:
             # Its own session: the terminal's Ctrl-C stops the demo, which then stops the
             # collector after the last events were pushed.
@@ -86,7 +89,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], collector: LocalCollector,
         if proc.poll() is not None:
             raise LocalCollectorError(f"the collector exited: {_tail(log_path)}")
         try:
-            with urllib.request.urlopen(request, timeout=1) as response:
+            with open_http(request, timeout=1) as response:
                 if response.status == 200:
                     return
         except OSError:

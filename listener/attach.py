@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
@@ -76,35 +77,39 @@ class Attachment:
         return self.counters.snapshot(self.app, self.mode, __version__, queues, workers, bus)
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until every event received so far is exported, written and pushed; False on
-        timeout."""
-        if self.intake is None or not self.intake.flush(timeout):
+        """Wait until every event received so far is exported, written and pushed; False when
+        ``timeout`` (one deadline for all the stages) runs out first."""
+        left = _countdown(timeout)
+        if self.intake is None or not self.intake.flush(left()):
             return self.intake is None
-        if self.push is not None and not self.push.flush(timeout):
+        if self.push is not None and not self.push.flush(left()):
             return False
-        return self.history is None or self.history.flush(timeout)
+        return self.history is None or self.history.flush(left())
 
     def detach(self, timeout: float = 10.0) -> None:
-        """Stop receiving, write what is queued (within ``timeout``), stop serving /metrics."""
+        """Stop receiving, write what is queued, stop serving /metrics: all within ``timeout``
+        (one deadline for every stage; a sink still busy at it is left to its daemon thread)."""
+        left = _countdown(timeout)
         if self._remove is not None:
             try:
                 self._remove()
             except Exception:  # noqa: BLE001 - the session may already be gone
+                self.counters.count_error("detach")
                 log.debug("sparkwatch: removing the listener failed", exc_info=True)
             self._remove = None
         if self.intake is not None:
-            self.intake.stop(timeout)
+            self.intake.stop(left())
         if self.bus is not None:
-            self.bus.stop(timeout)
+            self.bus.stop(left())
             self.bus.sample_now()  # the final count of Spark's drops, for the stop line
         if self.history is not None:
-            self.history.stop(timeout)
+            self.history.stop(left())
             self.history = None
         if self.push is not None:
-            self.push.stop(timeout)
+            self.push.stop(left())
             self.push = None
         if self.plans is not None:
-            self.plans.stop(timeout)
+            self.plans.stop(left())
             self.plans = None
         if self.server is not None:
             self.server.stop()
@@ -120,6 +125,12 @@ class Attachment:
         bus = stats.bus.dropped if stats.bus is not None else None
         announce(stop_line(self.app.id, sum(stats.received.values()),
                            sum(stats.dropped.values()), bus))
+
+
+def _countdown(timeout: float) -> Callable[[], float]:
+    """Seconds left of ``timeout`` counted from now (never negative)."""
+    end = time.monotonic() + timeout
+    return lambda: max(0.0, end - time.monotonic())
 
 
 def attach(spark: Any, **overrides: Any) -> Attachment:
@@ -146,6 +157,7 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
         handlers.append(("push", att.push))
     # Operator identity from each run's executed plan, read on the reader's own thread.
     att.plans = make_plan_reader(spark, app, att.state, settings)
+    att.plans.on_error = partial(att.counters.count_error, "plans")
     handlers.append(("plans", att.plans))
     att.intake = Intake(app, settings.queue_capacity, att.counters, handlers)
     try:
@@ -238,6 +250,7 @@ def _push_sink(settings: ListenerSettings, counters: ListenerCounters) -> PushSi
             # No fsync: the spool outlives a collector outage; a lost driver loses its memory too.
             spool = Spool(Path(settings.push_spool_dir), settings.push_spool_max_bytes, fsync=False)
         except (SpoolBusy, OSError) as exc:
+            counters.count_error("push_spool")
             log.error("sparkwatch: push spool disabled, buffering in memory only: %s", exc)
     return PushSink(
         Endpoint(settings.push_url, settings.push_token, settings.push_timeout_seconds),

@@ -21,6 +21,8 @@ from sparkwatch.model.events import ParsedEvent
 from sparkwatch.worker import Backoff, BoundedQueue, Worker
 
 log = logging.getLogger(__name__)
+ABORT_RESERVE_SECONDS = 1.0
+"""Of a stop's timeout, kept for an aborted write to give up."""
 
 _STOP = None
 
@@ -79,13 +81,16 @@ class HistorySink:
 
     def stop(self, timeout: float) -> None:
         """Write what is queued if the database lets us within ``timeout``, then stop."""
-        deadline = time.monotonic() + timeout
-        if self._queue.put_control(_STOP, timeout):
-            self.worker.join(max(0.0, deadline - time.monotonic()))
+        end = time.monotonic() + timeout
+        # Writing is aborted a little before the end, leaving time for the abort to land.
+        abort_at = end - min(ABORT_RESERVE_SECONDS, timeout / 4)
+        if self._queue.put_control(_STOP, max(0.0, abort_at - time.monotonic())):
+            self.worker.join(max(0.0, abort_at - time.monotonic()))
         if self.worker.is_alive():
             self._abort.set()
-            self.worker.join(1.0)
-        self._writer.close()
+            self.worker.join(max(0.0, end - time.monotonic()))
+        if not self.worker.is_alive():  # else the daemon thread is still inside a write
+            self._writer.close()
 
     def _run(self) -> None:
         while True:
@@ -120,6 +125,7 @@ class HistorySink:
         try:
             self._maintenance()
         except Exception as exc:  # noqa: BLE001 - the next interval retries; writes go on
+            self._counters.count_error("history_maintenance")
             log.warning("sparkwatch: history maintenance failed (will retry): %s", exc)
 
     def _next_batch(self) -> list[ParsedEvent | None]:

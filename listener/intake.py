@@ -50,8 +50,9 @@ class Intake:
         return self._queue.wait_drained(timeout)
 
     def stop(self, timeout: float) -> None:
+        end = time.monotonic() + timeout  # one deadline for the queue and the thread
         if self._queue.put_control(_STOP, timeout):
-            self.worker.join(timeout)
+            self.worker.join(max(0.0, end - time.monotonic()))
 
     def _run(self) -> None:
         while True:

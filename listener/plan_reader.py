@@ -73,6 +73,8 @@ class PlanReader:
         self._warned = False
         self._stop = threading.Event()
         self.closers: list[Callable[[], None]] = []
+        self.on_error: Callable[[], None] = lambda: None
+        """Called for each plan read that failed (attach() counts them)."""
         self._queue: BoundedQueue[Job | None] = BoundedQueue(capacity)
         self.worker = Worker("plans", self._run, "sparkwatch-plans")
         self.worker.start()
@@ -110,8 +112,9 @@ class PlanReader:
 
     def stop(self, timeout: float) -> None:
         self._stop.set()
+        end = time.monotonic() + timeout  # one deadline for the queue and the thread
         if self._queue.put_control(None, timeout):
-            self.worker.join(timeout)
+            self.worker.join(max(0.0, end - time.monotonic()))
         for close in self.closers:
             close()
 
@@ -123,6 +126,7 @@ class PlanReader:
                     return
                 self._do(job)
             except Exception:  # noqa: BLE001 - never let one plan stop the thread
+                self.on_error()
                 log.exception("sparkwatch: reading a query plan failed")
             finally:
                 self._queue.done()
@@ -197,6 +201,7 @@ class PlanReader:
             try:
                 deliver(plan)
             except Exception:  # noqa: BLE001 - one failing sink must not starve the others
+                self.on_error()
                 log.exception("sparkwatch: %s failed to take the plan of %s", name, plan.query_id)
 
 

@@ -32,6 +32,7 @@ from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any
 
+from sparkwatch.httpopen import open_http
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_to_dict
@@ -41,6 +42,8 @@ from sparkwatch.version import __version__
 from sparkwatch.worker import Backoff, BoundedQueue, Worker
 
 log = logging.getLogger(__name__)
+STOP_RESERVE_SECONDS = 0.5
+"""Of a stop's timeout, kept to spool what could not be sent."""
 
 _STOP = None
 Wire = dict[str, Any]
@@ -116,13 +119,15 @@ class PushSink:
         return True
 
     def stop(self, timeout: float) -> None:
-        """Deliver what is queued within ``timeout``; then spool the rest (or count it dropped)."""
-        self._deadline = time.monotonic() + timeout
+        """Deliver what is queued within ``timeout``; then spool the rest (or count it dropped).
+        Returns by then: a POST still waiting for its answer is left to the daemon thread, which
+        closes the spool when it ends."""
+        end = time.monotonic() + timeout
+        # Sending stops a little before the end, leaving time to spool what is left.
+        self._deadline = end - min(STOP_RESERVE_SECONDS, timeout / 4)
         self._wake.set()
         self._queue.put_control(_STOP, timeout)
-        self.worker.join(timeout + 2.0)
-        if self._spool is not None:
-            self._spool.close()
+        self.worker.join(max(0.0, end - time.monotonic()))
 
     # --- the sender thread ------------------------------------------------------------------
 
@@ -133,6 +138,7 @@ class PushSink:
                     self._spill()
                     self._send_spooled()
                 except OSError as exc:  # the spool's disk cannot be read: keep going, later
+                    self._counters.count_error("push_spool")
                     log.error("sparkwatch: cannot read the push spool %s: %s",
                               self._spool.directory, exc)
                     self._pause()
@@ -142,6 +148,8 @@ class PushSink:
                     self._send_fresh(batch)
             self.worker.beat()
         self._finish()
+        if self._spool is not None:
+            self._spool.close()
 
     def _stopping(self) -> bool:
         return self._deadline is not None and time.monotonic() >= self._deadline
@@ -274,7 +282,7 @@ class PushSink:
             headers["Authorization"] = f"Bearer {self._endpoint.token}"
         request = urllib.request.Request(self._endpoint.url, body, headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self._endpoint.timeout) as response:
+            with open_http(request, timeout=self._endpoint.timeout) as response:
                 return response.status, _json(response.read()), None
         except urllib.error.HTTPError as exc:
             return exc.code, _json(exc.read()), retry_after_seconds(exc.headers.get("Retry-After"))

@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from sparkwatch.redact import redact_token, redact_url
+
 DEFAULT_HISTORY_URL = "sqlite:///sparkwatch.db"
 DEFAULT_METRICS_PORT = 9750
 OFF_WORDS = {"", "off", "none", "false", "0", "disabled"}
@@ -24,7 +26,7 @@ class ListenerSettings:
     enabled: bool = True
     mode: str = "auto"
     metrics_enabled: bool = True
-    metrics_address: str = "0.0.0.0"
+    metrics_address: str = "0.0.0.0"  # nosec B104 - Prometheus scrapes the driver
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_port_fallback: bool = False
     history_url: str | None = DEFAULT_HISTORY_URL
@@ -264,7 +266,7 @@ def load_listener_settings(
         try:
             values[f.name] = f.parse(raw)
         except ValueError as exc:
-            raise SettingsError(f"{origin}={raw!r}: {exc}") from None
+            raise SettingsError(f"{origin}={_shown(f.name, raw)}: {exc}") from None
     by_name = {f.name: f for f in LISTENER_FIELDS}
     for name, value in overrides.items():
         # Strings from code go through the same parser as env/conf ("off", "9750", ...).
@@ -272,9 +274,16 @@ def load_listener_settings(
             try:
                 value = by_name[name].parse(value)
             except ValueError as exc:
-                raise SettingsError(f"{name}={value!r}: {exc}") from None
+                raise SettingsError(f"{name}={_shown(name, value)}: {exc}") from None
         values[name] = value
     return replace(_defaults(), **values)
+
+
+def _shown(name: str, raw: str) -> str:
+    """A bad value as an error shows it: never a token, a URL without its secrets."""
+    if name == "push_token":
+        return redact_token(raw)
+    return redact_url(raw) if name.endswith("_url") else repr(raw)
 
 
 def _lookup(f: Field, env: Mapping[str, str], conf: Mapping[str, str]) -> tuple[str | None, str]:

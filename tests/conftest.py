@@ -2,11 +2,17 @@
 
 With CI=true a test whose real dependency (Spark, PostgreSQL, promtool) is missing fails instead
 of skipping.
+
+Secrets are never shown: the suite's database URLs carry :data:`CANARY_PASSWORD` (PostgreSQL here
+trusts local connections, so the password is sent and ignored) and its tokens carry
+:data:`CANARY_TOKEN`; after every test, its captured log records, stdout and stderr (and what it
+read through capsys/capfd) must hold neither (:func:`_secrets_never_shown`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from collections.abc import Iterator
@@ -18,9 +24,16 @@ import pytest
 from bench.local import local_spark
 from tests.support import create_database, drop_database
 
+pytest_plugins = ("pytester",)  # tests of the suite's own checks
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+CANARY_PASSWORD = "canary-pw-Q7x2"
+CANARY_TOKEN = "canary-token-Zk93"
+CANARIES = (CANARY_PASSWORD, CANARY_TOKEN)
+SHOWS_CANARIES = "shows_canaries"
+"""The marker of a test that shows canaries on purpose (the test of this check itself)."""
 PG_ADMIN_URL = os.environ.get(
     "SPARKWATCH_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
@@ -79,7 +92,8 @@ def pg_url(pg_admin_url: str) -> Iterator[str]:
     import sqlalchemy as sa
 
     name = create_database(pg_admin_url)
-    url = sa.engine.make_url(pg_admin_url).set(database=name)
+    # The canary password: the server trusts local connections, so only a leak would show it.
+    url = sa.engine.make_url(pg_admin_url).set(database=name, password=CANARY_PASSWORD)
     yield url.render_as_string(hide_password=False)
     drop_database(pg_admin_url, name)
 
@@ -95,3 +109,49 @@ def history_url(request: pytest.FixtureRequest) -> str:
     if request.param == "sqlite":
         return str(request.getfixturevalue("sqlite_url"))
     return str(request.getfixturevalue("pg_url"))
+
+
+def shown_canaries(text: str) -> list[str]:
+    return [c for c in CANARIES if c in text]
+
+
+@pytest.fixture(autouse=True)
+def _secrets_never_shown(
+    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[None]:
+    """Fails a test whose logs, or output it read through capsys/capfd, show a canary secret.
+    (Output it did not read is checked in :func:`pytest_runtest_makereport`.)"""
+    if request.node.get_closest_marker(SHOWS_CANARIES):
+        yield
+        return
+    caplog.set_level(logging.INFO, logger="sparkwatch")
+    read: list[str] = []
+    original = pytest.CaptureFixture.readouterr
+
+    def readouterr(self: Any) -> Any:
+        result = original(self)
+        read.extend(str(part) for part in result)
+        return result
+
+    monkeypatch.setattr(pytest.CaptureFixture, "readouterr", readouterr)
+    yield
+    logged = "\n".join(r.getMessage() + (caplog.handler.format(r) if r.exc_info else "")
+                       for when in ("setup", "call") for r in caplog.get_records(when))
+    leaked = shown_canaries(logged + "\n".join(read))
+    assert not leaked, f"a canary secret was shown in this test's logs or output: {leaked}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Captured stdout, stderr and log sections of every phase must not show a canary secret."""
+    outcome = yield
+    report = outcome.get_result()
+    if item.get_closest_marker(SHOWS_CANARIES):
+        return
+    # Sections accumulate over the phases: judge each phase by its own ("Captured log call").
+    leaked = {title for title, text in report.sections
+              if title.endswith(" " + report.when) and shown_canaries(text)}
+    if leaked and report.outcome != "failed":
+        report.outcome = "failed"
+        report.longrepr = f"a canary secret was shown in {sorted(leaked)}"

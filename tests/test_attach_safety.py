@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 
 import sparkwatch
 from sparkwatch.metrics.exposition import SparkwatchCollector  # noqa: F401 - the app's exporter
+from tests.support import wait_for
 from tests.test_collector_support import samples
 
 pytestmark = pytest.mark.spark
@@ -77,3 +79,30 @@ def test_the_fallback_setting_serves_on_a_free_port_instead(
         assert att.metrics_port not in (None, taken_port)
     finally:
         att.detach()
+
+
+def test_flush_and_detach_honour_one_overall_deadline_with_a_silent_collector(
+    spark: Any, tmp_path: Any
+) -> None:
+    # A server that takes connections (the kernel's backlog) and never answers.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    att = sparkwatch.attach(spark, metrics_enabled=False, history_url="off",
+                            push_url=f"http://127.0.0.1:{silent.getsockname()[1]}/api/v1/events",
+                            push_timeout_seconds=30, push_flush_seconds=0.05)
+    push = att.push
+    assert push is not None
+    try:
+        query = _run_query(spark, tmp_path)
+        assert query.exception() is None
+        start = time.monotonic()
+        assert att.flush(1.0) is False  # nothing can be delivered
+        flushed_in = time.monotonic() - start
+    finally:
+        start = time.monotonic()
+        att.detach(timeout=2.0)
+        detached_in = time.monotonic() - start
+        silent.close()  # the POST left waiting ends; its thread must not outlive this test
+        wait_for(lambda: not push.worker.is_alive(), 10, "the push thread ended")
+    assert flushed_in < 1.3 and detached_in < 2.3, (flushed_in, detached_in)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import signal
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,59 @@ def test_connections_beyond_the_cap_get_503_until_slots_free(tmp_path: Path) -> 
 def collector_answers(collector: Collector) -> int:
     return collector.post(run_events(**fresh_ids())[:1]).status_code
 
+
+
+HEAD = b"POST /api/v1/events HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 200
+BODY_HEAD = (b"POST /api/v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 1000\r\n\r\n")
+
+
+def _idle(collector: Collector) -> float:
+    with _connect(collector) as sock:
+        return _closed_within(sock, DEADLINE + 5)
+
+
+def _trickle_headers(collector: Collector) -> float:
+    with _connect(collector) as sock:
+        return _closed_within(sock, DEADLINE + 5, trickle=HEAD)
+
+
+def _trickle_body(collector: Collector) -> float:
+    with _connect(collector) as sock:
+        sock.sendall(BODY_HEAD)
+        return _closed_within(sock, DEADLINE + 5, trickle=b"{" * 100)
+
+
+def _crowd(pool: ThreadPoolExecutor, collector: Collector, each: int) -> list[Future[float]]:
+    """``each`` idle, header-trickling and body-trickling connections, all at once."""
+    kinds: list[Callable[[Collector], float]] = [_idle, _trickle_headers, _trickle_body]
+    return [pool.submit(kind, collector) for kind in kinds for _ in range(each)]
+
+
+def test_a_crowd_of_slow_clients_is_closed_at_the_deadline_while_pushes_are_served(
+    collector: Collector,
+) -> None:
+    with ThreadPoolExecutor(max_workers=30) as pool:
+        crowd = _crowd(pool, collector, each=10)
+        served = 0
+        while not all(f.done() for f in crowd):
+            _push_ok(collector)  # every push, all along, answered 200 in time
+            served += 1
+        took = [f.result() for f in crowd]  # raises if one was still open after DEADLINE + 5
+    assert served >= 5 and max(took) < DEADLINE + 2, (served, sorted(took))
+
+
+def test_a_crowd_beyond_the_connection_cap_is_cleared_within_the_deadline(
+    tmp_path: Path,
+) -> None:
+    capped = Collector("off", tmp_path / "spool", "--max-connections", "12",
+                       "--header-timeout-seconds", str(DEADLINE),
+                       "--body-timeout-seconds", str(DEADLINE))
+    with running(capped), ThreadPoolExecutor(max_workers=15) as pool:
+        crowd = _crowd(pool, capped, each=5)  # 15 slow connections, the cap is 12
+        wait_for(lambda: collector_answers(capped) == 503, DEADLINE, "503 while the crowd holds")
+        start = time.monotonic()
+        wait_for(lambda: collector_answers(capped) == 200, DEADLINE + 3,
+                 "served again once the crowd is cut off")
+        assert time.monotonic() - start < DEADLINE + 3
+        assert max(f.result() for f in crowd) < DEADLINE + 2

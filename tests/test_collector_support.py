@@ -25,12 +25,13 @@ import httpx
 import sqlalchemy as sa
 
 from bench.local import free_port
-from tests.conftest import FIXTURES, unavailable
+from tests.conftest import CANARY_PASSWORD, CANARY_TOKEN, FIXTURES, shown_canaries, unavailable
 from tests.support import create_database, drop_database, wait_for
 
-TOKEN = "test-token-for-any-app"
-APP_TOKEN = "test-token-for-orders"
-READ_TOKEN = "test-read-token"
+# Every token carries the canary: a collector log or an answer that shows one fails the test.
+TOKEN = f"{CANARY_TOKEN}-for-any-app"
+APP_TOKEN = f"{CANARY_TOKEN}-for-orders"
+READ_TOKEN = f"{CANARY_TOKEN}-read"
 APP = {"name": "orders-etl", "id": "app-20261121093000-0001", "spark_version": "4.3.0"}
 
 
@@ -93,12 +94,19 @@ class Collector:
                 self.proc.kill()
                 self.proc.wait(5)
         self.proc = None
+        self.assert_no_secret_logged()
 
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
         self.proc = None
+        self.assert_no_secret_logged()
+
+    def assert_no_secret_logged(self) -> None:
+        """Its tokens and its history URL's password carry canaries: none may reach its log."""
+        leaked = shown_canaries(self.log_text())
+        assert not leaked, f"the collector logged a canary secret {leaked} ({self.log})"
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -136,7 +144,8 @@ def running(collector: Collector) -> Iterator[Collector]:
 def module_database(admin_url: str) -> Iterator[str]:
     name = create_database(admin_url)
     try:
-        yield sa.engine.make_url(admin_url).set(database=name).render_as_string(False)
+        url = sa.engine.make_url(admin_url).set(database=name, password=CANARY_PASSWORD)
+        yield url.render_as_string(False)
     finally:
         drop_database(admin_url, name)
 

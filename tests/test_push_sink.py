@@ -19,6 +19,7 @@ from sparkwatch.model.parse import envelope_from_dict, parse_envelope
 from sparkwatch.spool import Spool
 from tests.support import wait_for
 from tests.test_collector_support import (
+    APP_TOKEN,
     TOKEN,
     Collector,
     count_rows,
@@ -138,7 +139,7 @@ def test_the_disk_spool_keeps_everything_across_an_outage_and_a_restart(
 def test_refused_events_are_counted_and_not_retried(collector: Collector) -> None:
     collector.start()
     counters = ListenerCounters()
-    push = sink(collector, counters, token="test-token-for-orders")  # pushes only "orders-etl"
+    push = sink(collector, counters, token=APP_TOKEN)  # pushes only "orders-etl"
     events, _ = parsed_run(1)
     foreign = parse_envelope(envelope_from_dict({**run_events(**fresh_ids())[0],
                                                  "app": {"name": "billing", "id": "b-1"}}))

@@ -11,8 +11,9 @@ import pytest
 from sparkwatch.history.engine import describe_url
 from sparkwatch.listener.push_sink import safe_url
 from sparkwatch.redact import UNPARSEABLE, redact_token, redact_url
+from tests.conftest import CANARY_PASSWORD
 
-CANARY = "CANARYpw7"
+CANARY = CANARY_PASSWORD
 
 
 @pytest.mark.parametrize(("url", "shown"), [

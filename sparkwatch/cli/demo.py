@@ -152,7 +152,7 @@ def preflight(args: argparse.Namespace) -> DemoOptions:
     if settings.metrics_enabled:
         check_port(settings.metrics_address, args.port)
     check_history(url)
-    wildcard = settings.metrics_address in ("0.0.0.0", "::", "")
+    wildcard = settings.metrics_address in ("0.0.0.0", "::", "")  # nosec B104 - a test, no bind
     return DemoOptions(
         port=args.port, history_url=url, state_store=args.state_store,
         rows_per_second=args.rows_per_second, duration=args.duration,

@@ -17,6 +17,8 @@ from typing import Any
 from sparkwatch.doctor.history_source import operator_point
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
+from sparkwatch.httpopen import open_http
+from sparkwatch.redact import redact_url
 
 PAGE = 1000
 """The API's largest page."""
@@ -35,16 +37,17 @@ class Api:
         if self._token:
             request.add_header("Authorization", f"Bearer {self._token}")
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            with open_http(request, timeout=TIMEOUT) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)
             if exc.code == 404:
                 raise UnknownQuery(detail) from None
-            message = f"collector at {self._base} answered {exc.code}: {detail}"
+            message = f"collector at {redact_url(self._base)} answered {exc.code}: {detail}"
             raise HistoryUnavailable(message) from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise HistoryUnavailable(f"cannot reach the collector at {self._base}: {exc}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: not http(s)
+            where = redact_url(self._base)
+            raise HistoryUnavailable(f"cannot reach the collector at {where}: {exc}") from None
 
     def pages(self, path: str, **params: Any) -> list[Any]:
         out: list[Any] = []

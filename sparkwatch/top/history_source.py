@@ -8,6 +8,7 @@ from sparkwatch.doctor.history_source import load_records
 from sparkwatch.doctor.model import OperatorPoint, QueryRecord
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.plan.describe import summary
+from sparkwatch.redact import redact_url
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 
 
@@ -17,9 +18,10 @@ def read_history(url: str) -> Snapshot:
             status = reader.statuses()
         records = load_records(url, batches=2)
     except Exception as exc:  # noqa: BLE001 - show why on screen and keep polling
-        return Snapshot(source=url, taken_at=time.time(), error=f"{type(exc).__name__}: {exc}")
+        return Snapshot(source=redact_url(url), taken_at=time.time(),
+                        error=f"{type(exc).__name__}: {exc}")
     queries = [_query(r, status.get(r.query_id, "")) for r in records]
-    return Snapshot(source=url, taken_at=time.time(), queries=queries)
+    return Snapshot(source=redact_url(url), taken_at=time.time(), queries=queries)
 
 
 def _query(record: QueryRecord, status: str) -> TopQuery:

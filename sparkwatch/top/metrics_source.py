@@ -9,9 +9,11 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparkwatch.httpopen import open_http
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.plan.describe import summary
 from sparkwatch.plan.model import OperatorIdentity, Watermark
+from sparkwatch.redact import redact_url
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 
 TIMEOUT = 10.0
@@ -37,7 +39,7 @@ def fetch(url: str, token: str | None = None) -> str:
     request = urllib.request.Request(url)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+    with open_http(request, timeout=TIMEOUT) as response:
         return str(response.read().decode("utf-8"))
 
 
@@ -130,6 +132,7 @@ def identity_from_labels(op: TopOperator, labels: dict[str, Any]) -> OperatorIde
 
 def read_metrics(url: str, token: str | None = None) -> Snapshot:
     try:
-        return snapshot_from_text(fetch(url, token), url)
+        return snapshot_from_text(fetch(url, token), redact_url(url))
     except Exception as exc:  # noqa: BLE001 - show why on screen and keep polling
-        return Snapshot(source=url, taken_at=time.time(), error=f"{type(exc).__name__}: {exc}")
+        return Snapshot(source=redact_url(url), taken_at=time.time(),
+                        error=f"{type(exc).__name__}: {exc}")
