@@ -32,7 +32,8 @@ def attach_line(d: Destinations) -> str:
         metrics = "metrics off"
     else:
         # 0.0.0.0 binds every interface; localhost is what a user on the driver can curl.
-        host = "localhost" if d.metrics_address in ("0.0.0.0", "::", "") else d.metrics_address
+        wildcard = d.metrics_address in ("0.0.0.0", "::", "")  # nosec B104 - a test, no bind
+        host = "localhost" if wildcard else d.metrics_address
         metrics = f"metrics http://{host}:{d.metrics_port}/metrics"
     history = f"history {redact_url(d.history_url)}" if d.history_url else "history off"
     push = f"push {redact_url(d.push_url)}" if d.push_url else "push off"
