@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from sparkwatch.collector.config import DEFAULT_TENANT
 from sparkwatch.collector.gctune import release_memory, tune_gc
 from sparkwatch.collector.quarantine import (
     DEFAULT_MAX_BYTES,
@@ -248,19 +249,33 @@ class SpanReader:
 
 def decode_records(records: list[Any], unreadable: list[tuple[Any, str]] | None = None
                    ) -> list[ParsedEvent]:
-    """Spooled wire envelopes back to events (validated at ingest, so failures are bugs, or
-    records of an older collector); what no longer parses goes to ``unreadable`` with the
-    reason (for the quarantine), or is logged and skipped without one."""
+    """The events of spooled records, their tenants left out (see :func:`decode_tenant_records`)."""
+    return [event for _, event in decode_tenant_records(records, unreadable)]
+
+
+def decode_tenant_records(records: list[Any], unreadable: list[tuple[Any, str]] | None = None
+                          ) -> list[tuple[str, ParsedEvent]]:
+    """Spooled wire envelopes back to (tenant, event) (validated at ingest, so failures are bugs,
+    or records of an older collector); what no longer parses goes to ``unreadable`` with the
+    reason (for the quarantine), or is logged and skipped without one. A record is a list of
+    events (tenant ``default``, as before tenants) or ``{"tenant": ..., "events": [...]}``."""
     events = []
     for record in records:
-        for item in record:
+        tenant, items = _tenant_items(record)
+        for item in items:
             try:
-                events.append(parse_envelope(envelope_from_dict(item)))
+                events.append((tenant, parse_envelope(envelope_from_dict(item))))
             except EventParseError as exc:
                 log.error("a spooled event no longer parses: %s", exc)
                 if unreadable is not None:
                     unreadable.append((item, f"unreadable: {exc}"))
     return events
+
+
+def _tenant_items(record: Any) -> tuple[str, list[Any]]:
+    if isinstance(record, dict):
+        return str(record.get("tenant") or DEFAULT_TENANT), list(record.get("events") or [])
+    return DEFAULT_TENANT, record
 
 
 def _write_or_isolate(writer: HistoryWriter, events: list[ParsedEvent],
