@@ -48,6 +48,8 @@ from sparkwatch.summary import one_line
 
 log = logging.getLogger(__name__)
 
+Tenanted = tuple[str, ParsedEvent]
+"""An event with the tenant of the token that pushed it."""
 CHILD = f"import sys; from {__name__} import main; main(sys.argv[1:])"
 """The child's program: this module imported under its own name (not run as ``__main__``)."""
 
@@ -215,12 +217,12 @@ class SpanReader:
     def __init__(self, directory: Path) -> None:
         self._directory = directory
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="history-read-ahead")
-        self._ahead: tuple[Position, Future[tuple[list[ParsedEvent], Position]]] | None = None
+        self._ahead: tuple[Position, Future[tuple[list[Tenanted], Position]]] | None = None
         self.unreadable: dict[Position, list[tuple[Any, str]]] = {}
         """records of a span (keyed by its end) that no longer parse, for the quarantine"""
 
     def take(self, start: Position, end: Position, max_events: int
-             ) -> tuple[list[ParsedEvent], Position]:
+             ) -> tuple[list[Tenanted], Position]:
         """Events of the records from ``start``, whole, up to ``max_events``, and the position
         after them: the span read ahead when it starts there and holds something, else read now.
         """
@@ -239,10 +241,10 @@ class SpanReader:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _read(self, start: Position, end: Position, max_events: int
-              ) -> tuple[list[ParsedEvent], Position]:
+              ) -> tuple[list[Tenanted], Position]:
         records, position = read_span(self._directory, start, end, max_events)
         unreadable: list[tuple[Any, str]] = []
-        events = decode_records(records, unreadable)
+        events = decode_tenant_records(records, unreadable)
         self.unreadable[position] = unreadable
         return events, position
 
@@ -254,7 +256,7 @@ def decode_records(records: list[Any], unreadable: list[tuple[Any, str]] | None 
 
 
 def decode_tenant_records(records: list[Any], unreadable: list[tuple[Any, str]] | None = None
-                          ) -> list[tuple[str, ParsedEvent]]:
+                          ) -> list[Tenanted]:
     """Spooled wire envelopes back to (tenant, event) (validated at ingest, so failures are bugs,
     or records of an older collector); what no longer parses goes to ``unreadable`` with the
     reason (for the quarantine), or is logged and skipped without one. A record is a list of
@@ -278,14 +280,14 @@ def _tenant_items(record: Any) -> tuple[str, list[Any]]:
     return DEFAULT_TENANT, record
 
 
-def _write_or_isolate(writer: HistoryWriter, events: list[ParsedEvent],
+def _write_or_isolate(writer: HistoryWriter, events: list[Tenanted],
                       failures: dict[Position, int], start: Position) -> list[tuple[Any, str]]:
     """Write ``events`` in one transaction; when the data is what fails (or the span failed
     :data:`~.quarantine.RETRIES` times for a reason that is not the database being down), write
     them one by one and return those that still fail, with the reason. Raises while the
     database is unavailable: the span is then retried whole."""
     try:
-        writer.write(events)
+        writer.write([e for _, e in events], [t for t, _ in events])
         return []
     except Exception as exc:
         if not is_data_error(exc):
@@ -295,9 +297,9 @@ def _write_or_isolate(writer: HistoryWriter, events: list[ParsedEvent],
         log.warning("a span of %d events failed (%s); writing them one by one", len(events),
                     one_line(exc))
     bad = []
-    for event in events:
+    for tenant, event in events:
         try:
-            writer.write([event])
+            writer.write([event], [tenant])
         except Exception as exc:
             if is_unavailable(exc):
                 raise
