@@ -33,7 +33,7 @@ class Refusal:
 
 
 def _refusal(quota: str, message: str) -> Refusal:
-    return Refusal(quota, f"{message} (quota {quota})")
+    return Refusal(quota, f"{message} ({quota})")
 
 
 class SeriesIndex:
