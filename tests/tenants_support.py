@@ -33,9 +33,12 @@ B_APP = {"name": "beta-orders", "id": "app-beta-0001", "spark_version": "4.3.0"}
 A_APP = {"name": "alpha-etl", "id": "app-alpha-0001", "spark_version": "4.3.0"}
 
 
-def tenant_env(**extra: str) -> dict[str, str]:
+def tenant_env(tokens: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
+    """The collector's environment: the default tenant's token, A's, B's, and ``tokens``
+    (tenant -> ingest token) of further tenants."""
+    more = "".join(f",{tenant}/*={token}" for tenant, token in (tokens or {}).items())
     return {
-        "SPARKWATCH_COLLECTOR_TOKENS": f"*={TOKEN},alpha/*={A_TOKEN},beta/*={B_TOKEN}",
+        "SPARKWATCH_COLLECTOR_TOKENS": f"*={TOKEN},alpha/*={A_TOKEN},beta/*={B_TOKEN}{more}",
         "SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN,
         "SPARKWATCH_COLLECTOR_TENANT_READ_TOKENS": f"alpha={A_READ},beta={B_READ}",
         "SPARKWATCH_COLLECTOR_SCRAPE_TOKEN": SCRAPE_TOKEN,
@@ -45,12 +48,12 @@ def tenant_env(**extra: str) -> dict[str, str]:
 
 @contextmanager
 def tenant_collector(pg_admin_url: str, workdir: Path, *flags: str,
-                     env: dict[str, str] | None = None) -> Iterator[Collector]:
+                     tokens: dict[str, str] | None = None) -> Iterator[Collector]:
     """A collector on a database of its own, with jobs quick enough to see stalls in seconds."""
     with module_database(pg_admin_url) as url:
         c = Collector(url, workdir / "spool", "--stall-min-seconds", "1",
                       "--stall-check-seconds", "1", "--rollup-interval-seconds", "1", *flags,
-                      env=tenant_env(**(env or {})))
+                      env=tenant_env(tokens))
         c.start()
         try:
             yield c
