@@ -24,8 +24,8 @@ from sparkwatch.collector.ingest import Ingestor
 from sparkwatch.collector.leases import LeasedRunner
 from sparkwatch.collector.limits import Caps
 from sparkwatch.collector.pump import HistoryPump
-from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.rates import Rates
+from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.scheduler import start_scheduler
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.collector.stalls import StallBoard, StalledGauge

@@ -23,9 +23,9 @@ import sqlalchemy as sa
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from sparkwatch.collector.tenants import TENANT_LABEL, Tenants
 from sparkwatch.history.schema import Batch, QueryRun, QueryStall
 from sparkwatch.metrics import catalogue as cat
-from sparkwatch.collector.tenants import TENANT_LABEL, Tenants
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.tenant import DEFAULT_TENANT
 
@@ -101,7 +101,8 @@ def _trigger_intervals(conn: sa.Connection, run_ids: list[str]) -> dict[str, flo
 
 def _mark(run: Any, now: datetime, threshold: float) -> dict[str, Any]:
     return {
-        "run_id": run.run_id, "tenant": run.tenant, "detected_at": now, "query_id": run.query_id, "name": run.name,
+        "run_id": run.run_id, "tenant": run.tenant, "detected_at": now,
+        "query_id": run.query_id, "name": run.name,
         "app_name": run.app_name, "app_id": run.app_id, "last_event_at": run.last_event_at,
         "threshold_seconds": threshold, "cleared_at": None,
     }

@@ -9,6 +9,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -42,7 +43,7 @@ def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
 
 
 def rss_bytes(pid: int) -> int:
-    for line in open(f"/proc/{pid}/status"):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
