@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from sparkwatch.collector.auth import Auth
 from sparkwatch.collector.config import CollectorSettings, inflight_bound
-from sparkwatch.collector.history_process import WriterProcess, decode_records
+from sparkwatch.collector.history_process import WriterProcess, decode_tenant_records
 from sparkwatch.collector.inflight import InflightBytes
 from sparkwatch.collector.ingest import Ingestor
 from sparkwatch.collector.leases import LeasedRunner
@@ -124,7 +124,7 @@ def build_service(settings: CollectorSettings) -> Service:
         metrics.track_worker(pump.worker)
         reads = Reads(settings.history_url)
         restored = sum(tenants.apply(tenant, event)
-                       for tenant, event in decode_records(list(spool.pending())))
+                       for tenant, event in decode_tenant_records(list(spool.pending())))
         log.info("history %s, spool %s (%d bytes pending, %d events restored to /metrics)",
                  describe_url(settings.history_url), settings.spool_dir, spool.pending_bytes,
                  restored)

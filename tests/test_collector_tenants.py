@@ -26,9 +26,17 @@ from tests.tenants_support import (
     fresh,
     history_of,
     tenant_collector,
+    tenant_env,
     tenant_series,
 )
-from tests.test_collector_support import READ_TOKEN, TOKEN, Collector, run_events
+from tests.test_collector_support import (
+    READ_TOKEN,
+    TOKEN,
+    Collector,
+    free_port,
+    run_events,
+    running,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -148,3 +156,18 @@ def test_a_token_without_a_tenant_is_the_default_tenant(collector: Collector) ->
     lines = [line for line in collector.metrics(SCRAPE_TOKEN).splitlines()
              if f'query_id="{ids["query_id"]}"' in line]
     assert lines and all('tenant="default"' in line for line in lines)
+
+
+def test_events_restored_from_the_spool_keep_their_tenant(tmp_path: Any) -> None:
+    """The spool names each record's tenant: after a restart the events it still holds (the
+    history unreachable) are back in /metrics under the tenant that pushed them."""
+    unreachable = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/nowhere"
+    c = Collector(unreachable, tmp_path / "spool", env=tenant_env())
+    ids = fresh()
+    with running(c):
+        accepted_all(c, run_events(app=A_APP, **ids), A_TOKEN)
+        assert c.get("/readyz").json()["spool"]["pending_bytes"] > 0
+    with running(c):
+        lines = [line for line in c.metrics(SCRAPE_TOKEN).splitlines()
+                 if f'query_id="{ids["query_id"]}"' in line]
+        assert lines and all('tenant="alpha"' in line for line in lines)
