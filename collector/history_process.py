@@ -196,7 +196,9 @@ def serve(conn: Connection, url: str, migrate: bool, spool_dir: str,
             # parse it while the database works on this one.
             reader.prefetch(position, end, max_events)
             bad = _write_or_isolate(writer, events, failures, start)
-            quarantined = quarantine.add(reader.unreadable.pop(position, []) + bad)
+            unreadable = reader.unreadable.pop(position, [])
+            quarantined = quarantine.add([(e, r) for e, r, _ in unreadable + bad],
+                                         [t for _, _, t in unreadable + bad])
         except HistoryUrlError as exc:  # e.g. a driver missing: the whole message says which
             conn.send(("failed", str(exc)))
         except Exception as exc:  # noqa: BLE001 - any database error: the parent retries
@@ -218,7 +220,7 @@ class SpanReader:
         self._directory = directory
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="history-read-ahead")
         self._ahead: tuple[Position, Future[tuple[list[Tenanted], Position]]] | None = None
-        self.unreadable: dict[Position, list[tuple[Any, str]]] = {}
+        self.unreadable: dict[Position, list[tuple[Any, str, str]]] = {}
         """records of a span (keyed by its end) that no longer parse, for the quarantine"""
 
     def take(self, start: Position, end: Position, max_events: int
@@ -243,7 +245,7 @@ class SpanReader:
     def _read(self, start: Position, end: Position, max_events: int
               ) -> tuple[list[Tenanted], Position]:
         records, position = read_span(self._directory, start, end, max_events)
-        unreadable: list[tuple[Any, str]] = []
+        unreadable: list[tuple[Any, str, str]] = []
         events = decode_tenant_records(records, unreadable)
         self.unreadable[position] = unreadable
         return events, position
@@ -252,15 +254,21 @@ class SpanReader:
 def decode_records(records: list[Any], unreadable: list[tuple[Any, str]] | None = None
                    ) -> list[ParsedEvent]:
     """The events of spooled records, their tenants left out (see :func:`decode_tenant_records`)."""
-    return [event for _, event in decode_tenant_records(records, unreadable)]
+    failed: list[tuple[Any, str, str]] = []
+    events = [event for _, event in decode_tenant_records(records, failed)]
+    if unreadable is not None:
+        unreadable.extend((item, reason) for item, reason, _ in failed)
+    return events
 
 
-def decode_tenant_records(records: list[Any], unreadable: list[tuple[Any, str]] | None = None
+def decode_tenant_records(records: list[Any],
+                          unreadable: list[tuple[Any, str, str]] | None = None
                           ) -> list[Tenanted]:
     """Spooled wire envelopes back to (tenant, event) (validated at ingest, so failures are bugs,
     or records of an older collector); what no longer parses goes to ``unreadable`` with the
-    reason (for the quarantine), or is logged and skipped without one. A record is a list of
-    events (tenant ``default``, as before tenants) or ``{"tenant": ..., "events": [...]}``."""
+    reason and tenant (for the quarantine), or is logged and skipped without one. A record is a
+    list of events (tenant ``default``, as before tenants) or ``{"tenant": ..., "events": [...]}``.
+    """
     events = []
     for record in records:
         tenant, items = _tenant_items(record)
@@ -270,7 +278,7 @@ def decode_tenant_records(records: list[Any], unreadable: list[tuple[Any, str]] 
             except EventParseError as exc:
                 log.error("a spooled event no longer parses: %s", exc)
                 if unreadable is not None:
-                    unreadable.append((item, f"unreadable: {exc}"))
+                    unreadable.append((item, f"unreadable: {exc}", tenant))
     return events
 
 
@@ -281,7 +289,8 @@ def _tenant_items(record: Any) -> tuple[str, list[Any]]:
 
 
 def _write_or_isolate(writer: HistoryWriter, events: list[Tenanted],
-                      failures: dict[Position, int], start: Position) -> list[tuple[Any, str]]:
+                      failures: dict[Position, int], start: Position
+                      ) -> list[tuple[Any, str, str]]:
     """Write ``events`` in one transaction; when the data is what fails (or the span failed
     :data:`~.quarantine.RETRIES` times for a reason that is not the database being down), write
     them one by one and return those that still fail, with the reason. Raises while the
@@ -305,7 +314,7 @@ def _write_or_isolate(writer: HistoryWriter, events: list[Tenanted],
                 raise
             log.error("quarantined a %s event of query %s: %s", event.kind.value,
                       getattr(event.event, "query_id", "?"), one_line(exc))
-            bad.append((envelope_to_dict(event.envelope), one_line(exc)))
+            bad.append((envelope_to_dict(event.envelope), one_line(exc), tenant))
     return bad
 
 
