@@ -33,7 +33,7 @@ class Tenants:
         self._lock = threading.Lock()
         self._states: dict[str, MetricState] = {}
         self._owners: dict[str, str] = {}
-        """query id or run id -> the tenant that used it first (of those in memory)"""
+        """``q:``query id or ``r:``run id -> the tenant that used it first (of those in memory)"""
 
     def state(self, tenant: str) -> MetricState:
         with self._lock:
@@ -46,17 +46,13 @@ class Tenants:
         with self._lock:
             return sorted(self._states.items())
 
-    def owner(self, identity: str) -> str | None:
-        with self._lock:
-            return self._owners.get(identity)
-
     def foreign(self, tenant: str, parsed: ParsedEvent) -> str | None:
         """Why the event cannot be ``tenant``'s: the field (``payload.id``, ``payload.runId``)
         naming an id another tenant owns; None when the tenant owns them or they are new."""
         with self._lock:
-            for field, value in _event_ids(parsed):
-                if self._owners.get(value, tenant) != tenant:
-                    return (f"{field} {value!r} belongs to another tenant (ids are owned by the "
+            for field, key in _event_ids(parsed):
+                if self._owners.get(key, tenant) != tenant:
+                    return (f"{field} {key[2:]!r} belongs to another tenant (ids are owned by the "
                             "tenant that used them first)")
         return None
 
@@ -91,15 +87,18 @@ class Tenants:
 
 
 def _event_ids(parsed: ParsedEvent) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(field, owner key) of the event's query id and run id."""
     event = parsed.event
-    return ("payload.id", event.query_id), ("payload.runId", event.run_id)
+    return ("payload.id", "q:" + event.query_id), ("payload.runId", "r:" + event.run_id)
 
 
 def _ids(q: QueryState) -> Iterator[str]:
-    yield q.query_id
+    """The owner keys a query holds: its id, its current run and the runs it remembers."""
+    yield "q:" + q.query_id
     if q.run_id:
-        yield q.run_id
-    yield from q.applied_batches
+        yield "r:" + q.run_id
+    for run_id in q.applied_batches:
+        yield "r:" + run_id
 
 
 class TenantsCollector(Collector):
