@@ -171,3 +171,37 @@ def test_events_restored_from_the_spool_keep_their_tenant(tmp_path: Any) -> None
         lines = [line for line in c.metrics(SCRAPE_TOKEN).splitlines()
                  if f'query_id="{ids["query_id"]}"' in line]
         assert lines and all('tenant="alpha"' in line for line in lines)
+
+
+def test_token_scopes_and_tenant_read_tokens_parse_and_refuse_naming_no_token() -> None:
+    from sparkwatch.collector.config import parse_tenant_tokens, parse_tokens, split_scope
+
+    tokens = parse_tokens("orders=t1,team-a/*=t2\nteam-b/etl=t3")
+    assert [split_scope(scope) for scope, _ in tokens] == [
+        ("default", "orders"), ("team-a", "*"), ("team-b", "etl")]
+    assert parse_tenant_tokens("team-a=r1,team-b=r2") == (("team-a", "r1"), ("team-b", "r2"))
+    for bad in ("a/b/c=secret-1", "/app=secret-1", "team/=secret-1"):
+        with pytest.raises(ValueError) as exc:
+            parse_tokens(bad)
+        assert "secret-1" not in str(exc.value)
+    with pytest.raises(ValueError, match="two tenants"):
+        parse_tenant_tokens("a=same-secret,b=same-secret")
+
+
+def test_an_id_is_free_again_once_its_query_is_evicted() -> None:
+    from sparkwatch.collector.tenants import Tenants
+    from sparkwatch.metrics.state import MetricState
+    from sparkwatch.model.parse import envelope_from_dict, parse_envelope
+
+    now = [1000.0]
+    tenants = Tenants(lambda: MetricState(60.0, 60.0, clock=lambda: now[0]))
+    ids = fresh()
+    b_event = parse_envelope(envelope_from_dict(event_of("started", B_APP, ids["query_id"],
+                                                         ids["run_id"])))
+    a_event = parse_envelope(envelope_from_dict(event_of("started", A_APP, ids["query_id"],
+                                                         ids["run_id"])))
+    assert tenants.apply("beta", b_event)
+    assert tenants.foreign("alpha", a_event) is not None
+    now[0] += 61  # B's query vanished for longer than stale_seconds
+    assert tenants.evict() == 1
+    assert tenants.foreign("alpha", a_event) is None
