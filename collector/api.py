@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.exposition import gzip_accepted
 
 from sparkwatch.collector import models
-from sparkwatch.collector.auth import AuthError
+from sparkwatch.collector.auth import AuthError, Caller
 from sparkwatch.collector.body import (
     BodyError,
     decompress,
@@ -30,6 +30,7 @@ from sparkwatch.collector.body import (
     too_large,
 )
 from sparkwatch.collector.inflight import Busy
+from sparkwatch.collector.rates import RateLimited
 from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.request_context import RequestContext, current_request_id
 from sparkwatch.collector.service import Service
@@ -75,6 +76,7 @@ def create_app(service: Service) -> FastAPI:
         "serves /metrics for every app and the SQL history.",
     )
     read_auth = _read_auth(service)
+    scrape_auth = _scrape_auth(service)
 
     @app.exception_handler(HistoryError)
     async def history_error(_: Request, exc: HistoryError) -> JSONResponse:
@@ -87,9 +89,9 @@ def create_app(service: Service) -> FastAPI:
 
     app.add_middleware(RequestContext)
     _add_ingest(app, service)
-    _add_operations(app, service, read_auth)
+    _add_operations(app, service, scrape_auth)
     if service.reads is not None:
-        _add_reads(app, service.reads, read_auth)
+        _add_reads(app, service.reads, read_auth, _read_scope(service))
     return app
 
 
@@ -102,6 +104,26 @@ def _read_auth(service: Service) -> list[Any]:
         service.auth.check_read(request.headers.get("authorization"))
 
     return [Depends(check)]
+
+
+def _scrape_auth(service: Service) -> list[Any]:
+    """/metrics: the scrape token or the admin read token, when either is set."""
+    if not service.auth.scrape_protected:
+        return []
+
+    def check(request: Request, _: Any = BEARER) -> None:
+        service.auth.check_scrape(request.headers.get("authorization"))
+
+    return [Depends(check)]
+
+
+def _read_scope(service: Service) -> Any:
+    """The tenant a read answers for (None: every tenant), from the caller's read token."""
+
+    def scope(request: Request) -> str | None:
+        return service.auth.read_scope(request.headers.get("authorization"))
+
+    return Depends(scope)
 
 
 async def _body(request: Request, limit: int, timeout: float) -> bytearray:
@@ -153,24 +175,29 @@ def _add_ingest(app: FastAPI, service: Service) -> None:
             "application/json": {"schema": models.INGEST_BODY_SCHEMA}}}},
     )
     async def ingest(request: Request, _: Any = BEARER) -> Any:
-        response = await _ingest(service, settings.max_body_bytes, request)
+        try:
+            response = await _ingest(service, settings.max_body_bytes, request)
+        except RateLimited as exc:  # nothing was accepted: the push sink sends it again later
+            response = _error(429, str(exc))
+            response.headers["Retry-After"] = str(exc.retry_after)
         service.metrics.requests.labels(str(response.status_code)).inc()
         return response
 
 
 async def _ingest(service: Service, limit: int, request: Request) -> JSONResponse:
     try:
-        allowed = service.auth.ingest_app(request.headers.get("authorization"))
+        caller = service.auth.ingest_caller(request.headers.get("authorization"))
         _check_content_type(request)
         encoding = request.headers.get("content-encoding")
         async with service.inflight.reserve(_declared(request, limit)) as held:
             # In a list the worker empties: no reference here keeps the body alive meanwhile.
             body = [await _body(request, limit, service.settings.body_timeout_seconds)]
+            _take_bytes(service, caller.tenant, len(body[0]))
             await held.resize(inflated_size(body[0], encoding, limit))
             # Decoding a large batch is CPU work: off the event loop, which keeps serving
             # /metrics.
             outcome = await run_in_threadpool(
-                _decode_and_ingest, service, body, encoding, limit, allowed)
+                _decode_and_ingest, service, body, encoding, limit, caller)
     except AuthError as exc:
         log.info("ingest refused (401) from %s: %s", _client(request), exc)
         return _error(401, str(exc))
@@ -194,6 +221,16 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
     return JSONResponse(result.model_dump())
 
 
+def _take_bytes(service: Service, tenant: str, size: int) -> None:
+    """The tenant's bytes-per-second quota, taken before the body is decoded (the CPU it costs
+    is what the quota protects); raises :class:`RateLimited`."""
+    try:
+        service.byte_rates.take(tenant, size)
+    except RateLimited:
+        service.metrics.quota_rejected(tenant, service.byte_rates.quota)  # one request
+        raise
+
+
 def _client(request: Request) -> str:
     return request.client.host if request.client else "?"
 
@@ -205,7 +242,7 @@ def _declared(request: Request, limit: int) -> int:
 
 
 def _decode_and_ingest(
-    service: Service, body: list[bytearray], encoding: str | None, limit: int, allowed: str
+    service: Service, body: list[bytearray], encoding: str | None, limit: int, caller: Caller
 ) -> Any:
     raw = decompress(body.pop(), encoding, limit)  # the body is freed once inflated
     items, strict = events_of(raw, service.settings.max_events_per_request)
@@ -213,7 +250,7 @@ def _decode_and_ingest(
     # decode size are never strict, so this holds at most a few MiB); any other is freed now.
     strict_body = raw if strict else None
     del raw
-    return service.ingestor.ingest(items, allowed, strict_body=strict_body)
+    return service.ingestor.ingest(items, caller, strict_body=strict_body)
 
 
 def _add_operations(app: FastAPI, service: Service, read_auth: list[Any]) -> None:
@@ -276,46 +313,47 @@ Since = Query(None, description="Start of the range (inclusive), ISO-8601; witho
 Until = Query(None, description="End of the range (exclusive), ISO-8601.")
 
 
-def _add_reads(app: FastAPI, reads: Reads, read_auth: list[Any]) -> None:
+def _add_reads(app: FastAPI, reads: Reads, read_auth: list[Any], Scope: Any) -> None:  # noqa: N803
     def get(path: str, model: Any, summary: str) -> Callable[[Any], Any]:
         return app.get(path, tags=["history"], response_model=model, summary=summary,
                        dependencies=read_auth, responses=_errors(401, 404, 503))
 
     @get("/api/v1/queries", list[models.QuerySummary], "Every query with its latest run")
-    def queries(limit: int = Limit, offset: int = Offset) -> Any:
-        return [_dump(q) for q in reads.queries(limit, offset)]
+    def queries(limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
+        return [_dump(q) for q in reads.queries(limit, offset, tenant)]
 
     @get("/api/v1/queries/{query}/runs", list[models.RunSummary], "The runs of one query")
-    def runs(query: str, limit: int = Limit, offset: int = Offset) -> Any:
-        return [_dump(r) for r in reads.runs(query, limit, offset)]
+    def runs(query: str, limit: int = Limit, offset: int = Offset,
+             tenant: str | None = Scope) -> Any:
+        return [_dump(r) for r in reads.runs(query, limit, offset, tenant)]
 
     @get("/api/v1/queries/{query}/state", list[models.StatePoint],
          "State operators of one query over time")
     def state(query: str, operator: int | None = Query(None, ge=0, le=10_000),
               since: datetime | None = Since, until: datetime | None = Until,
-              limit: int = Limit, offset: int = Offset) -> Any:
+              limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
         return [_dump(p) for p in reads.state(query, operator, _utc(since), _utc(until), limit,
-                                              offset)]
+                                              offset, tenant)]
 
     @get("/api/v1/queries/{query}/progress", list[models.ProgressPoint],
          "Per-batch progress of one query over time")
     def progress(query: str, since: datetime | None = Since, until: datetime | None = Until,
-                 limit: int = Limit, offset: int = Offset) -> Any:
-        return reads.progress(query, _utc(since), _utc(until), limit, offset)
+                 limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
+        return reads.progress(query, _utc(since), _utc(until), limit, offset, tenant)
 
     @get("/api/v1/queries/{query}/rollups", list[models.Rollup],
          "Per-minute or per-hour aggregates of a query, or of one of its operators")
     def rollups(query: str, resolution: Literal["minute", "hour", "day"] = "minute",
                 operator: int | None = Query(None, ge=0, le=10_000),
                 since: datetime | None = Since, until: datetime | None = Until,
-                limit: int = Limit, offset: int = Offset) -> Any:
+                limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
         return reads.rollups(query, resolution, operator, _utc(since), _utc(until), limit,
-                             offset)
+                             offset, tenant)
 
     @get("/api/v1/stalls", list[models.Stall], "Stall marks, newest first")
     def stalls(open: bool = Query(False, description="only stalls not yet cleared"),
-               limit: int = Limit, offset: int = Offset) -> Any:
-        return reads.stalls(open, limit, offset)
+               limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
+        return reads.stalls(open, limit, offset, tenant)
 
 
 def _dump(view: Any) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Bearer tokens: per-app ingest tokens and an optional read token, compared in constant time.
+"""Bearer tokens, compared in constant time: per-app ingest tokens (each in a tenant), an optional
+admin read token (every tenant), read tokens scoped to one tenant, and a scrape token (/metrics).
 
 Tokens never reach a log or an error message; errors say what was wrong, not what was sent.
 """
@@ -7,8 +8,9 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from sparkwatch.collector.config import ANY_APP
+from sparkwatch.collector.config import ANY_APP, DEFAULT_TENANT, split_scope
 
 
 class AuthError(Exception):
@@ -31,12 +33,37 @@ def _matches(token: str, candidate: str) -> bool:
     return hmac.compare_digest(token.encode(), candidate.encode())
 
 
+def _first_match(token: str, candidates: Iterable[tuple[str, str]]) -> str | None:
+    """The owner of ``token`` among (owner, candidate) pairs. Compares with every candidate,
+    always: the time taken says nothing about which one matched."""
+    found = None
+    for owner, candidate in candidates:
+        if _matches(token, candidate) and found is None:
+            found = owner
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who an ingest token speaks for: its tenant, and the app name it may push (``*``: any)."""
+
+    tenant: str
+    app: str
+
+
+ALL_TENANTS = None
+"""The read scope of the admin read token (and of open reads)."""
+
+
 class Auth:
     def __init__(
-        self, tokens: Iterable[tuple[str, str]], read_token: str | None, no_auth: bool = False
+        self, tokens: Iterable[tuple[str, str]], read_token: str | None, no_auth: bool = False,
+        tenant_read_tokens: Iterable[tuple[str, str]] = (), scrape_token: str | None = None,
     ) -> None:
         self._tokens = list(tokens)
         self._read_token = read_token
+        self._tenant_read_tokens = list(tenant_read_tokens)
+        self._scrape_token = scrape_token
         self._no_auth = no_auth
 
     def replace_tokens(self, tokens: Iterable[tuple[str, str]]) -> None:
@@ -45,25 +72,48 @@ class Auth:
 
     @property
     def reads_protected(self) -> bool:
-        return self._read_token is not None
+        return self._read_token is not None or bool(self._tenant_read_tokens)
+
+    @property
+    def scrape_protected(self) -> bool:
+        return self._read_token is not None or self._scrape_token is not None
+
+    def ingest_caller(self, header: str | None) -> Caller:
+        """The tenant and app name the caller may push for."""
+        if self._no_auth and not header:
+            return Caller(DEFAULT_TENANT, ANY_APP)
+        scope = _first_match(bearer_token(header), self._tokens)
+        if scope is None:
+            raise AuthError("invalid ingest token")
+        return Caller(*split_scope(scope))
 
     def ingest_app(self, header: str | None) -> str:
         """The app name the caller may push for (``*``: any)."""
-        if self._no_auth and not header:
-            return ANY_APP
+        return self.ingest_caller(header).app
+
+    def read_scope(self, header: str | None) -> str | None:
+        """The tenant whose data the caller may read; None (:data:`ALL_TENANTS`) for the admin
+        read token, or when reads are open."""
+        if not self.reads_protected:
+            return ALL_TENANTS
         token = bearer_token(header)
-        allowed = None
-        # Compare with every token, always: the time taken says nothing about which one matched.
-        for app, candidate in self._tokens:
-            if _matches(token, candidate) and allowed is None:
-                allowed = app
-        if allowed is None:
-            raise AuthError("invalid ingest token")
-        return allowed
+        admin = self._read_token is not None and _matches(token, self._read_token)
+        tenant = _first_match(token, self._tenant_read_tokens)
+        if admin:
+            return ALL_TENANTS
+        if tenant is None:
+            raise AuthError("invalid read token")
+        return tenant
 
     def check_read(self, header: str | None) -> None:
-        if self._read_token is None:
+        self.read_scope(header)
+
+    def check_scrape(self, header: str | None) -> None:
+        """/metrics: the scrape token or the admin read token (tenant read tokens are not
+        enough: /metrics holds every tenant's series)."""
+        if not self.scrape_protected:
             return
         token = bearer_token(header)
-        if not _matches(token, self._read_token):
-            raise AuthError("invalid read token")
+        ok = [_matches(token, t) for t in (self._read_token, self._scrape_token) if t is not None]
+        if not any(ok):
+            raise AuthError("invalid scrape token")

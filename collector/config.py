@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from sparkwatch.model.tenant import DEFAULT_TENANT
 from sparkwatch.redact import redact_url
 from sparkwatch.settings import (
     DEFAULT_HISTORY_URL,
@@ -28,6 +29,7 @@ from sparkwatch.settings import (
 ENV_PREFIX = "SPARKWATCH_COLLECTOR_"
 DEFAULT_PORT = 9751
 ANY_APP = "*"
+TENANT_SEPARATOR = "/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +44,13 @@ class CollectorSettings:
     spool_fsync: bool = True
     write_batch_size: int = 1000
     tokens: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    """(app name or ``*`` for any app, ingest token); an app may have several (rotation)"""
+    """(scope, ingest token): scope is ``TENANT/APP`` or ``APP`` (tenant ``default``), APP may be
+    ``*`` for any app; an app may have several tokens (rotation). See :func:`split_scope`."""
     read_token: str | None = field(default=None, repr=False)
+    """the admin read token: the read API of every tenant, and /metrics"""
+    tenant_read_tokens: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """(tenant, read token): the read API of that tenant only"""
+    scrape_token: str | None = field(default=None, repr=False)
     no_auth: bool = False
     header_timeout_seconds: float = 10.0
     body_timeout_seconds: float = 30.0
@@ -52,9 +59,15 @@ class CollectorSettings:
     max_inflight_body_bytes: int | None = None
     """None: twice max_body_bytes (see :func:`inflight_bound`)"""
     max_events_per_request: int = 5000
-    max_apps: int = 500
+    max_apps: int = 100
     max_queries_per_app: int = 200
+    max_queries: int = 1000
     max_operators_per_query: int = 64
+    max_custom_metric_keys: int = 128
+    max_label_value_chars: int = 256
+    max_events_per_second: float = 20000.0
+    max_bytes_per_second: float = float(64 << 20)
+    rate_burst_seconds: float = 5.0
     terminated_grace_seconds: float = 300.0
     stale_seconds: float = 900.0
     jobs_enabled: bool = True
@@ -99,9 +112,28 @@ def _non_negative_float(raw: str) -> float:
     return value
 
 
+def split_scope(scope: str) -> tuple[str, str]:
+    """(tenant, app) of a token's scope: ``TENANT/APP``, or ``APP`` in tenant ``default``."""
+    tenant, sep, app = scope.partition(TENANT_SEPARATOR)
+    return (tenant.strip(), app.strip()) if sep else (DEFAULT_TENANT, scope.strip())
+
+
+def _check_scope(scope: str) -> None:
+    tenant, app = split_scope(scope)
+    if not tenant or not app or TENANT_SEPARATOR in app:
+        raise ValueError("expected TENANT/APP=TOKEN or APP=TOKEN (a tenant or app is empty, or "
+                         "has a second '/')")
+    if len(tenant) > MAX_TENANT_CHARS:
+        raise ValueError(f"a tenant name is longer than {MAX_TENANT_CHARS} characters")
+
+
+MAX_TENANT_CHARS = 64
+
+
 def parse_tokens(raw: str) -> tuple[tuple[str, str], ...]:
-    """``app=token,app2=token2`` (or one pair per line); ``*=token`` accepts any app name; an app
-    may be listed with several tokens (to rotate them)."""
+    """``app=token,tenant/app2=token2`` (or one pair per line); ``*=token`` accepts any app
+    name; ``TENANT/`` puts the token in a tenant (else ``default``); an app may be listed with
+    several tokens (to rotate them)."""
     tokens: dict[str, str] = {}  # token -> app
     for item in raw.replace("\n", ",").split(","):
         item = item.strip()
@@ -111,6 +143,7 @@ def parse_tokens(raw: str) -> tuple[tuple[str, str], ...]:
         if not sep or not app.strip() or not token.strip():
             # Never echo the item: it may be a token with the app name forgotten.
             raise ValueError("expected APP=TOKEN pairs separated by commas or newlines")
+        _check_scope(app)
         if tokens.get(token.strip(), app.strip()) != app.strip():
             raise ValueError(f"one token is given to two apps ({tokens[token.strip()]!r} and "
                              f"{app.strip()!r})")
@@ -120,6 +153,22 @@ def parse_tokens(raw: str) -> tuple[tuple[str, str], ...]:
 
 def _secret(raw: str) -> str | None:
     return raw.strip() or None
+
+
+def parse_tenant_tokens(raw: str) -> tuple[tuple[str, str], ...]:
+    """``tenant=token,...`` (or one pair per line): read tokens, each scoped to one tenant."""
+    pairs: dict[str, str] = {}  # token -> tenant
+    for item in raw.replace("\n", ",").split(","):
+        item = item.strip()
+        if not item or item.startswith("#"):
+            continue
+        tenant, sep, token = (part.strip() for part in item.partition("="))
+        if not sep or not tenant or not token or TENANT_SEPARATOR in tenant:
+            raise ValueError("expected TENANT=TOKEN pairs separated by commas or newlines")
+        if pairs.get(token, tenant) != tenant:
+            raise ValueError("one read token is given to two tenants")
+        pairs[token] = tenant
+    return tuple((tenant, token) for token, tenant in pairs.items())
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -139,10 +188,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spool_fsync", _bool, "fsync each accepted request before answering (durable "
             "across power loss; off: across process crashes only)"),
     Setting("write_batch_size", _positive_int, "events per history transaction"),
-    Setting("tokens", parse_tokens, "ingest tokens, APP=TOKEN,... ('*=TOKEN' for any app)",
-            secret=True),
-    Setting("read_token", _secret, "token required on /metrics and the read API (default: "
-            "reads are open)", secret=True),
+    Setting("tokens", parse_tokens, "ingest tokens, [TENANT/]APP=TOKEN,... ('*=TOKEN' for any "
+            "app; without TENANT/ the token's tenant is 'default')", secret=True),
+    Setting("read_token", _secret, "admin read token: the read API of every tenant, and /metrics "
+            "(default: reads are open unless tenant read tokens are set)", secret=True),
+    Setting("tenant_read_tokens", parse_tenant_tokens,
+            "read tokens scoped to one tenant each, TENANT=TOKEN,...: the read API answers "
+            "with that tenant's data only", secret=True),
+    Setting("scrape_token", _secret, "token for /metrics only (the admin read token is "
+            "accepted too; without either /metrics is open)", secret=True),
     Setting("no_auth", _bool, "accept ingest without a token (development only)"),
     Setting("header_timeout_seconds", _positive_float,
             "a connection that has not sent a request's headers this long after opening (or "
@@ -158,9 +212,21 @@ SETTINGS: tuple[Setting, ...] = (
             "times its size in memory); past it a request waits up to 5 s, then gets 503 "
             "(default: twice --max-body-bytes)"),
     Setting("max_events_per_request", _positive_int, "most events in one ingest request"),
-    Setting("max_apps", _positive_int, "most distinct apps in /metrics"),
-    Setting("max_queries_per_app", _positive_int, "most distinct queries per app"),
-    Setting("max_operators_per_query", _positive_int, "most state operators per query"),
+    Setting("max_apps", _positive_int, "quota: most distinct apps per tenant in /metrics"),
+    Setting("max_queries_per_app", _positive_int, "quota: most distinct queries per app"),
+    Setting("max_queries", _positive_int, "quota: most distinct queries per tenant"),
+    Setting("max_operators_per_query", _positive_int, "quota: most state operators per query"),
+    Setting("max_custom_metric_keys", _positive_int,
+            "quota: most custom metric keys of one state operator in one event"),
+    Setting("max_label_value_chars", _positive_int,
+            "quota: longest label value (app name, query name, operator name, source or sink "
+            "description, metric key) in an event"),
+    Setting("max_events_per_second", _positive_float,
+            "quota: events per second per tenant (sustained; 429 with Retry-After beyond)"),
+    Setting("max_bytes_per_second", _positive_float,
+            "quota: request bytes per second per tenant (sustained; 429 with Retry-After beyond)"),
+    Setting("rate_burst_seconds", _positive_float,
+            "a tenant may send this many seconds of its rate quotas at once"),
     Setting("terminated_grace_seconds", _positive_float,
             "how long a terminated query's series stay in /metrics"),
     Setting("stale_seconds", _positive_float,

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from sparkwatch.collector.config import DEFAULT_TENANT
 from sparkwatch.collector.gctune import release_memory, tune_gc
 from sparkwatch.collector.quarantine import (
     DEFAULT_MAX_BYTES,
@@ -47,6 +48,8 @@ from sparkwatch.summary import one_line
 
 log = logging.getLogger(__name__)
 
+Tenanted = tuple[str, ParsedEvent]
+"""An event with the tenant of the token that pushed it."""
 CHILD = f"import sys; from {__name__} import main; main(sys.argv[1:])"
 """The child's program: this module imported under its own name (not run as ``__main__``)."""
 
@@ -193,7 +196,9 @@ def serve(conn: Connection, url: str, migrate: bool, spool_dir: str,
             # parse it while the database works on this one.
             reader.prefetch(position, end, max_events)
             bad = _write_or_isolate(writer, events, failures, start)
-            quarantined = quarantine.add(reader.unreadable.pop(position, []) + bad)
+            unreadable = reader.unreadable.pop(position, [])
+            quarantined = quarantine.add([(e, r) for e, r, _ in unreadable + bad],
+                                         [t for _, _, t in unreadable + bad])
         except HistoryUrlError as exc:  # e.g. a driver missing: the whole message says which
             conn.send(("failed", str(exc)))
         except Exception as exc:  # noqa: BLE001 - any database error: the parent retries
@@ -214,12 +219,12 @@ class SpanReader:
     def __init__(self, directory: Path) -> None:
         self._directory = directory
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="history-read-ahead")
-        self._ahead: tuple[Position, Future[tuple[list[ParsedEvent], Position]]] | None = None
-        self.unreadable: dict[Position, list[tuple[Any, str]]] = {}
+        self._ahead: tuple[Position, Future[tuple[list[Tenanted], Position]]] | None = None
+        self.unreadable: dict[Position, list[tuple[Any, str, str]]] = {}
         """records of a span (keyed by its end) that no longer parse, for the quarantine"""
 
     def take(self, start: Position, end: Position, max_events: int
-             ) -> tuple[list[ParsedEvent], Position]:
+             ) -> tuple[list[Tenanted], Position]:
         """Events of the records from ``start``, whole, up to ``max_events``, and the position
         after them: the span read ahead when it starts there and holds something, else read now.
         """
@@ -238,39 +243,60 @@ class SpanReader:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _read(self, start: Position, end: Position, max_events: int
-              ) -> tuple[list[ParsedEvent], Position]:
+              ) -> tuple[list[Tenanted], Position]:
         records, position = read_span(self._directory, start, end, max_events)
-        unreadable: list[tuple[Any, str]] = []
-        events = decode_records(records, unreadable)
+        unreadable: list[tuple[Any, str, str]] = []
+        events = decode_tenant_records(records, unreadable)
         self.unreadable[position] = unreadable
         return events, position
 
 
 def decode_records(records: list[Any], unreadable: list[tuple[Any, str]] | None = None
                    ) -> list[ParsedEvent]:
-    """Spooled wire envelopes back to events (validated at ingest, so failures are bugs, or
-    records of an older collector); what no longer parses goes to ``unreadable`` with the
-    reason (for the quarantine), or is logged and skipped without one."""
-    events = []
-    for record in records:
-        for item in record:
-            try:
-                events.append(parse_envelope(envelope_from_dict(item)))
-            except EventParseError as exc:
-                log.error("a spooled event no longer parses: %s", exc)
-                if unreadable is not None:
-                    unreadable.append((item, f"unreadable: {exc}"))
+    """The events of spooled records, their tenants left out (see :func:`decode_tenant_records`)."""
+    failed: list[tuple[Any, str, str]] = []
+    events = [event for _, event in decode_tenant_records(records, failed)]
+    if unreadable is not None:
+        unreadable.extend((item, reason) for item, reason, _ in failed)
     return events
 
 
-def _write_or_isolate(writer: HistoryWriter, events: list[ParsedEvent],
-                      failures: dict[Position, int], start: Position) -> list[tuple[Any, str]]:
+def decode_tenant_records(records: list[Any],
+                          unreadable: list[tuple[Any, str, str]] | None = None
+                          ) -> list[Tenanted]:
+    """Spooled wire envelopes back to (tenant, event) (validated at ingest, so failures are bugs,
+    or records of an older collector); what no longer parses goes to ``unreadable`` with the
+    reason and tenant (for the quarantine), or is logged and skipped without one. A record is a
+    list of events (tenant ``default``, as before tenants) or ``{"tenant": ..., "events": [...]}``.
+    """
+    events = []
+    for record in records:
+        tenant, items = _tenant_items(record)
+        for item in items:
+            try:
+                events.append((tenant, parse_envelope(envelope_from_dict(item))))
+            except EventParseError as exc:
+                log.error("a spooled event no longer parses: %s", exc)
+                if unreadable is not None:
+                    unreadable.append((item, f"unreadable: {exc}", tenant))
+    return events
+
+
+def _tenant_items(record: Any) -> tuple[str, list[Any]]:
+    if isinstance(record, dict):
+        return str(record.get("tenant") or DEFAULT_TENANT), list(record.get("events") or [])
+    return DEFAULT_TENANT, record
+
+
+def _write_or_isolate(writer: HistoryWriter, events: list[Tenanted],
+                      failures: dict[Position, int], start: Position
+                      ) -> list[tuple[Any, str, str]]:
     """Write ``events`` in one transaction; when the data is what fails (or the span failed
     :data:`~.quarantine.RETRIES` times for a reason that is not the database being down), write
     them one by one and return those that still fail, with the reason. Raises while the
     database is unavailable: the span is then retried whole."""
     try:
-        writer.write(events)
+        writer.write([e for _, e in events], [t for t, _ in events])
         return []
     except Exception as exc:
         if not is_data_error(exc):
@@ -280,15 +306,15 @@ def _write_or_isolate(writer: HistoryWriter, events: list[ParsedEvent],
         log.warning("a span of %d events failed (%s); writing them one by one", len(events),
                     one_line(exc))
     bad = []
-    for event in events:
+    for tenant, event in events:
         try:
-            writer.write([event])
+            writer.write([event], [tenant])
         except Exception as exc:
             if is_unavailable(exc):
                 raise
             log.error("quarantined a %s event of query %s: %s", event.kind.value,
                       getattr(event.event, "query_id", "?"), one_line(exc))
-            bad.append((envelope_to_dict(event.envelope), one_line(exc)))
+            bad.append((envelope_to_dict(event.envelope), one_line(exc), tenant))
     return bad
 
 

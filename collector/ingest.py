@@ -18,12 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkwatch.collector.auth import Caller
 from sparkwatch.collector.body import exact_events
-from sparkwatch.collector.config import ANY_APP
+from sparkwatch.collector.config import ANY_APP, DEFAULT_TENANT
 from sparkwatch.collector.fastjson import encode
 from sparkwatch.collector.limits import Caps, SeriesIndex
+from sparkwatch.collector.rates import RateLimited, Rates
 from sparkwatch.collector.selfmetrics import SelfMetrics
-from sparkwatch.metrics.state import MetricState
+from sparkwatch.collector.tenants import Tenants
 from sparkwatch.model.contract import (
     LIMITS,
     ContractViolation,
@@ -67,39 +69,60 @@ class Outcome:
 
 class Ingestor:
     def __init__(
-        self, state: MetricState, spool: Spool | None, caps: Caps, metrics: SelfMetrics
+        self, tenants: Tenants, spool: Spool | None, caps: Caps, metrics: SelfMetrics,
+        event_rates: Rates | None = None,
     ) -> None:
-        self._state = state
+        self._tenants = tenants
         self._spool = spool
         self._caps = caps
         self._metrics = metrics
+        self._event_rates = event_rates
         # Admission, spooling and folding in one critical section: two requests must not both
         # take the last free query slot, and the spool keeps the order /metrics saw.
         self._lock = threading.Lock()
 
-    def ingest(self, items: list[Any], allowed_app: str,
+    def evict(self) -> int:
+        """Evict stale series and forget the ids they held, with no request in between."""
+        with self._lock:
+            return self._tenants.evict()
+
+    def ingest(self, items: list[Any], caller: Caller | str,
                strict_body: bytes | bytearray | None = None) -> Outcome:
         """Raises :class:`~sparkwatch.spool.SpoolUnavailable` (nothing accepted) when the
         spool has no room or its disk refuses the write. ``strict_body``: the request body, when
         orjson read ``items`` from it (see :func:`.fastjson.decode`): the contract's cheap check
         may then clear it whole; otherwise each event is checked value by value. Empties
-        ``items`` once validated (a large request must not hold them twice)."""
+        ``items`` once validated (a large request must not hold them twice). ``caller``: the
+        token's tenant and app (a plain app name: tenant ``default``).
+
+        Raises :class:`~.rates.RateLimited` (nothing accepted) when the caller's tenant is over
+        its events-per-second quota."""
+        if isinstance(caller, str):
+            caller = Caller(DEFAULT_TENANT, caller)
+        if self._event_rates is not None:
+            try:
+                self._event_rates.take(caller.tenant, len(items))
+            except RateLimited:
+                self._metrics.quota_rejected(caller.tenant, self._event_rates.quota, len(items))
+                raise
         outcome = Outcome()
-        valid = self._validate(items, allowed_app, strict_body, outcome)
+        valid = self._validate(items, caller.app, strict_body, outcome)
         items.clear()  # the decoded JSON: only the events' encodings are kept for the spool
+        state = self._tenants.state(caller.tenant)
         with self._lock:
-            admitted = self._admit(valid, outcome)
+            admitted = self._admit(caller.tenant, valid, outcome)
             if admitted and self._spool is not None:
                 # Records of SPOOL_RECORD_EVENTS: the history writer never reads a large request
                 # back whole.
                 # Events checked value by value were not kept encoded (a large body would be
                 # held twice): encoded again here, one record at a time, as it is written.
                 self._spool.append_all(
-                    b"[" + b",".join(encoded or encode(envelope_to_dict(parsed.envelope))
-                                     for _, parsed, encoded in part) + b"]"
+                    spool_record(caller.tenant, [
+                        encoded or encode(envelope_to_dict(parsed.envelope))
+                        for _, parsed, encoded in part])
                     for part in _parts(admitted, SPOOL_RECORD_EVENTS))
             for _, parsed, _ in admitted:
-                if not self._state.apply(parsed):
+                if not state.apply(parsed):
                     outcome.duplicates += 1
         outcome.accepted = len(admitted)
         outcome.rejected.sort(key=lambda r: r.index)
@@ -126,19 +149,35 @@ class Ingestor:
         return valid
 
     def _admit(
-        self, valid: list[tuple[int, ParsedEvent, bytes | None]], outcome: Outcome
+        self, tenant: str, valid: list[tuple[int, ParsedEvent, bytes | None]], outcome: Outcome
     ) -> list[tuple[int, ParsedEvent, bytes | None]]:
+        """The events within the tenant's quotas whose ids the tenant owns (or now claims)."""
         if not valid:
             return []
-        index = SeriesIndex(self._state)
+        index = SeriesIndex(self._tenants.state(tenant))
         admitted = []
         for i, parsed, encoded in valid:
+            foreign = self._tenants.foreign(tenant, parsed)
+            if foreign is not None:
+                outcome.rejected.append(Rejection(i, FORBIDDEN, foreign))
+                continue
             refusal = index.refusal(parsed, self._caps)
-            if refusal is None:
-                admitted.append((i, parsed, encoded))
-            else:
-                outcome.rejected.append(Rejection(i, LIMIT, refusal))
+            if refusal is not None:
+                outcome.rejected.append(Rejection(i, LIMIT, refusal.message))
+                self._metrics.quota_rejected(tenant, refusal.quota)
+                continue
+            self._tenants.claim(tenant, parsed)
+            admitted.append((i, parsed, encoded))
         return admitted
+
+
+def spool_record(tenant: str, encoded: list[bytes]) -> bytes:
+    """One spool record: the events of one request's tenant. The default tenant's is a bare
+    list, as every record was before tenants (see ``history_process.decode_records``)."""
+    events = b"[" + b",".join(encoded) + b"]"
+    if tenant == DEFAULT_TENANT:
+        return events
+    return b'{"tenant":' + encode(tenant) + b',"events":' + events + b"}"
 
 
 def check_events(

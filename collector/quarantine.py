@@ -28,6 +28,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sparkwatch.model.tenant import DEFAULT_TENANT
+
 FILE = "quarantine.jsonl"
 DEFAULT_MAX_BYTES = 256 << 20
 
@@ -47,6 +49,8 @@ class Entry:
     reason: str
     event: Any
     """the wire envelope (or, for a record that could not even be read, the raw item)"""
+    tenant: str = DEFAULT_TENANT
+    """the tenant of the token that pushed it (replayed into that tenant's history)"""
 
 
 def is_data_error(exc: BaseException) -> bool:
@@ -70,16 +74,19 @@ class Quarantine:
         self.path = Path(spool_dir) / FILE
         self.max_bytes = max_bytes
 
-    def add(self, items: Sequence[tuple[Any, str]]) -> int:
-        """Append (event, reason) pairs not already here; durable on return. Returns how many
-        were new."""
+    def add(self, items: Sequence[tuple[Any, str]], tenants: Sequence[str] | None = None) -> int:
+        """Append (event, reason) pairs not already here (``tenants``: the tenant of each, by
+        default ``default``); durable on return. Returns how many were new."""
         if not items:
             return 0
+        owners = list(tenants) if tenants is not None else [DEFAULT_TENANT] * len(items)
         with self._locked() as known:
-            fresh = [(entry_id(event), event, reason) for event, reason in items]
-            fresh = [(i, e, r) for i, e, r in fresh if i not in known]
-            lines = [json.dumps({"id": i, "at": time.time(), "reason": r, "event": e},
-                                ensure_ascii=True, default=str) + "\n" for i, e, r in fresh]
+            fresh = [(entry_id(event), event, reason, tenant)
+                     for (event, reason), tenant in zip(items, owners, strict=True)]
+            fresh = [(i, e, r, t) for i, e, r, t in fresh if i not in known]
+            lines = [json.dumps({"id": i, "at": time.time(), "reason": r, "event": e,
+                                 **({"tenant": t} if t != DEFAULT_TENANT else {})},
+                                ensure_ascii=True, default=str) + "\n" for i, e, r, t in fresh]
             held = self.path.stat().st_size if self.path.exists() else 0
             adding = sum(map(len, lines))
             if held + adding > self.max_bytes:
@@ -99,7 +106,8 @@ class Quarantine:
         for line in self.path.read_text(encoding="ascii", errors="replace").splitlines():
             try:  # a line torn by a crash mid-append was never acknowledged as quarantined
                 d = json.loads(line)
-                out.append(Entry(d["id"], d["at"], d["reason"], d["event"]))
+                out.append(Entry(d["id"], d["at"], d["reason"], d["event"],
+                                 str(d.get("tenant") or DEFAULT_TENANT)))
             except (ValueError, KeyError, TypeError):
                 continue
         return out

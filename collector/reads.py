@@ -59,44 +59,56 @@ class Reads:
         except sa.exc.DBAPIError as exc:
             raise HistoryUnavailable(f"history query failed: {one_line(exc)}") from None
 
-    def queries(self, limit: int, offset: int) -> list[QuerySummary]:
-        return self._with(lambda r: r.queries(limit, offset))
+    # ``tenant``: the caller's read scope; None (the admin read token, or open reads) reads
+    # every tenant's. A query of another tenant is unknown (404), as if it did not exist.
 
-    def runs(self, query: str, limit: int, offset: int) -> list[RunSummary]:
+    def queries(self, limit: int, offset: int, tenant: str | None = None) -> list[QuerySummary]:
+        return self._with(lambda r: r.queries(limit, offset, tenant))
+
+    def runs(self, query: str, limit: int, offset: int,
+             tenant: str | None = None) -> list[RunSummary]:
         _check_text(query)
-        return self._with(lambda r: r.runs(query, limit, offset))
+        return self._with(lambda r: r.runs(query, limit, offset, tenant))
 
     def state(self, query: str, operator: int | None, since: datetime | None,
-              until: datetime | None, limit: int, offset: int) -> list[StatePoint]:
+              until: datetime | None, limit: int, offset: int,
+              tenant: str | None = None) -> list[StatePoint]:
         _check_text(query)
-        return self._with(lambda r: r.state(query, operator, since, until, limit, offset))
+        return self._with(lambda r: r.state(query, operator, since, until, limit, offset,
+                                             tenant))
 
-    def resolve(self, query: str) -> str:
+    def resolve(self, query: str, tenant: str | None = None) -> str:
         _check_text(query)
-        return self._with(lambda r: r.resolve_query(query))
+        return self._with(lambda r: r.resolve_query(query, tenant))
 
     def progress(self, query: str, since: datetime | None, until: datetime | None, limit: int,
-                 offset: int) -> list[dict[str, Any]]:
+                 offset: int, tenant: str | None = None) -> list[dict[str, Any]]:
         """Per-batch progress of one query, oldest first (newest ``limit`` without ``since``)."""
         b = Batch.__table__.c
-        stmt = sa.select(*(b[c] for c in PROGRESS_COLUMNS)).where(b.query_id == self.resolve(query))
+        stmt = sa.select(*(b[c] for c in PROGRESS_COLUMNS)).where(
+            b.query_id == self.resolve(query, tenant))
         return self._range(stmt, b.timestamp, [b.timestamp, b.batch_id], since, until, limit,
                            offset)
 
     def rollups(self, query: str, resolution: str, operator: int | None, since: datetime | None,
-                until: datetime | None, limit: int, offset: int) -> list[dict[str, Any]]:
+                until: datetime | None, limit: int, offset: int,
+                tenant: str | None = None) -> list[dict[str, Any]]:
         model = QueryRollup if operator is None else OperatorRollup
         t = model.__table__.c
         stmt = sa.select(model.__table__).where(
-            t.query_id == self.resolve(query), t.resolution == resolution)
+            t.query_id == self.resolve(query, tenant), t.resolution == resolution)
         order = [t.bucket_start]
         if operator is not None:
             stmt = stmt.where(t.operator_index == operator)
         return self._range(stmt, t.bucket_start, order, since, until, limit, offset)
 
-    def stalls(self, open_only: bool, limit: int, offset: int) -> list[dict[str, Any]]:
+    def stalls(self, open_only: bool, limit: int, offset: int,
+               tenant: str | None = None) -> list[dict[str, Any]]:
         s = QueryStall.__table__
-        stmt = sa.select(s).order_by(s.c.detected_at.desc(), s.c.run_id)
+        stmt = sa.select(*(c for c in s.c if c.name != "tenant")).order_by(
+            s.c.detected_at.desc(), s.c.run_id)
+        if tenant is not None:
+            stmt = stmt.where(s.c.tenant == tenant)
         if open_only:
             stmt = stmt.where(s.c.cleared_at.is_(None))
         return self._rows(stmt.limit(limit).offset(offset))

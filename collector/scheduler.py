@@ -8,6 +8,7 @@ copy of the stall marks) run on every replica, as each holds its own state.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
@@ -19,7 +20,6 @@ from sparkwatch.collector.leases import Job, LeasedRunner
 from sparkwatch.collector.retention import Retention
 from sparkwatch.collector.rollups import Rollups
 from sparkwatch.collector.stalls import StallBoard, StallDetection
-from sparkwatch.metrics.state import MetricState
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def leased_jobs(settings: CollectorSettings) -> list[Job]:
 
 def start_scheduler(
     settings: CollectorSettings,
-    state: MetricState,
+    evict: Callable[[], int],
     runner: LeasedRunner | None,
     engine: sa.Engine | None,
     board: StallBoard,
@@ -50,7 +50,7 @@ def start_scheduler(
         scheduler.add_job(func, IntervalTrigger(seconds=seconds, timezone=UTC), id=name,
                           name=name, max_instances=1, coalesce=True, next_run_time=soon)
 
-    every(settings.evict_interval_seconds, state.evict, "evict")
+    every(settings.evict_interval_seconds, evict, "evict")
     if runner is not None and engine is not None and settings.jobs_enabled:
         for job in leased_jobs(settings):
             every(job.interval_seconds, _bind(runner, job), job.name)

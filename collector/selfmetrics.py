@@ -38,6 +38,9 @@ class SelfMetrics:
             "events_rejected", "Events refused, by reason (invalid, forbidden_app, limit).",
             ["reason"],
         )
+        self.quota_rejections = counter(
+            "quota_rejections", "Events refused for a tenant's quota, by tenant and quota "
+            "(the setting's name, e.g. max_apps, max_events_per_second).", ["tenant", "quota"])
         self.written = counter("history_events_written", "Events written to the history.")
         self.write_failures = counter("history_write_failures",
                                       "Failed history write attempts (each is retried).")
@@ -78,6 +81,9 @@ class SelfMetrics:
         self.duplicates.inc(duplicates)
         for reason in reasons:
             self.rejected.labels(reason).inc()
+
+    def quota_rejected(self, tenant: str, quota: str, events: int = 1) -> None:
+        self.quota_rejections.labels(tenant, quota).inc(events)
 
     def track_worker(self, worker: Worker) -> None:
         self.worker_progress.labels(worker.name).set_function(lambda: worker.last_progress)

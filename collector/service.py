@@ -18,19 +18,20 @@ from prometheus_client import CollectorRegistry
 
 from sparkwatch.collector.auth import Auth
 from sparkwatch.collector.config import CollectorSettings, inflight_bound
-from sparkwatch.collector.history_process import WriterProcess, decode_records
+from sparkwatch.collector.history_process import WriterProcess, decode_tenant_records
 from sparkwatch.collector.inflight import InflightBytes
 from sparkwatch.collector.ingest import Ingestor
 from sparkwatch.collector.leases import LeasedRunner
 from sparkwatch.collector.limits import Caps
 from sparkwatch.collector.pump import HistoryPump
+from sparkwatch.collector.rates import Rates
 from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.scheduler import start_scheduler
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.collector.stalls import StallBoard, StalledGauge
+from sparkwatch.collector.tenants import Tenants, TenantsCollector
 from sparkwatch.history import migrate
 from sparkwatch.history.engine import create_engine, describe_url
-from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.spool import Spool
 from sparkwatch.summary import one_line
@@ -44,13 +45,14 @@ INFLIGHT_WAIT_SECONDS = 5.0
 @dataclass
 class Service:
     settings: CollectorSettings
-    state: MetricState
+    tenants: Tenants
     registry: CollectorRegistry
     metrics: SelfMetrics
     auth: Auth
     ingestor: Ingestor
     board: StallBoard
     inflight: InflightBytes
+    byte_rates: Rates
     spool: Spool | None = None
     pump: HistoryPump | None = None
     reads: Reads | None = None
@@ -66,8 +68,8 @@ class Service:
         runner = None
         if self.engine is not None:
             runner = LeasedRunner(self.engine, self.settings.replica, self.metrics)
-        self.scheduler = start_scheduler(self.settings, self.state, runner, self.engine,
-                                         self.board)
+        self.scheduler = start_scheduler(self.settings, self.ingestor.evict, runner,
+                                         self.engine, self.board)
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
@@ -102,12 +104,13 @@ class Service:
 
 
 def build_service(settings: CollectorSettings) -> Service:
-    state = MetricState(settings.terminated_grace_seconds, settings.stale_seconds)
+    tenants = Tenants(lambda: MetricState(settings.terminated_grace_seconds,
+                                          settings.stale_seconds))
     registry = CollectorRegistry(auto_describe=False)
     metrics = SelfMetrics(registry)
     board = StallBoard()
-    registry.register(SparkwatchCollector(state))
-    registry.register(StalledGauge(state, board))
+    registry.register(TenantsCollector(tenants))
+    registry.register(StalledGauge(tenants, board))
     spool = pump = reads = engine = None
     if settings.history_url:
         engine = create_engine(settings.history_url)  # checks URL and driver now, connects later
@@ -120,17 +123,26 @@ def build_service(settings: CollectorSettings) -> Service:
                            deadline=settings.worker_deadline_seconds)
         metrics.track_worker(pump.worker)
         reads = Reads(settings.history_url)
-        restored = state.apply_all(decode_records(list(spool.pending())))
+        restored = sum(tenants.apply(tenant, event)
+                       for tenant, event in decode_tenant_records(list(spool.pending())))
         log.info("history %s, spool %s (%d bytes pending, %d events restored to /metrics)",
                  describe_url(settings.history_url), settings.spool_dir, spool.pending_bytes,
                  restored)
-    caps = Caps(settings.max_apps, settings.max_queries_per_app, settings.max_operators_per_query)
+    caps = Caps(settings.max_apps, settings.max_queries_per_app, settings.max_operators_per_query,
+                settings.max_queries, settings.max_custom_metric_keys,
+                settings.max_label_value_chars)
+    event_rates = Rates("max_events_per_second", settings.max_events_per_second,
+                        settings.rate_burst_seconds)
+    byte_rates = Rates("max_bytes_per_second", settings.max_bytes_per_second,
+                       settings.rate_burst_seconds)
     inflight = InflightBytes(inflight_bound(settings), INFLIGHT_WAIT_SECONDS)
     metrics.track_inflight(lambda: inflight.used, inflight.capacity)
     return Service(
-        settings=settings, state=state, registry=registry, metrics=metrics,
-        auth=Auth(settings.tokens, settings.read_token, settings.no_auth),
-        ingestor=Ingestor(state, spool, caps, metrics), board=board, inflight=inflight,
+        settings=settings, tenants=tenants, registry=registry, metrics=metrics,
+        auth=Auth(settings.tokens, settings.read_token, settings.no_auth,
+                  settings.tenant_read_tokens, settings.scrape_token),
+        ingestor=Ingestor(tenants, spool, caps, metrics, event_rates), board=board,
+        inflight=inflight, byte_rates=byte_rates,
         spool=spool,
         pump=pump, reads=reads, engine=engine,
     )

@@ -23,9 +23,11 @@ import sqlalchemy as sa
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from sparkwatch.collector.tenants import TENANT_LABEL, Tenants
 from sparkwatch.history.schema import Batch, QueryRun, QueryStall
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.state import MetricState
+from sparkwatch.model.tenant import DEFAULT_TENANT
 
 RECENT_BATCHES = 11
 
@@ -68,7 +70,8 @@ class StallDetection:
 
 def _active_runs(horizon: datetime) -> sa.Select[Any]:
     r = QueryRun.__table__.c
-    return sa.select(r.run_id, r.query_id, r.name, r.app_name, r.app_id, r.last_event_at).where(
+    return sa.select(r.run_id, r.tenant, r.query_id, r.name, r.app_name, r.app_id,
+                     r.last_event_at).where(
         r.ended_at.is_(None), r.last_event_at >= horizon
     )
 
@@ -98,10 +101,15 @@ def _trigger_intervals(conn: sa.Connection, run_ids: list[str]) -> dict[str, flo
 
 def _mark(run: Any, now: datetime, threshold: float) -> dict[str, Any]:
     return {
-        "run_id": run.run_id, "detected_at": now, "query_id": run.query_id, "name": run.name,
+        "run_id": run.run_id, "tenant": run.tenant, "detected_at": now,
+        "query_id": run.query_id, "name": run.name,
         "app_name": run.app_name, "app_id": run.app_id, "last_event_at": run.last_event_at,
         "threshold_seconds": threshold, "cleared_at": None,
     }
+
+
+StallKey = tuple[str, str, str]
+"""(tenant, app id, query id)"""
 
 
 class StallBoard:
@@ -109,28 +117,31 @@ class StallBoard:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._open: dict[tuple[str, str], tuple[str, str]] = {}
+        self._open: dict[StallKey, tuple[str, str]] = {}
 
     def refresh(self, engine: sa.Engine) -> None:
         s = QueryStall.__table__.c
         with engine.connect() as conn:
-            rows = conn.execute(sa.select(s.app_id, s.query_id, s.app_name, s.name).where(
-                s.cleared_at.is_(None)))
-            fresh = {(r.app_id, r.query_id): (r.app_name, r.name or "") for r in rows}
+            rows = conn.execute(sa.select(s.tenant, s.app_id, s.query_id, s.app_name, s.name)
+                                .where(s.cleared_at.is_(None)))
+            fresh = {(r.tenant, r.app_id, r.query_id): (r.app_name, r.name or "") for r in rows}
         with self._lock:
             self._open = fresh
 
-    def snapshot(self) -> dict[tuple[str, str], tuple[str, str]]:
+    def snapshot(self) -> dict[StallKey, tuple[str, str]]:
         with self._lock:
             return dict(self._open)
 
 
 class StalledGauge(Collector):
     """``spark_streaming_query_stalled``: 0 or 1 for every query in /metrics, 1 for stalled
-    queries this replica holds no series for."""
+    queries this replica holds no series for; labelled with the tenant when given
+    :class:`Tenants` (the collector), without when given one state."""
 
-    def __init__(self, state: MetricState, board: StallBoard) -> None:
-        self._state = state
+    def __init__(self, state: MetricState | Tenants, board: StallBoard) -> None:
+        self._tenants = state if isinstance(state, Tenants) else None
+        self._states = (lambda: state.items()) if isinstance(state, Tenants) else (
+            lambda: [(DEFAULT_TENANT, state)])
         self._board = board
 
     def describe(self) -> Iterable[Metric]:
@@ -138,15 +149,22 @@ class StalledGauge(Collector):
 
     def collect(self) -> Iterable[Metric]:
         metric = cat.QUERY_STALLED
-        family = GaugeMetricFamily(metric.family, metric.help, labels=metric.labels)
+        scoped = self._tenants is not None
+        names = (TENANT_LABEL, *metric.labels) if scoped else metric.labels
+        family = GaugeMetricFamily(metric.family, metric.help, labels=names)
+
+        def add(tenant: str, values: list[str], value: int) -> None:
+            family.add_metric([tenant, *values] if scoped else values, value)
+
         stalled = self._board.snapshot()
-        with self._state.read() as (_, queries):
-            seen = set()
-            for q in queries:
-                seen.add(q.key)
-                value = 1 if q.key in stalled else 0
-                family.add_metric([q.app.name, q.app.id, q.query_id, q.name], value)
-        for (app_id, query_id), (app_name, name) in sorted(stalled.items()):
-            if (app_id, query_id) not in seen:
-                family.add_metric([app_name, app_id, query_id, name], 1)
+        seen = set()
+        for tenant, state in self._states():
+            with state.read() as (_, queries):
+                for q in queries:
+                    key = (tenant, *q.key)
+                    seen.add(key)
+                    add(tenant, [q.app.name, q.app.id, q.query_id, q.name], int(key in stalled))
+        for key, (app_name, name) in sorted(stalled.items()):
+            if key not in seen and (scoped or key[0] == DEFAULT_TENANT):
+                add(key[0], [app_name, key[1], key[2], name], 1)
         return [family]

@@ -40,13 +40,14 @@ def pushgateway() -> str:
 
 def catalogue_series(text: str) -> dict[tuple[str, Series], float]:
     """``spark_streaming_*`` samples by name and labels, without the Pushgateway's grouping
-    labels; ``le`` as a number (Go writes 1 where Python writes 1.0)."""
+    labels and the collector's ``tenant``; ``le`` as a number (Go writes 1 where Python writes
+    1.0)."""
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             if not s.name.startswith("spark_streaming_"):
                 continue
-            labels = {k: v for k, v in s.labels.items() if k not in GROUPING}
+            labels = {k: v for k, v in s.labels.items() if k not in GROUPING and k != "tenant"}
             if "le" in labels:
                 labels["le"] = repr(float(labels["le"]))
             out[(s.name, frozenset(labels.items()))] = s.value

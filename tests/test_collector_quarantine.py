@@ -118,3 +118,10 @@ def test_a_torn_last_line_costs_only_itself(tmp_path: Path) -> None:
     assert [e.event for e in quarantine.entries()] == [event]
     listed = _cli("list", "--spool-dir", str(tmp_path))
     assert listed.returncode == 0 and "1 quarantined event" in listed.stdout
+
+
+def test_a_quarantined_event_keeps_the_tenant_that_pushed_it(tmp_path: Path) -> None:
+    quarantine = Quarantine(tmp_path, 1 << 20)
+    quarantine.add([({"kind": "progress", "n": 1}, "refused")], ["alpha"])
+    quarantine.add([({"kind": "progress", "n": 2}, "refused")])
+    assert [e.tenant for e in quarantine.entries()] == ["alpha", "default"]

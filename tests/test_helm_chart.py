@@ -395,3 +395,35 @@ def test_the_documented_driver_pod_template_matches_the_podmonitor_defaults() ->
                     "protocol": "TCP"}
     selected = ci_values(DRIVERS)["podMonitor"]["selector"]["matchLabels"]
     assert template["metadata"]["labels"].items() <= selected.items()
+
+
+def test_tokens_of_tenants_and_tenant_read_and_scrape_tokens_reach_the_collector() -> None:
+    import base64
+
+    docs = manifests({"auth": {
+        "tokens": [{"app": "orders", "token": "t" * 16, "tenant": "team-a"},
+                   {"app": "*", "token": "u" * 16}],
+        "tenantReadTokens": {"tokens": [{"tenant": "team-a", "token": "r" * 16}]},
+        "scrapeToken": {"enabled": True, "value": "s" * 16},
+    }, "serviceMonitor": {"enabled": True}})
+    secrets = {s["metadata"]["name"].rsplit("-", 1)[-1] if not s["metadata"]["name"].endswith(
+        "read-tokens") else "tenant-read-tokens": s for s in by_kind(docs, "Secret")}
+    tokens = base64.b64decode(secrets["tokens"]["data"]["tokens"]).decode()
+    assert tokens == f"team-a/orders={'t' * 16}\n*={'u' * 16}\n"
+    read = secrets["tenant-read-tokens"]["data"]["tenant-read-tokens"]
+    assert base64.b64decode(read).decode() == f"team-a={'r' * 16}"
+    env = {e["name"]: e for e in
+           one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SPARKWATCH_COLLECTOR_TENANT_READ_TOKENS"]["valueFrom"]["secretKeyRef"]["key"] \
+        == "tenant-read-tokens"
+    scrape_ref = env["SPARKWATCH_COLLECTOR_SCRAPE_TOKEN"]["valueFrom"]["secretKeyRef"]
+    (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["authorization"]["credentials"] == scrape_ref  # the scrape token, not reads
+
+
+def test_a_tenant_name_with_a_slash_is_refused_by_the_schema() -> None:
+    import pytest as _pytest
+
+    with _pytest.raises(Exception, match="tenant"):
+        validate_schema({"auth": {"tokens": [{"app": "x", "token": "t" * 16,
+                                              "tenant": "a/b"}]}})

@@ -25,14 +25,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run the collector that apps push their events to",
         description="Receive events pushed by sparkwatch listeners; serve /metrics for every app, "
         "write the SQL history, run retention, rollups and stall detection. Every flag also "
-        "reads SPARKWATCH_COLLECTOR_<NAME>; tokens: SPARKWATCH_COLLECTOR_TOKENS=APP=TOKEN,... "
-        "and SPARKWATCH_COLLECTOR_READ_TOKEN.",
+        "reads SPARKWATCH_COLLECTOR_<NAME>; tokens: SPARKWATCH_COLLECTOR_TOKENS="
+        "[TENANT/]APP=TOKEN,..., SPARKWATCH_COLLECTOR_READ_TOKEN (admin reads), "
+        "SPARKWATCH_COLLECTOR_TENANT_READ_TOKENS=TENANT=TOKEN,... and "
+        "SPARKWATCH_COLLECTOR_SCRAPE_TOKEN (/metrics).",
     )
     for setting in SETTINGS:
         if not setting.secret:
             _add_flag(parser, setting)
     parser.add_argument("--tokens-file", type=Path, metavar="FILE",
-                        help="ingest tokens, one APP=TOKEN per line (added to the env's)")
+                        help="ingest tokens, one [TENANT/]APP=TOKEN per line (added to the env's)")
     parser.set_defaults(func=run)
 
 

@@ -83,7 +83,7 @@ def run_replay(args: argparse.Namespace) -> int:
                 print(f"{entry.id}: still unreadable, kept")
                 continue
             try:
-                writer.write(events)
+                writer.write(events, [entry.tenant] * len(events))
             except HistoryError as exc:
                 raise CliError(str(exc)) from None
             except Exception as exc:  # noqa: BLE001 - the database still refuses this one

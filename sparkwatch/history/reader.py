@@ -50,15 +50,17 @@ class HistoryReader:
                 self._checked = True
             yield conn
 
-    def queries(self, limit: int | None = DEFAULT_LIMIT, offset: int = 0) -> list[QuerySummary]:
+    def queries(self, limit: int | None = DEFAULT_LIMIT, offset: int = 0,
+                tenant: str | None = None) -> list[QuerySummary]:
         """The page ``offset``, ``limit`` of the queries, most recently active first.
 
         A page reads its queries' runs and two index entries per query, however many batches
         the history keeps (the runs carry their batch counts). For every query's id and status
-        alone, :meth:`statuses` reads the runs only.
+        alone, :meth:`statuses` reads the runs only. ``tenant``: that tenant's queries only
+        (None: every tenant's; the same for every method taking it).
         """
         with self._connection() as conn:
-            stmt = _queries_select(limit, offset)
+            stmt = _queries_select(limit, offset, tenant)
             return [QuerySummary(**row._mapping) for row in conn.execute(stmt)]
 
     def statuses(self) -> dict[str, str]:
@@ -70,11 +72,12 @@ class HistoryReader:
         with self._connection() as conn:
             return {row.query_id: row.status for row in conn.execute(stmt)}
 
-    def runs(self, query: str, limit: int | None = None, offset: int = 0) -> list[RunSummary]:
+    def runs(self, query: str, limit: int | None = None, offset: int = 0,
+             tenant: str | None = None) -> list[RunSummary]:
         """The runs of one query (or the page ``offset``, ``limit``), latest first."""
         with self._connection() as conn:
-            query_id = _resolve(conn, query, self.notes)
-            stmt = _runs_select(query_id).limit(limit).offset(offset)
+            query_id = _resolve(conn, query, self.notes, tenant)
+            stmt = _runs_select(query_id, tenant).limit(limit).offset(offset)
             return [RunSummary(**row._mapping) for row in conn.execute(stmt)]
 
     def state(
@@ -85,6 +88,7 @@ class HistoryReader:
         until: datetime | None = None,
         limit: int = DEFAULT_LIMIT,
         offset: int = 0,
+        tenant: str | None = None,
     ) -> list[StatePoint]:
         """State of one query's operators over time, oldest first, within [since, until).
 
@@ -92,7 +96,7 @@ class HistoryReader:
         oldest timestamp received, or ``offset``); with it, the first ``limit`` from ``since``.
         """
         with self._connection() as conn:
-            query_id = _resolve(conn, query, self.notes)
+            query_id = _resolve(conn, query, self.notes, tenant)
             operators = [operator] if operator is not None else _operator_indexes(conn, query_id)
             stmt = _state_page(query_id, operators, since, until, limit, offset)
             rows = list(conn.execute(stmt)) if stmt is not None else []
@@ -102,10 +106,11 @@ class HistoryReader:
                 _check_operator(conn, query_id, operator)
             return [StatePoint(**row._mapping) for row in rows]
 
-    def plans(self, query: str, run_id: str | None = None) -> list[QueryPlan]:
+    def plans(self, query: str, run_id: str | None = None,
+              tenant: str | None = None) -> list[QueryPlan]:
         """Operator identity of each run of one query (or of ``run_id``), latest read first."""
         with self._connection() as conn:
-            query_id = _resolve(conn, query, self.notes)
+            query_id = _resolve(conn, query, self.notes, tenant)
             plans = OperatorPlan.__table__.c
             stmt = sa.select(OperatorPlan.__table__).where(plans.query_id == query_id)
             if run_id is not None:
@@ -113,17 +118,26 @@ class HistoryReader:
             rows = conn.execute(stmt.order_by(plans.read_at.desc(), plans.operator_index)).all()
             return plans_from_rows([dict(row._mapping) for row in rows])
 
-    def resolve_query(self, query: str) -> str:
-        """The query id for an id, a name or a unique id prefix; :class:`UnknownQuery` if none."""
+    def resolve_query(self, query: str, tenant: str | None = None) -> str:
+        """The query id for an id, a name or a unique id prefix; :class:`UnknownQuery` if none
+        (or if the query is another tenant's than ``tenant``)."""
         with self._connection() as conn:
-            return _resolve(conn, query, self.notes)
+            return _resolve(conn, query, self.notes, tenant)
 
 
-def _resolve(conn: sa.Connection, query: str, notes: list[str]) -> str:
+def _in_tenant(tenant: str | None) -> sa.ColumnElement[bool]:
+    """The runs of ``tenant`` (every run for None)."""
     runs = QueryRun.__table__.c
-    if conn.execute(sa.select(runs.query_id).where(runs.query_id == query).limit(1)).first():
+    return sa.true() if tenant is None else runs.tenant == tenant
+
+
+def _resolve(conn: sa.Connection, query: str, notes: list[str],
+             tenant: str | None = None) -> str:
+    runs = QueryRun.__table__.c
+    mine = _in_tenant(tenant)
+    if conn.execute(sa.select(runs.query_id).where(runs.query_id == query, mine).limit(1)).first():
         return query
-    by_name = _latest_first(conn, runs.name == query)
+    by_name = _latest_first(conn, sa.and_(runs.name == query, mine))
     if len(by_name) > 1:
         # A name reused by a later run of the app (a second demo, a redeploy with a new
         # checkpoint) is a new query id: the user means the latest one.
@@ -133,7 +147,8 @@ def _resolve(conn: sa.Connection, query: str, notes: list[str]) -> str:
     if by_name:
         return by_name[0]
     escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    by_prefix = _distinct_ids(conn, runs.query_id.like(escaped + "%", escape="\\"))
+    by_prefix = _distinct_ids(conn, sa.and_(runs.query_id.like(escaped + "%", escape="\\"),
+                                            mine))
     if len(by_prefix) == 1:
         return by_prefix[0]
     where = describe_url(conn.engine.url)
@@ -156,7 +171,7 @@ def _distinct_ids(conn: sa.Connection, condition: sa.ColumnElement[bool]) -> lis
     return list(conn.execute(stmt).scalars())
 
 
-def _queries_select(limit: int | None, offset: int) -> sa.Select[Any]:
+def _queries_select(limit: int | None, offset: int, tenant: str | None = None) -> sa.Select[Any]:
     runs, batches = QueryRun.__table__.c, Batch.__table__.c
     latest_first = (runs.last_event_at.desc(), runs.run_id.desc())
     of_query = sa.func.count().over(partition_by=runs.query_id)
@@ -166,7 +181,7 @@ def _queries_select(limit: int | None, offset: int) -> sa.Select[Any]:
         of_query.label("runs"),
         # The runs' own counts (migration 0007): no batch row is read to count them.
         sa.func.sum(runs.batches).over(partition_by=runs.query_id).label("query_batches"),
-    ).subquery()
+    ).where(_in_tenant(tenant)).subquery()
     page = (
         sa.select(ranked)
         .where(ranked.c.rank == 1)
@@ -210,7 +225,7 @@ def _scalar(aggregate: Any, condition: sa.ColumnElement[bool]) -> sa.ScalarSelec
     return sa.select(aggregate).select_from(Batch.__table__).where(condition).scalar_subquery()
 
 
-def _runs_select(query_id: str) -> sa.Select[Any]:
+def _runs_select(query_id: str, tenant: str | None = None) -> sa.Select[Any]:
     runs, batches = QueryRun.__table__.c, Batch.__table__.c
     of_run = batches.run_id == runs.run_id
     return (
@@ -220,7 +235,7 @@ def _runs_select(query_id: str) -> sa.Select[Any]:
             _scalar(sa.func.min(batches.batch_id), of_run).label("first_batch_id"),
             _scalar(sa.func.max(batches.batch_id), of_run).label("last_batch_id"),
         )
-        .where(runs.query_id == query_id)
+        .where(runs.query_id == query_id, _in_tenant(tenant))
         .order_by(runs.last_event_at.desc(), runs.run_id)
     )
 

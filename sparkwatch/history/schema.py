@@ -19,9 +19,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sparkwatch.history.columns import UtcDateTime, batch_json_type, json_type
+from sparkwatch.model.tenant import DEFAULT_TENANT
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0008"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -62,9 +63,13 @@ class QueryRun(Base):
     """One start of a query (``runId`` changes on every restart, ``id`` does not)."""
 
     __tablename__ = "query_runs"
-    __table_args__ = (sa.Index(None, "query_id", "last_event_at"),)
+    __table_args__ = (sa.Index(None, "query_id", "last_event_at"),
+                      sa.Index(None, "tenant", "query_id"))
 
     run_id: Mapped[str] = mapped_column(primary_key=True)
+    # The tenant whose token wrote the run (migration 0008); its run and query ids are its own.
+    tenant: Mapped[str] = mapped_column(server_default=sa.text("'default'"),
+                                        default=DEFAULT_TENANT)
     query_id: Mapped[str]
     name: Mapped[str | None]
     app_name: Mapped[str]
@@ -263,6 +268,8 @@ class QueryStall(Base):
 
     run_id: Mapped[str] = mapped_column(primary_key=True)
     detected_at: Mapped[datetime] = mapped_column(primary_key=True)
+    tenant: Mapped[str] = mapped_column(server_default=sa.text("'default'"),
+                                        default=DEFAULT_TENANT)
     query_id: Mapped[str]
     name: Mapped[str | None]
     app_name: Mapped[str]

@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from sparkwatch.history import counts, migrate, rollups
+from sparkwatch.history import counts, migrate, rollups, tenancy
 from sparkwatch.history.copy import copy_batches, is_duplicate, supports_copy
 from sparkwatch.history.engine import create_engine
 from sparkwatch.history.rows import Row, Rows, plan_rows, rows_for
@@ -31,6 +31,7 @@ from sparkwatch.history.schema import (
     SourceBatch,
 )
 from sparkwatch.model.events import ParsedEvent
+from sparkwatch.model.tenant import DEFAULT_TENANT
 from sparkwatch.plan.model import QueryPlan
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,10 @@ class HistoryWriter:
         # Names this driver in job_runs when it claims a rollups slot.
         self._replica = f"listener-{socket.gethostname()}-{os.getpid()}"
 
-    def write(self, events: Sequence[ParsedEvent]) -> None:
-        """Write ``events`` in one transaction.
+    def write(self, events: Sequence[ParsedEvent], tenants: Sequence[str] | None = None) -> None:
+        """Write ``events`` in one transaction; ``tenants``: the tenant of each (default: all
+        ``default``). Events naming a run or query of another tenant are left out
+        (:mod:`.tenancy`).
 
         Raises :class:`~sparkwatch.history.errors.HistoryUrlError` for an unusable URL (retrying
         will not help). Anything else (``HistoryUnavailable``, SQLAlchemy errors) means the
@@ -63,7 +66,14 @@ class HistoryWriter:
         if not events:
             return
         engine = self._ready_engine()
+        with engine.connect() as conn:
+            events, run_tenants = tenancy.owned(
+                conn, events, tenants if tenants is not None else [DEFAULT_TENANT] * len(events))
+        if not events:
+            return
         rows = rows_for(events)
+        for run in rows.runs:
+            run["tenant"] = run_tenants[run["run_id"]]
         if self._copy is not False and self._write_by_copy(engine, rows):
             return
         with engine.begin() as conn:
@@ -173,7 +183,10 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
         ),
         "batches": old.batches + new.batches,
     }
-    conn.execute(stmt.on_conflict_do_update(index_elements=["run_id"], set_=values), rows)
+    # A run is only ever updated by its own tenant (tenancy.owned leaves the others out first;
+    # this holds even against a writer racing it).
+    conn.execute(stmt.on_conflict_do_update(index_elements=["run_id"], set_=values,
+                                            where=old.tenant == new.tenant), rows)
 
 
 _END_COLUMNS = ("ended_at", "exception", "error_class", "status")

@@ -96,6 +96,9 @@ Every metric sparkwatch exports, as served by the embedded exporter and the coll
 - Labels are bounded: the run id, which changes on every restart, appears only on
   `{cat.QUERY_INFO.name}`; per-state-store-instance keys are aggregated (min, max, count)
   instead of becoming labels.
+- The collector adds a `tenant` label to every series of its apps and queries: the tenant of the
+  ingest token that pushed them (`default` for a token configured without one; see
+  [security.md](security.md)). The embedded exporter has no such label.
 
 ## Label sets
 

@@ -46,16 +46,36 @@ class Families:
     Families hold rows of label values (:class:`RowFamily`): /metrics renders them straight to
     text with :func:`sparkwatch.metrics.text.generate`."""
 
-    def __init__(self) -> None:
+    def __init__(self, scope_labels: tuple[str, ...] = ()) -> None:
         self._families: dict[str, RowFamily] = {}
+        self._scope_labels = scope_labels
+        """labels put before every family's own (the collector's ``tenant``)"""
+        self._scope: tuple[str, ...] = ()
+        self._scoped: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+    def set_scope(self, values: tuple[str, ...]) -> None:
+        """The values of the scope labels for the rows added from now on."""
+        self._scope = values
+        self._scoped.clear()
 
     def add(self, metric: MetricDef, labels: Iterable[str], value: float) -> None:
-        self._family(metric).add(_values(labels), value)
+        self._family(metric).add(self._values(labels), value)
 
     def add_histogram(
         self, metric: MetricDef, labels: Iterable[str], buckets: list[tuple[str, int]], total: float
     ) -> None:
-        self._family(metric).add_histogram(_values(labels), buckets, total)
+        self._family(metric).add_histogram(self._values(labels), buckets, total)
+
+    def _values(self, labels: Iterable[str]) -> tuple[str, ...]:
+        values = _values(labels)
+        if not self._scope_labels:
+            return values
+        # One scoped tuple per tuple passed (kept alive beside it, so its id stays its own): the
+        # renderer's once-per-scrape label formatting still applies (see _values).
+        hit = self._scoped.get(id(values))
+        if hit is None:
+            hit = self._scoped[id(values)] = (values, (*self._scope, *values))
+        return hit[1]
 
     def __iter__(self) -> Iterator[Metric]:
         for metric in cat.ALL:
@@ -66,8 +86,9 @@ class Families:
     def _family(self, metric: MetricDef) -> RowFamily:
         family = self._families.get(metric.name)
         if family is None:
-            empty = _FAMILY_TYPES[metric.kind](metric.family, metric.help, labels=metric.labels)
-            family = self._families[metric.name] = RowFamily(empty, metric.labels)
+            names = (*self._scope_labels, *metric.labels)
+            empty = _FAMILY_TYPES[metric.kind](metric.family, metric.help, labels=names)
+            family = self._families[metric.name] = RowFamily(empty, names)
         return family
 
 
@@ -94,16 +115,21 @@ class SparkwatchCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         out = Families()
-        self._state.evict()
-        with self._state.read() as (apps, queries):
-            for app in apps:
-                out.add(cat.APP_INFO, (app.name, app.id, app.spark_version), 1)
-            for query in queries:
-                add_query(out, query)
+        add_state(out, self._state)
         if self._listener_stats is not None:
             for stats in self._listener_stats():
                 add_listener(out, stats)
         return list(out)
+
+
+def add_state(out: Families, state: MetricState) -> None:
+    """Every app and query of ``state`` (stale ones evicted first)."""
+    state.evict()
+    with state.read() as (apps, queries):
+        for app in apps:
+            out.add(cat.APP_INFO, (app.name, app.id, app.spark_version), 1)
+        for query in queries:
+            add_query(out, query)
 
 
 def add_listener(out: Families, s: ListenerStats) -> None:

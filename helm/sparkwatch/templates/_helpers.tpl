@@ -138,3 +138,12 @@ Name of the service account to use
 {{- randAlphaNum 40 }}
 {{- end }}
 {{- end }}
+
+{{/* Secret of the tenant read tokens, and of the scrape token. */}}
+{{- define "sparkwatch.tenantReadTokensSecret" -}}
+{{- default (include "sparkwatch.suffixed" (list . "tenant-read-tokens")) .Values.auth.tenantReadTokens.existingSecret }}
+{{- end }}
+
+{{- define "sparkwatch.scrapeTokenSecret" -}}
+{{- default (include "sparkwatch.suffixed" (list . "scrape-token")) .Values.auth.scrapeToken.existingSecret }}
+{{- end }}

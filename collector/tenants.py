@@ -1,0 +1,118 @@
+"""Tenants: every tenant's apps, queries and runs in a metric state of its own.
+
+A token belongs to a tenant (see :func:`~sparkwatch.collector.config.split_scope`), and whatever a
+body names (app id and name, query id, run id) is only ever looked up in that tenant's state: no
+body can reach another tenant's series, and one app id used by two tenants is two apps.
+
+Query ids and run ids are Spark's UUIDs, unique across tenants in honest use, so the first tenant
+to use one owns it: an event of another tenant naming it is refused (it would otherwise reach the
+owner's rows in the history, which is keyed by run id). Ownership is remembered for what is in
+memory here; the history writer checks the same against its rows (see ``history/tenancy.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+
+from sparkwatch.metrics.exposition import Families, add_state
+from sparkwatch.metrics.state import MetricState, QueryState
+from sparkwatch.model.events import ParsedEvent
+
+TENANT_LABEL = "tenant"
+
+
+class Tenants:
+    """The metric state of each tenant, created on its first event, and who owns which ids."""
+
+    def __init__(self, make_state: Callable[[], MetricState]) -> None:
+        self._make_state = make_state
+        self._lock = threading.Lock()
+        self._states: dict[str, MetricState] = {}
+        self._owners: dict[str, str] = {}
+        """``q:``query id or ``r:``run id -> the tenant that used it first (of those in memory)"""
+
+    def state(self, tenant: str) -> MetricState:
+        with self._lock:
+            state = self._states.get(tenant)
+            if state is None:
+                state = self._states[tenant] = self._make_state()
+            return state
+
+    def items(self) -> list[tuple[str, MetricState]]:
+        with self._lock:
+            return sorted(self._states.items())
+
+    def foreign(self, tenant: str, parsed: ParsedEvent) -> str | None:
+        """Why the event cannot be ``tenant``'s: the field (``payload.id``, ``payload.runId``)
+        naming an id another tenant owns; None when the tenant owns them or they are new."""
+        with self._lock:
+            for field, key in _event_ids(parsed):
+                if self._owners.get(key, tenant) != tenant:
+                    return (f"{field} {key[2:]!r} belongs to another tenant (ids are owned by the "
+                            "tenant that used them first)")
+        return None
+
+    def claim(self, tenant: str, parsed: ParsedEvent) -> None:
+        """Record ``tenant`` as the owner of the event's query id and run id (those not owned yet;
+        see :meth:`foreign`)."""
+        with self._lock:
+            for _, value in _event_ids(parsed):
+                self._owners.setdefault(value, tenant)
+
+    def apply(self, tenant: str, parsed: ParsedEvent) -> bool:
+        """Fold an event into its tenant's state, unless another tenant owns its ids (events
+        restored from the spool: they were admitted, but a replay must not mix tenants either)."""
+        if self.foreign(tenant, parsed) is not None:
+            return False
+        self.claim(tenant, parsed)
+        return self.state(tenant).apply(parsed)
+
+    def evict(self) -> int:
+        """Evict every tenant's stale queries, then forget the ids no query holds any more.
+        Called under the ingestor's lock (:meth:`.Ingestor.evict`): no id is claimed meanwhile."""
+        evicted = sum(state.evict() for _, state in self.items())
+        owners: dict[str, str] = {}
+        for tenant, state in self.items():
+            with state.read() as (_, queries):
+                for q in queries:
+                    for identity in _ids(q):
+                        owners.setdefault(identity, tenant)
+        with self._lock:
+            self._owners = owners
+        return evicted
+
+
+def _event_ids(parsed: ParsedEvent) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(field, owner key) of the event's query id and run id."""
+    event = parsed.event
+    return ("payload.id", "q:" + event.query_id), ("payload.runId", "r:" + event.run_id)
+
+
+def _ids(q: QueryState) -> Iterator[str]:
+    """The owner keys a query holds: its id, its current run and the runs it remembers."""
+    yield "q:" + q.query_id
+    if q.run_id:
+        yield "r:" + q.run_id
+    for run_id in q.applied_batches:
+        yield "r:" + run_id
+
+
+class TenantsCollector(Collector):
+    """The catalogue for every tenant's queries, each series labelled with its ``tenant``."""
+
+    def __init__(self, tenants: Tenants) -> None:
+        self._tenants = tenants
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        out = Families((TENANT_LABEL,))
+        for tenant, state in self._tenants.items():
+            out.set_scope((tenant,))
+            add_state(out, state)
+        return list(out)

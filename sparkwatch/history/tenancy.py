@@ -1,0 +1,53 @@
+"""Which events of a write are their tenant's: a run id or query id belongs to the tenant whose
+events used it first (its rows in ``query_runs``), so another tenant's events naming it are left
+out of the write and never reach the owner's runs, batches or stall marks.
+
+The collector refuses such events at ingest already (for the ids it holds in memory); this is
+the check against everything the history holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+import sqlalchemy as sa
+
+from sparkwatch.history.schema import QueryRun
+from sparkwatch.model.events import ParsedEvent
+
+log = logging.getLogger(__name__)
+CHUNK = 500
+"""Ids per IN list."""
+
+
+def owned(conn: sa.Connection, events: Sequence[ParsedEvent], tenants: Sequence[str]
+          ) -> tuple[list[ParsedEvent], dict[str, str]]:
+    """The events whose ids are their tenant's (or new), and the tenant of each of their runs."""
+    owners = _known_owners(conn, {e.event.run_id for e in events},
+                           {e.event.query_id for e in events})
+    kept, runs, foreign = [], {}, 0
+    for parsed, tenant in zip(events, tenants, strict=True):
+        ids = (parsed.event.run_id, "q:" + parsed.event.query_id)
+        if any(owners.setdefault(i, tenant) != tenant for i in ids):
+            foreign += 1
+            continue
+        kept.append(parsed)
+        runs[parsed.event.run_id] = tenant
+    if foreign:
+        log.warning("left out %d events naming a run or query of another tenant", foreign)
+    return kept, runs
+
+
+def _known_owners(conn: sa.Connection, run_ids: Iterable[str], query_ids: Iterable[str]
+                  ) -> dict[str, str]:
+    """run id -> tenant, and ``q:``query id -> tenant, of the runs the history holds."""
+    r = QueryRun.__table__.c
+    owners: dict[str, str] = {}
+    for column, ids, prefix in ((r.run_id, sorted(run_ids), ""),
+                                (r.query_id, sorted(query_ids), "q:")):
+        for start in range(0, len(ids), CHUNK):
+            stmt = sa.select(column, r.tenant).where(column.in_(ids[start:start + CHUNK]))
+            for identity, tenant in conn.execute(stmt.distinct()):
+                owners.setdefault(prefix + identity, tenant)
+    return owners

@@ -1,0 +1,5 @@
+"""The tenant a collector keys everything by (see ``collector/tenants.py``)."""
+
+DEFAULT_TENANT = "default"
+"""The tenant of a token configured without one (``APP=TOKEN``), of every history row written
+before tenants existed, and of what an embedded exporter or a driver's history writer holds."""

@@ -1,0 +1,207 @@
+"""Tenant isolation, tried as a hostile tenant would, on a real collector process and a real
+PostgreSQL history: token A naming B's app id, app name, query id or run id in any kind of event
+changes nothing of B's (its /metrics series, history runs and batches, query state, stall marks),
+checked by reading B's data before and after. Read tokens see their tenant only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support import wait_for
+from tests.tenants_support import (
+    A_APP,
+    A_READ,
+    A_TOKEN,
+    B_APP,
+    B_READ,
+    B_TOKEN,
+    SCRAPE_TOKEN,
+    accepted_all,
+    beta_running_run,
+    drained,
+    event_of,
+    fresh,
+    history_of,
+    tenant_collector,
+    tenant_env,
+    tenant_series,
+)
+from tests.test_collector_support import (
+    READ_TOKEN,
+    TOKEN,
+    Collector,
+    free_port,
+    run_events,
+    running,
+)
+
+pytestmark = pytest.mark.postgres
+
+KINDS = ("started", "progress", "idle", "terminated")
+B_QUERY, B_RUN = "b0000000-0000-4000-8000-000000000001", "b0000000-0000-4000-8000-0000000000a1"
+
+
+@pytest.fixture(scope="module")
+def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
+    with tenant_collector(pg_admin_url, tmp_path_factory.mktemp("tenants")) as c:
+        accepted_all(c, beta_running_run(B_QUERY, B_RUN), B_TOKEN)
+        drained(c)
+        # B's run sends nothing more: it is stalled within seconds (--stall-min-seconds 1).
+        wait_for(lambda: len(c.get("/api/v1/stalls", B_READ, open="true").json()) == 1, 60,
+                 "B's run to be marked stalled")
+        wait_for(lambda: any(_stalled(line) for line in tenant_series(c, "beta")), 30,
+                 "B's stalled gauge")
+        yield c
+
+
+def _stalled(line: str) -> bool:
+    return line.startswith("spark_streaming_query_stalled{") and line.endswith(" 1.0")
+
+
+def b_snapshot(c: Collector) -> tuple[list[str], dict[str, Any]]:
+    return tenant_series(c, "beta"), history_of(c, B_READ)
+
+
+def hostile_event(kind: str, field: str) -> dict[str, Any]:
+    """An event of A's naming B's ``field`` (everything else A's own and new)."""
+    app, ids = dict(A_APP), fresh()
+    if field == "app.id":
+        app["id"] = B_APP["id"]
+    elif field == "app.name":
+        app["name"] = B_APP["name"]
+    elif field == "payload.id":
+        ids["query_id"] = B_QUERY
+    elif field == "payload.runId":
+        ids["run_id"] = B_RUN
+    elif field == "all":
+        app, ids = dict(B_APP), {"query_id": B_QUERY, "run_id": B_RUN}
+    return event_of(kind, app, ids["query_id"], ids["run_id"])
+
+
+FIELDS = ("app.id", "app.name", "payload.id", "payload.runId", "all")
+REFUSED = {"payload.id": "payload.id", "payload.runId": "payload.runId", "all": "payload.id"}
+
+
+def test_token_a_naming_b_identities_changes_nothing_of_b(collector: Collector) -> None:
+    before = b_snapshot(collector)
+    assert any(_stalled(line) for line in before[0]), "B's stalled gauge is the baseline"
+    assert before[1]["stalls"] and before[1]["queries"][0]["query_id"] == B_QUERY
+    outcomes = {}
+    for kind in KINDS:
+        for field in FIELDS:
+            response = collector.post([hostile_event(kind, field)], token=A_TOKEN)
+            assert response.status_code == 200, response.text
+            outcomes[(kind, field)] = response.json()
+    drained(collector)
+    after = b_snapshot(collector)
+    assert after[0] == before[0]
+    assert after[1] == before[1]
+    for (kind, field), body in outcomes.items():
+        if field in REFUSED:  # ids B owns: refused, naming the field
+            assert body["accepted"] == 0, (kind, field, body)
+            rejected = body["rejected"][0]
+            assert rejected["reason"] == "forbidden_app"
+            assert rejected["error"].startswith(REFUSED[field]), rejected
+            assert "another tenant" in rejected["error"]
+        else:  # an app id or name is only a name: A's own app, in A's tenant
+            assert body["accepted"] == 1, (kind, field, body)
+
+
+def test_the_same_app_id_in_two_tenants_is_two_apps(collector: Collector) -> None:
+    ids = fresh()
+    accepted_all(collector, run_events(app=B_APP, **ids)[:3], A_TOKEN)  # A names B's app id
+    lines = collector.metrics(SCRAPE_TOKEN).splitlines()
+    infos = [line for line in lines if line.startswith("spark_streaming_app_info{")
+             and f'app_id="{B_APP["id"]}"' in line]
+    assert len(infos) == 2 and {'tenant="alpha"' in i for i in infos} == {True, False}
+    a_query = [line for line in lines if f'query_id="{ids["query_id"]}"' in line]
+    assert a_query and all('tenant="alpha"' in line for line in a_query)
+
+
+def test_read_tokens_see_their_tenant_only(collector: Collector) -> None:
+    ids = fresh()
+    accepted_all(collector, run_events(app=A_APP, **ids), A_TOKEN)
+    drained(collector)
+    a_ids = {q["query_id"] for q in history_of(collector, A_READ)["queries"]}
+    b_ids = {q["query_id"] for q in history_of(collector, B_READ)["queries"]}
+    admin = {q["query_id"] for q in collector.get("/api/v1/queries", READ_TOKEN,
+                                                  limit=1000).json()}
+    assert ids["query_id"] in a_ids and B_QUERY in b_ids
+    assert not a_ids & b_ids and a_ids | b_ids <= admin
+    # Another tenant's query is unknown to a scoped token, exactly as a query that never was.
+    for part in ("runs", "progress", "state", "rollups"):
+        response = collector.get(f"/api/v1/queries/{B_QUERY}/{part}", A_READ)
+        assert response.status_code == 404, (part, response.text)
+    a_stalls = collector.get("/api/v1/stalls", A_READ).json()
+    assert a_stalls and {s["query_id"] for s in a_stalls} <= a_ids  # A's own runs stalled too
+    assert {s["query_id"] for s in history_of(collector, B_READ)["stalls"]} == {B_QUERY}
+    assert collector.get("/api/v1/queries", "not-a-token").status_code == 401
+    assert collector.get("/api/v1/queries").status_code == 401
+
+
+def test_metrics_take_the_scrape_or_admin_token_never_a_tenant_read_token(
+        collector: Collector) -> None:
+    assert collector.get("/metrics", SCRAPE_TOKEN).status_code == 200
+    assert collector.get("/metrics", READ_TOKEN).status_code == 200
+    for token in (A_READ, A_TOKEN, None):
+        assert collector.get("/metrics", token).status_code == 401
+
+
+def test_a_token_without_a_tenant_is_the_default_tenant(collector: Collector) -> None:
+    ids = fresh()
+    accepted_all(collector, run_events(**ids)[:2], TOKEN)
+    lines = [line for line in collector.metrics(SCRAPE_TOKEN).splitlines()
+             if f'query_id="{ids["query_id"]}"' in line]
+    assert lines and all('tenant="default"' in line for line in lines)
+
+
+def test_events_restored_from_the_spool_keep_their_tenant(tmp_path: Any) -> None:
+    """The spool names each record's tenant: after a restart the events it still holds (the
+    history unreachable) are back in /metrics under the tenant that pushed them."""
+    unreachable = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/nowhere"
+    c = Collector(unreachable, tmp_path / "spool", env=tenant_env())
+    ids = fresh()
+    with running(c):
+        accepted_all(c, run_events(app=A_APP, **ids), A_TOKEN)
+        assert c.get("/readyz").json()["spool"]["pending_bytes"] > 0
+    with running(c):
+        lines = [line for line in c.metrics(SCRAPE_TOKEN).splitlines()
+                 if f'query_id="{ids["query_id"]}"' in line]
+        assert lines and all('tenant="alpha"' in line for line in lines)
+
+
+def test_token_scopes_and_tenant_read_tokens_parse_and_refuse_naming_no_token() -> None:
+    from sparkwatch.collector.config import parse_tenant_tokens, parse_tokens, split_scope
+
+    tokens = parse_tokens("orders=t1,team-a/*=t2\nteam-b/etl=t3")
+    assert [split_scope(scope) for scope, _ in tokens] == [
+        ("default", "orders"), ("team-a", "*"), ("team-b", "etl")]
+    assert parse_tenant_tokens("team-a=r1,team-b=r2") == (("team-a", "r1"), ("team-b", "r2"))
+    for bad in ("a/b/c=secret-1", "/app=secret-1", "team/=secret-1"):
+        with pytest.raises(ValueError) as exc:
+            parse_tokens(bad)
+        assert "secret-1" not in str(exc.value)
+    with pytest.raises(ValueError, match="two tenants"):
+        parse_tenant_tokens("a=same-secret,b=same-secret")
+
+
+def test_an_id_is_free_again_once_its_query_is_evicted() -> None:
+    from sparkwatch.collector.tenants import Tenants
+    from sparkwatch.metrics.state import MetricState
+    from sparkwatch.model.parse import envelope_from_dict, parse_envelope
+
+    now = [1000.0]
+    tenants = Tenants(lambda: MetricState(60.0, 60.0, clock=lambda: now[0]))
+    ids = fresh()
+    b_event = parse_envelope(envelope_from_dict(event_of("started", B_APP, ids["query_id"],
+                                                         ids["run_id"])))
+    a_event = parse_envelope(envelope_from_dict(event_of("started", A_APP, ids["query_id"],
+                                                         ids["run_id"])))
+    assert tenants.apply("beta", b_event)
+    assert tenants.foreign("alpha", a_event) is not None
+    now[0] += 61  # B's query vanished for longer than stale_seconds
+    assert tenants.evict() == 1
+    assert tenants.foreign("alpha", a_event) is None
