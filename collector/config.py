@@ -22,6 +22,9 @@ from sparkwatch.settings import (
     _port,
     _positive_float,
     _positive_int,
+    buckets,
+    metrics_profile,
+    regex_list,
 )
 
 ENV_PREFIX = "SPARKWATCH_COLLECTOR_"
@@ -54,6 +57,11 @@ class CollectorSettings:
     max_apps: int = 500
     max_queries_per_app: int = 200
     max_operators_per_query: int = 64
+    metrics_profile: str = "default"
+    metrics_allow: tuple[str, ...] | None = None
+    metrics_deny: tuple[str, ...] | None = None
+    metrics_batch_buckets: tuple[float, ...] | None = None
+    metrics_phase_buckets: tuple[float, ...] | None = None
     terminated_grace_seconds: float = 300.0
     stale_seconds: float = 900.0
     jobs_enabled: bool = True
@@ -160,6 +168,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_apps", _positive_int, "most distinct apps in /metrics"),
     Setting("max_queries_per_app", _positive_int, "most distinct queries per app"),
     Setting("max_operators_per_query", _positive_int, "most state operators per query"),
+    Setting("metrics_profile", metrics_profile,
+            "metric families /metrics exports: default (what the dashboards and alert rules "
+            "read, about 55 series per query with 4 stateful operators) or full (the whole "
+            "catalogue, about 340); see docs/metrics.md"),
+    Setting("metrics_allow", regex_list,
+            "metric-name regexes (comma-separated, whole name) exported on top of the profile"),
+    Setting("metrics_deny", regex_list,
+            "metric-name regexes (comma-separated, whole name) never exported; deny wins"),
+    Setting("metrics_batch_buckets", buckets,
+            "upper bounds (seconds, comma-separated) of the batch duration histogram"),
+    Setting("metrics_phase_buckets", buckets,
+            "upper bounds (seconds, comma-separated) of the phase duration histogram"),
     Setting("terminated_grace_seconds", _positive_float,
             "how long a terminated query's series stay in /metrics"),
     Setting("stale_seconds", _positive_float,

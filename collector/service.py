@@ -30,6 +30,8 @@ from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.collector.stalls import StallBoard, StalledGauge
 from sparkwatch.history import migrate
 from sparkwatch.history.engine import create_engine, describe_url
+from sparkwatch.metrics import catalogue as cat
+from sparkwatch.metrics import profiles
 from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.spool import Spool
@@ -102,12 +104,15 @@ class Service:
 
 
 def build_service(settings: CollectorSettings) -> Service:
-    state = MetricState(settings.terminated_grace_seconds, settings.stale_seconds)
+    selection = profiles.from_settings(settings)
+    state = MetricState(settings.terminated_grace_seconds, settings.stale_seconds,
+                        batch_buckets=selection.batch_buckets,
+                        phase_buckets=selection.phase_buckets)
     registry = CollectorRegistry(auto_describe=False)
     metrics = SelfMetrics(registry)
     board = StallBoard()
-    registry.register(SparkwatchCollector(state))
-    registry.register(StalledGauge(state, board))
+    registry.register(SparkwatchCollector(state, selection=selection))
+    registry.register(StalledGauge(state, board, selection.exports(cat.QUERY_STALLED)))
     spool = pump = reads = engine = None
     if settings.history_url:
         engine = create_engine(settings.history_url)  # checks URL and driver now, connects later

@@ -129,14 +129,18 @@ class StalledGauge(Collector):
     """``spark_streaming_query_stalled``: 0 or 1 for every query in /metrics, 1 for stalled
     queries this replica holds no series for."""
 
-    def __init__(self, state: MetricState, board: StallBoard) -> None:
+    def __init__(self, state: MetricState, board: StallBoard, exported: bool = True) -> None:
         self._state = state
         self._board = board
+        self._exported = exported
+        """False when the metric profile leaves the gauge out."""
 
     def describe(self) -> Iterable[Metric]:
         return []
 
     def collect(self) -> Iterable[Metric]:
+        if not self._exported:
+            return []
         metric = cat.QUERY_STALLED
         family = GaugeMetricFamily(metric.family, metric.help, labels=metric.labels)
         stalled = self._board.snapshot()

@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.catalogue import Kind, MetricDef
 from sparkwatch.metrics.custom import KNOWN, split_instance_key
+from sparkwatch.metrics.profiles import FULL, Selection
 from sparkwatch.metrics.state import MetricState, QueryState
 from sparkwatch.metrics.stats import ListenerStats
 from sparkwatch.metrics.text import RowFamily
@@ -43,17 +44,36 @@ class Families:
     """Lazily created metric families keyed by their definition, yielded in catalogue order.
 
     Families hold rows of label values (:class:`RowFamily`): /metrics renders them straight to
-    text with :func:`sparkwatch.metrics.text.generate`."""
+    text with :func:`sparkwatch.metrics.text.generate`. Families the metric profile does not
+    export (``exported``; None: all) take no rows."""
 
-    def __init__(self) -> None:
+    def __init__(self, exported: frozenset[str] | None = None) -> None:
         self._families: dict[str, RowFamily] = {}
+        self._exported = exported
+        self._wanted: dict[int, bool] = {}
+
+    def wants(self, metric: MetricDef) -> bool:
+        """``metric`` is exported: callers skip computing what nobody takes."""
+        return self._exported is None or metric.name in self._exported
+
+    def wants_any(self, group: tuple[MetricDef, ...]) -> bool:
+        """Some family of ``group`` (a module-level tuple: cached by identity, as it is asked
+        per query and operator) is exported."""
+        hit = self._wanted.get(id(group))
+        if hit is None:
+            hit = self._wanted[id(group)] = any(self.wants(m) for m in group)
+        return hit
 
     def add(self, metric: MetricDef, labels: Iterable[str], value: float) -> None:
+        if self._exported is not None and metric.name not in self._exported:
+            return
         self._family(metric).add(_values(labels), value)
 
     def add_histogram(
         self, metric: MetricDef, labels: Iterable[str], buckets: list[tuple[str, int]], total: float
     ) -> None:
+        if self._exported is not None and metric.name not in self._exported:
+            return
         self._family(metric).add_histogram(_values(labels), buckets, total)
 
     def __iter__(self) -> Iterator[Metric]:
@@ -77,22 +97,25 @@ def _values(labels: Iterable[str]) -> tuple[str, ...]:
 
 
 class SparkwatchCollector(Collector):
-    """Exposes the catalogue for every query in ``state`` plus the listeners' own counters."""
+    """Exposes the catalogue for every query in ``state`` plus the listeners' own counters, as
+    far as ``selection`` (the metric profile) exports it."""
 
     def __init__(
         self,
         state: MetricState,
         listener_stats: Callable[[], Iterable[ListenerStats]] | None = None,
+        selection: Selection = FULL,
     ) -> None:
         self._state = state
         self._listener_stats = listener_stats
+        self._exported = None if selection.names == FULL.names else selection.names
 
     def describe(self) -> Iterable[Metric]:
         # Families depend on what queries exist; skip the registry's collect-at-register probe.
         return []
 
     def collect(self) -> Iterable[Metric]:
-        out = Families()
+        out = Families(self._exported)
         self._state.evict()
         with self._state.read() as (apps, queries):
             for app in apps:
@@ -144,11 +167,15 @@ def add_query(out: Families, q: QueryState) -> None:
         out.add(cat.QUERY_LAST_EVENT, labels, q.last_event_timestamp)
     out.add(cat.QUERY_BATCHES, labels, q.batches)
     out.add(cat.QUERY_INPUT_ROWS, labels, q.input_rows)
-    out.add_histogram(
-        cat.QUERY_BATCH_DURATION, labels, q.batch_duration.buckets(), q.batch_duration.total
-    )
-    for phase, hist in sorted(q.phase_duration.items()):
-        out.add_histogram(cat.QUERY_PHASE_DURATION, (*labels, phase), hist.buckets(), hist.total)
+    if out.wants(cat.QUERY_BATCH_DURATION):
+        out.add_histogram(
+            cat.QUERY_BATCH_DURATION, labels, q.batch_duration.buckets(), q.batch_duration.total
+        )
+    if out.wants(cat.QUERY_PHASE_DURATION):
+        for phase, hist in sorted(q.phase_duration.items()):
+            out.add_histogram(
+                cat.QUERY_PHASE_DURATION, (*labels, phase), hist.buckets(), hist.total
+            )
     _add_event_time(out, q, labels)
     p = q.last_progress
     if p is None:
@@ -156,9 +183,10 @@ def add_query(out: Families, q: QueryState) -> None:
     _add_progress(out, p, labels)
     for op in p.state_operators:
         add_operator(out, q, op, (*labels, op.name, str(op.index)))
-    for src in p.sources:
-        _add_source(out, q, src, labels)
-    if p.sink is not None:
+    if out.wants_any(_SOURCE_FAMILIES):
+        for src in p.sources:
+            _add_source(out, q, src, labels)
+    if p.sink is not None and out.wants_any(_SINK_FAMILIES):
         out.add(cat.SINK_INFO, (*labels, sink_label(p.sink.description)), 1)
         if p.sink.num_output_rows >= 0:
             out.add(cat.SINK_OUTPUT_ROWS, labels, q.sink_output_rows)
@@ -175,13 +203,16 @@ def _add_progress(out: Families, p: QueryProgress, labels: tuple[str, ...]) -> N
     if p.processed_rows_per_second is not None:
         out.add(cat.QUERY_PROCESSED_RATE, labels, p.processed_rows_per_second)
     out.add(cat.QUERY_LAST_BATCH_DURATION, labels, p.batch_duration_ms / 1000.0)
-    for phase, ms in sorted(p.duration_ms.items()):
-        out.add(cat.QUERY_LAST_PHASE_DURATION, (*labels, phase), ms / 1000.0)
+    if out.wants(cat.QUERY_LAST_PHASE_DURATION):
+        for phase, ms in sorted(p.duration_ms.items()):
+            out.add(cat.QUERY_LAST_PHASE_DURATION, (*labels, phase), ms / 1000.0)
     watermark = p.event_time.watermark
     if watermark is not None:
         out.add(cat.QUERY_WATERMARK, labels, watermark)
         if watermark > 0:  # batch 0 reports the epoch: no watermark yet, no meaningful lag
             out.add(cat.QUERY_WATERMARK_LAG, labels, p.timestamp - watermark)
+    if not out.wants(cat.QUERY_OBSERVED_METRIC):
+        return
     for observation, columns in sorted(p.observed_metrics.items()):
         for column, value in sorted(columns.items()):
             number = _number(value)
@@ -204,8 +235,9 @@ def _add_event_time(out: Families, q: QueryState, labels: tuple[str, ...]) -> No
 
 
 def add_operator(out: Families, q: QueryState, op: StateOperator, labels: tuple[str, ...]) -> None:
-    identity = label_values(q.identity(op), q.plan_source())
-    out.add(cat.STATE_OPERATOR_INFO, (*labels, *identity), 1)
+    if out.wants(cat.STATE_OPERATOR_INFO):
+        identity = label_values(q.identity(op), q.plan_source())
+        out.add(cat.STATE_OPERATOR_INFO, (*labels, *identity), 1)
     out.add(cat.STATE_ROWS, labels, op.num_rows_total)
     out.add(cat.STATE_MEMORY, labels, op.memory_used_bytes)
     out.add(cat.STATE_LAST_ROWS_UPDATED, labels, op.num_rows_updated)
@@ -224,9 +256,31 @@ def add_operator(out: Families, q: QueryState, op: StateOperator, labels: tuple[
         out.add(cat.STATE_UPDATE_TIME, labels, totals.update_ms / 1000.0)
         out.add(cat.STATE_REMOVAL_TIME, labels, totals.removal_ms / 1000.0)
         out.add(cat.STATE_COMMIT_TIME, labels, totals.commit_ms / 1000.0)
-        for key, total in totals.custom.items():
-            out.add(KNOWN[key].metric, labels, total)
-    _add_custom_levels(out, op, labels)
+        if out.wants_any(_CUSTOM_TOTALS):
+            for key, total in totals.custom.items():
+                out.add(KNOWN[key].metric, labels, total)
+    if out.wants_any(_CUSTOM_LEVELS):
+        _add_custom_levels(out, op, labels)
+
+
+_CUSTOM_TOTALS = tuple(m.metric for m in KNOWN.values() if m.per_batch)
+_CUSTOM_LEVELS = (
+    *(m.metric for m in KNOWN.values() if not m.per_batch),
+    cat.STATE_CUSTOM_METRIC,
+    cat.STATE_INSTANCE_METRIC_MIN,
+    cat.STATE_INSTANCE_METRIC_MAX,
+    cat.STATE_INSTANCE_METRIC_REPORTED,
+)
+_SINK_FAMILIES = (cat.SINK_INFO, cat.SINK_OUTPUT_ROWS, cat.SINK_METRIC)
+_SOURCE_FAMILIES = (
+    cat.SOURCE_INPUT_ROWS,
+    cat.SOURCE_INPUT_RATE,
+    cat.SOURCE_PROCESSED_RATE,
+    cat.SOURCE_MIN_BEHIND,
+    cat.SOURCE_MAX_BEHIND,
+    cat.SOURCE_AVG_BEHIND,
+    cat.SOURCE_METRIC,
+)
 
 
 def _add_custom_levels(out: Families, op: StateOperator, labels: tuple[str, ...]) -> None:
