@@ -97,6 +97,8 @@ def test_the_cli_prints_and_records_the_table(
         assert "Pushgateway / sparkwatch" in text and "SERIES DIFFER" not in text
         assert f"{QUERIES} × 4, collector peak RSS" in text
         assert "| **before / now** |" in text
+        assert "| `spark_streaming_*` series per query |" in text
+        assert f"{QUERIES} × 4, default profile:" in text and "goal at most 60: MET" in text
 
 
 def check_result(result: dict[str, Any]) -> None:
@@ -115,3 +117,9 @@ def check_result(result: dict[str, Any]) -> None:
     assert sw["census"]["sparkwatch_collector"] > 0 and pg["census"]["sparkwatch_collector"] == 0
     # In-process, both renderers (compared byte for byte by the bench) over the same series.
     assert result["render"]["bytes"] > 0 and result["render"]["sparkwatch"]["n"] == 3
+    # The profiles side by side: the default within its budget, full the whole catalogue (what
+    # the collector served above).
+    default, full = result["profiles"]["default"], result["profiles"]["full"]
+    assert default["per_query"] <= 60 < full["per_query"]
+    assert full["series"] == sw["census"]["spark_streaming"]
+    assert default["bytes"] < full["bytes"] and default["render"]["n"] == 3
