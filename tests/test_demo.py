@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bench.local import free_port
 from sparkwatch.cli.main import main
 from sparkwatch.demo import queries as dq
 from sparkwatch.demo.table import render
@@ -363,11 +364,6 @@ E2E_METRICS_SECONDS = 65.0
 E2E_EXIT_SECONDS = 20.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("0.0.0.0", 0))
-        return int(sock.getsockname()[1])
-
 
 def operators_in_metrics(port: int) -> set[str]:
     """Operator names with a ``spark_streaming_state_rows`` sample; empty while nothing serves."""
@@ -404,7 +400,7 @@ def test_demo_end_to_end(tmp_path: Path, promtool: str) -> None:
     major, minor = (int(x) for x in pyspark.__version__.split(".")[:2])
     version = (major, minor)
     expected = {q.name: q.operator_on(version) for q in dq.available(version)}
-    port = free_port()
+    port = free_port("0.0.0.0")
     out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     command = [
         sys.executable, "-m", "sparkwatch.cli.main", "demo", "--duration", "85",
