@@ -105,7 +105,8 @@ def test_an_allow_list_adds_families_to_the_profile() -> None:
 
 def test_a_deny_list_takes_families_out_and_wins_over_allow() -> None:
     phase = "spark_streaming_query_(last_)?phase_duration_seconds"
-    text = exposition(select("full", allow=[phase], deny=[phase, "spark_streaming_state_rocksdb_.*"]))
+    rocksdb = "spark_streaming_state_rocksdb_.*"
+    text = exposition(select("full", allow=[phase], deny=[phase, rocksdb]))
     found = families(text)
     assert cat.QUERY_PHASE_DURATION.name not in found
     assert cat.QUERY_LAST_PHASE_DURATION.name not in found
@@ -189,7 +190,9 @@ def test_listener_settings_choose_the_profile_lists_and_buckets() -> None:
         ({"SPARKWATCH_METRICS_BATCH_BUCKETS": "1,inf"}, "SPARKWATCH_METRICS_BATCH_BUCKETS"),
     ],
 )
-def test_bad_metric_settings_are_refused_naming_the_setting(env: dict[str, str], named: str) -> None:
+def test_bad_metric_settings_are_refused_naming_the_setting(
+    env: dict[str, str], named: str
+) -> None:
     with pytest.raises(SettingsError, match=named):
         load_listener_settings(env)
 

@@ -20,8 +20,8 @@ import httpx
 from bench import ROOT, machine
 from bench.record import write_block
 from bench.scrape import peer as scrape_peer
-from bench.scrape import profiles as scrape_profiles
 from bench.scrape import procs as scrape_procs
+from bench.scrape import profiles as scrape_profiles
 from bench.scrape import render as scrape_render
 from bench.scrape import report
 from bench.scrape.fleet import AppFleet, spread

@@ -136,10 +136,11 @@ CUSTOM_INTRO = f"""\
 Keys of `stateOperators[].customMetrics` with a dedicated metric. Per-batch amounts become
 counters (summed across batches), levels become gauges. Any other key is exported as
 `{cat.STATE_CUSTOM_METRIC.name}{{metric="<key>"}}` (raw value of the last batch), so keys
-that a newer Spark adds are never lost under the full profile (the default profile exports none
-of the custom metrics: the dashboards and rules it serves read none). Keys of the form `<metric>.partition_<p>_<store>`
-(Spark 4.1+, e.g. `SnapshotLastUploaded`) are aggregated into
-`{cat.STATE_INSTANCE_METRIC_MIN.name}`, `..._max` and `..._reported`.
+that a newer Spark adds are never lost under the full profile. Keys of the form
+`<metric>.partition_<p>_<store>` (Spark 4.1+, e.g. `SnapshotLastUploaded`) are aggregated into
+`{cat.STATE_INSTANCE_METRIC_MIN.name}`, `..._max` and `..._reported`. The default profile
+exports none of these custom metrics (the dashboards and rules it serves read none): add them
+with an allow list.
 """
 
 

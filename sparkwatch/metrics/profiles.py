@@ -157,11 +157,16 @@ def fits(text: str, names: frozenset[str]) -> bool:
 class _MetricsSettings(Protocol):
     """The five metric settings the listener's and the collector's settings both have."""
 
-    metrics_profile: str
-    metrics_allow: tuple[str, ...] | None
-    metrics_deny: tuple[str, ...] | None
-    metrics_batch_buckets: tuple[float, ...] | None
-    metrics_phase_buckets: tuple[float, ...] | None
+    @property
+    def metrics_profile(self) -> str: ...
+    @property
+    def metrics_allow(self) -> tuple[str, ...] | None: ...
+    @property
+    def metrics_deny(self) -> tuple[str, ...] | None: ...
+    @property
+    def metrics_batch_buckets(self) -> tuple[float, ...] | None: ...
+    @property
+    def metrics_phase_buckets(self) -> tuple[float, ...] | None: ...
 
 
 def from_settings(settings: _MetricsSettings) -> Selection:
