@@ -240,6 +240,25 @@ def add_operator(out: Families, q: QueryState, op: StateOperator, labels: tuple[
         out.add(cat.STATE_OPERATOR_INFO, (*labels, *identity), 1)
     out.add(cat.STATE_ROWS, labels, op.num_rows_total)
     out.add(cat.STATE_MEMORY, labels, op.memory_used_bytes)
+    if out.wants_any(_OPERATOR_LAST_BATCH):
+        _add_operator_last_batch(out, op, labels)
+    totals = q.operators.get((op.index, op.name))
+    if totals is not None:
+        out.add(cat.STATE_ROWS_UPDATED, labels, totals.rows_updated)
+        out.add(cat.STATE_ROWS_REMOVED, labels, totals.rows_removed)
+        out.add(cat.STATE_ROWS_DROPPED, labels, totals.rows_dropped)
+        if out.wants_any(_OPERATOR_TIMES):
+            out.add(cat.STATE_UPDATE_TIME, labels, totals.update_ms / 1000.0)
+            out.add(cat.STATE_REMOVAL_TIME, labels, totals.removal_ms / 1000.0)
+            out.add(cat.STATE_COMMIT_TIME, labels, totals.commit_ms / 1000.0)
+        if out.wants_any(_CUSTOM_TOTALS):
+            for key, total in totals.custom.items():
+                out.add(KNOWN[key].metric, labels, total)
+    if out.wants_any(_CUSTOM_LEVELS):
+        _add_custom_levels(out, op, labels)
+
+
+def _add_operator_last_batch(out: Families, op: StateOperator, labels: tuple[str, ...]) -> None:
     out.add(cat.STATE_LAST_ROWS_UPDATED, labels, op.num_rows_updated)
     out.add(cat.STATE_LAST_ROWS_REMOVED, labels, op.num_rows_removed)
     out.add(cat.STATE_LAST_ROWS_DROPPED, labels, op.num_rows_dropped_by_watermark)
@@ -248,21 +267,20 @@ def add_operator(out: Families, q: QueryState, op: StateOperator, labels: tuple[
     out.add(cat.STATE_LAST_COMMIT_TIME, labels, op.commit_time_ms / 1000.0)
     out.add(cat.STATE_SHUFFLE_PARTITIONS, labels, op.num_shuffle_partitions)
     out.add(cat.STATE_STORE_INSTANCES, labels, op.num_state_store_instances)
-    totals = q.operators.get((op.index, op.name))
-    if totals is not None:
-        out.add(cat.STATE_ROWS_UPDATED, labels, totals.rows_updated)
-        out.add(cat.STATE_ROWS_REMOVED, labels, totals.rows_removed)
-        out.add(cat.STATE_ROWS_DROPPED, labels, totals.rows_dropped)
-        out.add(cat.STATE_UPDATE_TIME, labels, totals.update_ms / 1000.0)
-        out.add(cat.STATE_REMOVAL_TIME, labels, totals.removal_ms / 1000.0)
-        out.add(cat.STATE_COMMIT_TIME, labels, totals.commit_ms / 1000.0)
-        if out.wants_any(_CUSTOM_TOTALS):
-            for key, total in totals.custom.items():
-                out.add(KNOWN[key].metric, labels, total)
-    if out.wants_any(_CUSTOM_LEVELS):
-        _add_custom_levels(out, op, labels)
 
 
+# Groups of families a profile takes or leaves together: one check skips the lot.
+_OPERATOR_LAST_BATCH = (
+    cat.STATE_LAST_ROWS_UPDATED,
+    cat.STATE_LAST_ROWS_REMOVED,
+    cat.STATE_LAST_ROWS_DROPPED,
+    cat.STATE_LAST_UPDATE_TIME,
+    cat.STATE_LAST_REMOVAL_TIME,
+    cat.STATE_LAST_COMMIT_TIME,
+    cat.STATE_SHUFFLE_PARTITIONS,
+    cat.STATE_STORE_INSTANCES,
+)
+_OPERATOR_TIMES = (cat.STATE_UPDATE_TIME, cat.STATE_REMOVAL_TIME, cat.STATE_COMMIT_TIME)
 _CUSTOM_TOTALS = tuple(m.metric for m in KNOWN.values() if m.per_batch)
 _CUSTOM_LEVELS = (
     *(m.metric for m in KNOWN.values() if not m.per_batch),

@@ -74,15 +74,18 @@ class Bodies:
     def __init__(self) -> None:
         self._plain: dict[tuple[int, int], tuple[Labels, Labels, str]] = {}
         self._around_le: dict[tuple[int, int], tuple[Labels, Labels, str, str]] = {}
+        self._pairs: dict[tuple[str, str], str] = {}
+        """``name="value"`` by (name, value): an app's or a query's values recur in every label
+        set of its queries, operators and info series."""
         self.capped = False
         """Some label value was cut: two series may now render the same (see _unique)."""
 
     def plain(self, names: Labels, values: Labels) -> str:
         hit = self._plain.get((id(names), id(values)))
         if hit is None:
-            if any(len(v) > LABEL_VALUE_MAX_CHARS for v in values):
+            if values and max(map(len, values)) > LABEL_VALUE_MAX_CHARS:
                 self.capped = True
-            body = ",".join(_pairs(names, values))
+            body = ",".join(_pairs(names, values, self._pairs))
             hit = self._plain[(id(names), id(values))] = (names, values, body)
         return hit[2]
 
@@ -90,7 +93,7 @@ class Bodies:
         """The pairs before and after the ``le`` pair (both with their commas)."""
         hit = self._around_le.get((id(names), id(values)))
         if hit is None:
-            pairs = _pairs(names, values)
+            pairs = _pairs(names, values, self._pairs)
             k = sum(1 for name in dict(zip(names, values, strict=False)) if name < "le")
             before = "".join(p + "," for p in pairs[:k])
             after = "".join("," + p for p in pairs[k:])
@@ -98,10 +101,16 @@ class Bodies:
         return hit[2], hit[3]
 
 
-def _pairs(names: Labels, values: Labels) -> list[str]:
+def _pairs(names: Labels, values: Labels, seen: dict[tuple[str, str], str]) -> list[str]:
     # As prometheus_client: dict(zip(...)) (fewer values: fewer labels), sorted by name.
     labels = dict(zip(names, values, strict=False))
-    return [f'{_label_name(k)}="{escape(v)}"' for k, v in sorted(labels.items())]
+    out = []
+    for item in sorted(labels.items()):
+        pair = seen.get(item)
+        if pair is None:
+            pair = seen[item] = f'{_label_name(item[0])}="{escape(item[1])}"'
+        out.append(pair)
+    return out
 
 
 _LABEL_NAMES: dict[str, str] = {}
