@@ -170,7 +170,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_operators_per_query", _positive_int, "most state operators per query"),
     Setting("metrics_profile", metrics_profile,
             "metric families /metrics exports: default (what the dashboards and alert rules "
-            "read, about 50 series per query with 4 stateful operators) or full (the whole "
+            "read, about 55 series per query with 4 stateful operators) or full (the whole "
             "catalogue, about 340); see docs/metrics.md"),
     Setting("metrics_allow", regex_list,
             "metric-name regexes (comma-separated, whole name) exported on top of the profile"),

@@ -28,6 +28,7 @@ from sparkwatch.dashboards.recording import recordings
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.profiles import (
+    EXTRAS,
     PROFILES,
     Selection,
     families_in,
@@ -83,7 +84,7 @@ def families(text: str) -> set[str]:
 def test_the_default_costs_at_most_60_series_per_query_with_4_rocksdb_operators() -> None:
     series = per_query_series(exposition(select("default")))
     assert sum(series.values()) / QUERIES <= BUDGET
-    # Per operator: identity, rows, memory, rows removed and late rows dropped.
+    # Per operator: identity, rows, memory, rows updated, rows removed and late rows dropped.
     assert series[cat.STATE_ROWS.name] == QUERIES * OPERATORS
     assert not any("rocksdb" in name for name in series)
 
@@ -155,7 +156,9 @@ def test_the_default_profile_holds_nothing_the_dashboards_and_rules_do_not_read(
     texts = [json.dumps(board) for board in dashboards(config).values()]
     texts += [r.expr for r in recordings(config)] + [a.expr for a in build_alerts(config)]
     read = set().union(*(referenced(text) for text in texts))
-    assert read == PROFILES["default"], sorted(PROFILES["default"] ^ read)
+    kept = {metric.name for metric, _ in EXTRAS}  # each with its reason
+    assert read == PROFILES["default"] - kept, sorted((PROFILES["default"] - kept) ^ read)
+    assert not read & kept and len(kept) == 2
 
 
 def test_the_default_keeps_every_alert_and_full_keeps_every_panel() -> None:

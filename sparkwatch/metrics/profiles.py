@@ -1,11 +1,11 @@
 """Metric profiles: which catalogue families /metrics exports, and with which histogram buckets.
 
 Hosted Prometheus bills by active series, so the exposition has a budget. ``default`` is what
-the generated dashboards and alert rules read and nothing more (about 50 series per query with
-4 stateful operators); ``full`` is the whole catalogue (about 340). On top of the profile,
-allow and deny lists of metric-name regexes (full match, as kube-state-metrics'
-``--metric-allowlist`` / ``--metric-denylist``) add families to it and take families out of it;
-deny wins.
+the generated dashboards and alert rules read and nothing more, but for two named
+:data:`EXTRAS` (about 55 series per query with 4 stateful operators); ``full`` is the whole
+catalogue (about 340). On top of the profile, allow and deny lists of metric-name regexes (full
+match, as kube-state-metrics' ``--metric-allowlist`` / ``--metric-denylist``) add families to it
+and take families out of it; deny wins.
 
 What the default leaves out, for the record: the RocksDB and HDFS provider metrics, the
 per-instance and unknown ``customMetrics`` keys (keys sparkwatch has never seen flow under
@@ -23,6 +23,14 @@ from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics import custom
 from sparkwatch.metrics.catalogue import BATCH_DURATION_BUCKETS, PHASE_DURATION_BUCKETS, MetricDef
 from sparkwatch.settings import METRICS_PROFILES
+
+EXTRAS: tuple[tuple[MetricDef, str], ...] = (
+    (cat.QUERY_BATCHES, "batches completed: how every consumer (tests, scripts, the e2e "
+     "checks) sees a query advance; one series per query"),
+    (cat.LISTENER_ERRORS, "the listener's own failures (its /metrics port taken, no listener "
+     "registered): the one signal of an attach that half failed; per app, not per query"),
+)
+"""Default families that no dashboard or rule reads, and why they are kept anyway."""
 
 _DEFAULT: tuple[MetricDef, ...] = (
     # The listener's own health (per app, not per query): the overview's listener row and the
@@ -54,16 +62,18 @@ _DEFAULT: tuple[MetricDef, ...] = (
     cat.QUERY_EVENT_TIME_MAX,
     cat.QUERY_EVENT_TIME_LAG,
     cat.QUERY_EVENT_TIME_SKEW,
-    # State: five series per operator.
+    # State: six series per operator.
     cat.STATE_OPERATOR_INFO,
     cat.STATE_ROWS,
     cat.STATE_MEMORY,
+    cat.STATE_ROWS_UPDATED,
     cat.STATE_ROWS_REMOVED,
     cat.STATE_ROWS_DROPPED,
     # Sources: rows read, and the Kafka backlog (only Kafka sources report it).
     cat.SOURCE_INPUT_ROWS,
     cat.SOURCE_MAX_BEHIND,
     cat.SOURCE_AVG_BEHIND,
+    *(extra for extra, _ in EXTRAS),
 )
 
 _FULL: tuple[MetricDef, ...] = tuple(cat.ALL)
