@@ -159,9 +159,7 @@ def start_queries(spark: Any, root: Path) -> list[Any]:
 
 def wait_until_steady(prom: Prometheus) -> None:
     """Enough batches for every rate window, the failure seen, evictions for a whole window."""
-    # Batches counted by the batch duration histogram: the default metric profile has no
-    # batches counter.
-    batches = cat.QUERY_BATCH_DURATION.name + "_count"
+    batches = cat.QUERY_BATCHES.name
     wait_for(
         lambda: (
             prom.has(f'{batches}{{query_name=~"unbounded|watermarked"}} >= 8')
