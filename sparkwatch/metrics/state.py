@@ -63,13 +63,20 @@ class Histogram:
         return out
 
     def buckets(self) -> list[tuple[str, int]]:
-        out = [(_bound_label(b), c) for b, c in zip(self.bounds, self.cumulative(), strict=True)]
+        out = list(zip(_bound_labels(self.bounds), self.cumulative(), strict=True))
         out.append(("+Inf", self.count))
         return out
 
 
-def _bound_label(bound: float) -> str:
-    return repr(float(bound))
+_BOUND_LABELS: dict[tuple[float, ...], tuple[str, ...]] = {}
+
+
+def _bound_labels(bounds: tuple[float, ...]) -> tuple[str, ...]:
+    """The ``le`` values of ``bounds``, formatted once per process (a scrape asks per query)."""
+    labels = _BOUND_LABELS.get(tuple(bounds))
+    if labels is None:
+        labels = _BOUND_LABELS[tuple(bounds)] = tuple(repr(float(b)) for b in bounds)
+    return labels
 
 
 @dataclass(slots=True)

@@ -244,17 +244,24 @@ class RowFamily(Metric):
         names = self._label_names
         bucket, count, sum_ = (escape_metric_name(self.name + suffix)
                                for suffix in ("_bucket", "_count", "_sum"))
-        out = []
+        out, les = [], _LE_PAIRS
         for labels, buckets, total in histograms:
             before, after = bodies.around_le(names, labels)
             for le, n in buckets:
-                out.append(f'{bucket}{{{before}le="{escape(le)}"{after}}} {go_float(n)}\n')
+                pair = les.get(le)
+                if pair is None:
+                    pair = les[le] = f'le="{escape(le)}"'
+                out.append(f"{bucket}{{{before}{pair}{after}}} {go_float(n)}\n")
             # HistogramMetricFamily's rule: no _count/_sum with negative buckets.
             if float(buckets[0][0]) >= 0 and total is not None:
                 body = bodies.plain(names, labels)
                 out.append(_line(count, body, buckets[-1][1]))
                 out.append(_line(sum_, body, total))
         return out
+
+
+_LE_PAIRS: dict[str, str] = {}
+"""``le="..."`` by bound: a few bounds, rendered for every histogram of every scrape."""
 
 
 def _unique(lines: list[str], seen: set[str]) -> list[str]:
