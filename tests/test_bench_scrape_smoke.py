@@ -125,3 +125,21 @@ def check_result(result: dict[str, Any]) -> None:
     assert default["per_query"] <= 60 < full["per_query"]
     assert full["series"] == sw["census"]["spark_streaming"]
     assert default["bytes"] < full["bytes"] and default["render"]["n"] == 3
+
+
+def test_the_profiles_alone_print_and_record_their_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc, raw = tmp_path / "benchmarks.md", tmp_path / "profiles.json"
+    monkeypatch.setenv("SPARKWATCH_BENCH_DOC", str(doc))
+    argv = ["--profiles-only", "--queries", str(QUERIES), "--queries-per-app", str(PER_APP),
+            "--batches", str(BATCHES), "--renders", "2", "--record", "--json", str(raw)]
+    parser = argparse.ArgumentParser()
+    scrape_cmd.add_arguments(parser)
+    assert scrape_cmd.main(parser.parse_args(argv), ["scrape", *argv]) == 0
+    [result] = json.loads(raw.read_text())
+    default, full = result["profiles"]["default"], result["profiles"]["full"]
+    assert default["per_query"] <= 60 < full["per_query"] and full["render"]["n"] == 2
+    begin, end = markers("scrape-profiles")
+    assert begin in doc.read_text() and end in doc.read_text()
+    assert "| `spark_streaming_*` series per query |" in capsys.readouterr().out

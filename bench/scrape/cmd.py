@@ -48,6 +48,7 @@ class Options:
     renders: int
     render_max_queries: int
     server_profile: str
+    profiles_only: bool
     record: bool
     json_out: Path | None
 
@@ -81,6 +82,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="metric profile of the collector and of what is pushed to the "
                    "Pushgateway (default full: the whole catalogue); the in-process profile "
                    "comparison renders every profile whatever this says")
+    p.add_argument("--profiles-only", action="store_true",
+                   help="only the in-process metric profile comparison (no servers; recorded "
+                   "in its own block)")
     p.add_argument("--record", action="store_true", help=f"write the results into {DOC}")
     p.add_argument("--json", dest="json_out", type=Path, help="also write raw results here")
 
@@ -91,7 +95,7 @@ def options(ns: argparse.Namespace) -> Options:
         batches=ns.batches, push_batch=ns.push_batch, scrapes=ns.scrapes, warmup=ns.warmup,
         history_url=ns.history_url, pushgateway=ns.pushgateway, check_pushes=ns.check_pushes,
         renders=ns.renders, render_max_queries=ns.render_max_queries,
-        server_profile=ns.server_profile, record=ns.record,
+        server_profile=ns.server_profile, profiles_only=ns.profiles_only, record=ns.record,
         json_out=ns.json_out,
     )
 
@@ -172,8 +176,37 @@ def _pushgateway_version(binary: str) -> str:
         else "Pushgateway"
 
 
+def profiles_main(opts: Options, argv: list[str]) -> int:
+    """``--profiles-only``: the default and full profiles side by side, in this process."""
+    results = []
+    for queries in opts.queries:
+        print(f"[bench] scrape profiles: {queries:,} queries × 4 operators", file=sys.stderr)
+        profiles = scrape_profiles.compare(spread(queries, opts.per_app), opts.batches,
+                                           max(opts.renders, 1))
+        results.append({"queries": queries, "profiles": profiles,
+                        "loadavg_1m": os.getloadavg()[0]})
+    m = machine.describe()
+    loads = ", ".join(f"{r['loadavg_1m']:.1f}" for r in results)
+    body = "\n".join([
+        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` (code `{m['code']}`)",
+        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}, "
+        f"Python {m['python']}",
+        f"- 1-min load average at the end of each size: {loads} (other processes included)",
+    ]) + "\n\n" + report.render_profiles(results)
+    print(body)
+    if opts.json_out:
+        opts.json_out.write_text(json.dumps(results, indent=1))
+    if opts.record:
+        write_block(DOC, "scrape-profiles", "Metric profiles side by side", body)
+        print("[bench] recorded", file=sys.stderr)
+    return 0
+
+
 def main(ns: argparse.Namespace, argv: list[str]) -> int:
     opts = options(ns)
+    if opts.profiles_only:
+        return profiles_main(opts, argv)
     results = []
     try:
         for queries in opts.queries:

@@ -161,3 +161,10 @@ def render(results: list[dict[str, Any]]) -> str:
             verdicts += profile_verdict(result)
         verdicts += verdict(result)
     return "\n\n".join([*parts, "\n".join(f"- {line}" for line in verdicts)])
+
+
+def render_profiles(results: list[dict[str, Any]]) -> str:
+    """``--profiles-only``: the profile tables and their verdicts."""
+    tables = [profiles_table(result) for result in results]
+    verdicts = [line for result in results for line in profile_verdict(result)]
+    return "\n\n".join([*tables, "\n".join(f"- {line}" for line in verdicts)])
