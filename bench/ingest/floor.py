@@ -49,6 +49,8 @@ class FloorResult:
     events: int
     seconds: float
     counts: dict[str, int]
+    disk_bytes: int
+    """The history's tables and indexes on disk after the load (for the sizing table)."""
 
     @property
     def rate(self) -> float:
@@ -110,7 +112,11 @@ def load_postgresql(url: str, transactions: list[Transaction], events: int) -> F
         seconds = time.perf_counter() - started
         counts = {t: _count(conn.execute(f"SELECT count(*) FROM {t}"))  # type: ignore[call-overload]
                   for t in TABLES}
-    return FloorResult(events, seconds, counts)
+        conn.execute("CHECKPOINT")
+        disk = _count(conn.execute(
+            "SELECT sum(pg_total_relation_size(quote_ident(t))) FROM unnest(%s::text[]) AS t",
+            [list(TABLES)]))
+    return FloorResult(events, seconds, counts, disk)
 
 
 def _count(cursor: Any) -> int:
@@ -133,4 +139,4 @@ def load_sqlite(path: Path, transactions: list[Transaction], events: int) -> Flo
                   for t in TABLES}
     finally:
         conn.close()
-    return FloorResult(events, seconds, counts)
+    return FloorResult(events, seconds, counts, path.stat().st_size)

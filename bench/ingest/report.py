@@ -79,6 +79,9 @@ def notes(runs: Sequence[Run]) -> list[str]:
             budget = cpu_budget(r)
             if budget:
                 lines.append(f"{r.path}: {budget}")
+        if extra.get("disk_bytes") and r.events:
+            lines.append(f"{r.path}: the history takes {extra['disk_bytes'] / r.events:,.0f} "
+                         "bytes on disk per event (tables and indexes)")
         if extra.get("retries_503") and r.path.endswith("accepted"):
             lines.append(f"{r.path}: {extra['retries_503']} requests answered 503 (spool full) "
                          "and retried")

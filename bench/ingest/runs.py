@@ -223,5 +223,6 @@ def run_floor(backend: Backend, admin_url: str, fleet: Fleet, per_tx: int, expec
     else:
         with tempfile.TemporaryDirectory(prefix="bench-ingest-floor-") as tmp:
             result = load_sqlite(Path(tmp) / "floor.db", transactions, n)
-    return Run(name, result.events, result.seconds, extra={"counts": result.counts},
+    return Run(name, result.events, result.seconds,
+               extra={"counts": result.counts, "disk_bytes": result.disk_bytes},
                problems=check_counts(result.counts, expected, name))
