@@ -24,6 +24,9 @@ from sparkwatch.settings import (
     _port,
     _positive_float,
     _positive_int,
+    buckets,
+    metrics_profile,
+    regex_list,
 )
 
 ENV_PREFIX = "SPARKWATCH_COLLECTOR_"
@@ -68,6 +71,11 @@ class CollectorSettings:
     max_events_per_second: float = 20000.0
     max_bytes_per_second: float = float(64 << 20)
     rate_burst_seconds: float = 5.0
+    metrics_profile: str = "default"
+    metrics_allow: tuple[str, ...] | None = None
+    metrics_deny: tuple[str, ...] | None = None
+    metrics_batch_buckets: tuple[float, ...] | None = None
+    metrics_phase_buckets: tuple[float, ...] | None = None
     terminated_grace_seconds: float = 300.0
     stale_seconds: float = 900.0
     jobs_enabled: bool = True
@@ -227,6 +235,18 @@ SETTINGS: tuple[Setting, ...] = (
             "quota: request bytes per second per tenant (sustained; 429 with Retry-After beyond)"),
     Setting("rate_burst_seconds", _positive_float,
             "a tenant may send this many seconds of its rate quotas at once"),
+    Setting("metrics_profile", metrics_profile,
+            "metric families /metrics exports: default (what the dashboards and alert rules "
+            "read, about 55 series per query with 4 stateful operators) or full (the whole "
+            "catalogue, about 340); see docs/metrics.md"),
+    Setting("metrics_allow", regex_list,
+            "metric-name regexes (comma-separated, whole name) exported on top of the profile"),
+    Setting("metrics_deny", regex_list,
+            "metric-name regexes (comma-separated, whole name) never exported; deny wins"),
+    Setting("metrics_batch_buckets", buckets,
+            "upper bounds (seconds, comma-separated) of the batch duration histogram"),
+    Setting("metrics_phase_buckets", buckets,
+            "upper bounds (seconds, comma-separated) of the phase duration histogram"),
     Setting("terminated_grace_seconds", _positive_float,
             "how long a terminated query's series stay in /metrics"),
     Setting("stale_seconds", _positive_float,

@@ -32,6 +32,8 @@ from sparkwatch.collector.stalls import StallBoard, StalledGauge
 from sparkwatch.collector.tenants import Tenants, TenantsCollector
 from sparkwatch.history import migrate
 from sparkwatch.history.engine import create_engine, describe_url
+from sparkwatch.metrics import catalogue as cat
+from sparkwatch.metrics import profiles
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.spool import Spool
 from sparkwatch.summary import one_line
@@ -104,13 +106,16 @@ class Service:
 
 
 def build_service(settings: CollectorSettings) -> Service:
+    selection = profiles.from_settings(settings)
     tenants = Tenants(lambda: MetricState(settings.terminated_grace_seconds,
-                                          settings.stale_seconds))
+                                          settings.stale_seconds,
+                                          batch_buckets=selection.batch_buckets,
+                                          phase_buckets=selection.phase_buckets))
     registry = CollectorRegistry(auto_describe=False)
     metrics = SelfMetrics(registry)
     board = StallBoard()
-    registry.register(TenantsCollector(tenants))
-    registry.register(StalledGauge(tenants, board))
+    registry.register(TenantsCollector(tenants, selection))
+    registry.register(StalledGauge(tenants, board, selection.exports(cat.QUERY_STALLED)))
     spool = pump = reads = engine = None
     if settings.history_url:
         engine = create_engine(settings.history_url)  # checks URL and driver now, connects later

@@ -138,16 +138,21 @@ class StalledGauge(Collector):
     queries this replica holds no series for; labelled with the tenant when given
     :class:`Tenants` (the collector), without when given one state."""
 
-    def __init__(self, state: MetricState | Tenants, board: StallBoard) -> None:
+    def __init__(self, state: MetricState | Tenants, board: StallBoard,
+                 exported: bool = True) -> None:
         self._tenants = state if isinstance(state, Tenants) else None
         self._states = (lambda: state.items()) if isinstance(state, Tenants) else (
             lambda: [(DEFAULT_TENANT, state)])
         self._board = board
+        self._exported = exported
+        """False when the metric profile leaves the gauge out."""
 
     def describe(self) -> Iterable[Metric]:
         return []
 
     def collect(self) -> Iterable[Metric]:
+        if not self._exported:
+            return []
         metric = cat.QUERY_STALLED
         scoped = self._tenants is not None
         names = (TENANT_LABEL, *metric.labels) if scoped else metric.labels

@@ -19,6 +19,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from sparkwatch.metrics.exposition import Families, add_state
+from sparkwatch.metrics.profiles import FULL, Selection
 from sparkwatch.metrics.state import MetricState, QueryState
 from sparkwatch.model.events import ParsedEvent
 
@@ -104,14 +105,15 @@ def _ids(q: QueryState) -> Iterator[str]:
 class TenantsCollector(Collector):
     """The catalogue for every tenant's queries, each series labelled with its ``tenant``."""
 
-    def __init__(self, tenants: Tenants) -> None:
+    def __init__(self, tenants: Tenants, selection: Selection = FULL) -> None:
         self._tenants = tenants
+        self._exported = None if selection.names == FULL.names else selection.names
 
     def describe(self) -> Iterable[Metric]:
         return []
 
     def collect(self) -> Iterable[Metric]:
-        out = Families((TENANT_LABEL,))
+        out = Families(self._exported, (TENANT_LABEL,))
         for tenant, state in self._tenants.items():
             out.set_scope((tenant,))
             add_state(out, state)

@@ -75,7 +75,9 @@ def alert_groups(config: Config, include_disabled: bool = False) -> dict[str, li
     out = {}
     for group, factories in groups.items():
         built = [make(config.alert(key), config.selector) for key, make in factories.items()]
-        out[group] = [a for a in built if include_disabled or a.config.enabled]
+        # An alert reading a family the metric profile does not export would never fire.
+        kept = [a for a in built if config.exports(a.expr)]
+        out[group] = [a for a in kept if include_disabled or a.config.enabled]
     return out
 
 

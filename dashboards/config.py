@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from sparkwatch.metrics.profiles import PROFILES, fits
+
 DEFAULTS_PATH = Path(__file__).resolve().parent / "config.yaml"
 SEVERITIES = ("critical", "warning", "info")
 # Maps whose keys the user chooses: anything goes below them.
@@ -64,9 +66,15 @@ class Config:
     runbook_url: str
     extra_labels: Mapping[str, str]
     alerts: Mapping[str, AlertConfig]
+    metrics_profile: str = "default"
 
     def alert(self, key: str) -> AlertConfig:
         return self.alerts[key]
+
+    def exports(self, text: str) -> bool:
+        """Every metric family ``text`` (PromQL, a recording rule's name) reads is in the
+        profile's /metrics."""
+        return fits(text, PROFILES[self.metrics_profile])
 
 
 def load_config(
@@ -133,7 +141,10 @@ def _merge_value(default: Any, value: Any, where: str, dotted: str) -> Any:
 def to_config(data: Mapping[str, Any]) -> Config:
     alerts = {key: _alert(key, dict(body)) for key, body in data["alerts"].items()}
     labels = {str(k): str(v) for k, v in data["extra_labels"].items()}
-    return Config(str(data["selector"]), str(data["runbook_url"]), labels, alerts)
+    profile = str(data["metrics_profile"])
+    if profile not in PROFILES:
+        raise ConfigError(f"metrics_profile must be one of {', '.join(PROFILES)}")
+    return Config(str(data["selector"]), str(data["runbook_url"]), labels, alerts, profile)
 
 
 def _alert(key: str, body: dict[str, Any]) -> AlertConfig:

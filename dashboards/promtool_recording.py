@@ -17,7 +17,8 @@ T = 10  # minute of evaluation of the simple cases
 
 
 def recording_cases(config: Config) -> list[ExprCase]:
-    return [status_case(config), *batch_cases(), *state_cases()]
+    every = [status_case(config), *batch_cases(), *state_cases()]
+    return [c for c in every if config.exports(c.expr)]  # the rules the profile keeps
 
 
 def status_case(config: Config) -> ExprCase:

@@ -60,8 +60,11 @@ class Recording:
 
 
 def recordings(config: Config) -> list[Recording]:
+    """The rules whose inputs the config's metric profile exports (the default has no phase
+    histogram and no RocksDB metrics)."""
     s = config.selector
-    return [*_batch_rules(s), _age_rule(s), _status_rule(config), *_state_rules(s)]
+    every = [*_batch_rules(s), _age_rule(s), _status_rule(config), *_state_rules(s)]
+    return [r for r in every if config.exports(r.expr)]
 
 
 def _batch_rules(s: str) -> list[Recording]:

@@ -28,6 +28,7 @@ from sparkwatch.listener.intake import Handler, Intake
 from sparkwatch.listener.plan_reader import PlanReader, make_plan_reader
 from sparkwatch.listener.push_sink import Endpoint, PushSink
 from sparkwatch.listener.receivers import JvmReceiver, make_public_listener, register_jvm
+from sparkwatch.metrics import profiles
 from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.metrics.stats import ListenerCounters, ListenerStats
@@ -47,7 +48,12 @@ class Attachment:
         self.settings = settings
         self.app = app
         self.registry = registry
-        self.state = MetricState(terminated_grace_seconds=settings.terminated_grace_seconds)
+        self.selection = profiles.from_settings(settings)
+        self.state = MetricState(
+            terminated_grace_seconds=settings.terminated_grace_seconds,
+            batch_buckets=self.selection.batch_buckets,
+            phase_buckets=self.selection.phase_buckets,
+        )
         self.counters = ListenerCounters()
         self.mode = "off"
         self.history: HistorySink | None = None
@@ -145,7 +151,9 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
         # Said, not logged: a user who switched it off under spark-submit sees that it is off.
         announce(disabled_line(app.id, __version__))
         return att
-    att.registry.register(SparkwatchCollector(att.state, lambda: [att.stats()]))
+    att.registry.register(
+        SparkwatchCollector(att.state, lambda: [att.stats()], selection=att.selection)
+    )
     if settings.metrics_enabled:
         att.server = _metrics_server(att)
     handlers: list[tuple[str, Handler]] = [("metrics", att.state.apply)]

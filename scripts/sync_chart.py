@@ -286,6 +286,13 @@ def rules_schema() -> dict[str, Any]:
         "description": "thresholds of the alerts, same layout as dashboards/config.yaml",
         "additionalProperties": False,
         "properties": {
+            "metrics_profile": {
+                "type": "string",
+                "enum": ["default"],
+                "description": "the chart's rules and dashboards are built for the default "
+                "metric profile; for full, build them with `sparkwatch rules build --set "
+                "metrics_profile=full` and load them with prometheusRule.enabled=false",
+            },
             "selector": {"type": "string"},
             "runbook_url": {"type": "string"},
             "extra_labels": {"type": "object", "additionalProperties": {"type": "string"}},

@@ -6,6 +6,8 @@ the README's configuration table is generated from :data:`LISTENER_FIELDS`.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -15,6 +17,8 @@ from sparkwatch.redact import redact_token, redact_url
 DEFAULT_HISTORY_URL = "sqlite:///sparkwatch.db"
 DEFAULT_METRICS_PORT = 9750
 OFF_WORDS = {"", "off", "none", "false", "0", "disabled"}
+METRICS_PROFILES = ("default", "full")
+"""Names of the metric profiles (sparkwatch/metrics/profiles.py defines what each exports)."""
 
 
 class SettingsError(ValueError):
@@ -29,6 +33,11 @@ class ListenerSettings:
     metrics_address: str = "0.0.0.0"  # nosec B104 - Prometheus scrapes the driver
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_port_fallback: bool = False
+    metrics_profile: str = "default"
+    metrics_allow: tuple[str, ...] | None = None
+    metrics_deny: tuple[str, ...] | None = None
+    metrics_batch_buckets: tuple[float, ...] | None = None
+    metrics_phase_buckets: tuple[float, ...] | None = None
     history_url: str | None = DEFAULT_HISTORY_URL
     history_migrate: bool = True
     history_batch_size: int = 500
@@ -105,6 +114,35 @@ def _mode(raw: str) -> str:
     return raw
 
 
+def metrics_profile(raw: str) -> str:
+    if raw.strip() not in METRICS_PROFILES:
+        raise ValueError(f"expected one of {', '.join(METRICS_PROFILES)}")
+    return raw.strip()
+
+
+def regex_list(raw: str) -> tuple[str, ...] | None:
+    """Comma-separated regexes (no regex here needs a comma); empty: none."""
+    patterns = tuple(p.strip() for p in raw.split(",") if p.strip())
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"bad regex {pattern!r}: {exc}") from None
+    return patterns or None
+
+
+def buckets(raw: str) -> tuple[float, ...] | None:
+    """Comma-separated upper bounds in seconds, increasing (+Inf is always added); empty: the
+    catalogue's."""
+    try:
+        bounds = tuple(float(b) for b in raw.split(",") if b.strip())
+    except ValueError:
+        raise ValueError("expected increasing numbers of seconds, comma-separated") from None
+    if any(not math.isfinite(b) for b in bounds) or list(bounds) != sorted(set(bounds)):
+        raise ValueError("expected increasing finite numbers of seconds, comma-separated")
+    return bounds or None
+
+
 def _optional_url(raw: str) -> str | None:
     return None if raw.strip().lower() in OFF_WORDS else raw.strip()
 
@@ -131,6 +169,41 @@ LISTENER_FIELDS: tuple[Field, ...] = (
         _bool,
         "When the metrics port is taken, serve /metrics on a free port instead of not at all "
         "(either way attach() warns once and the app runs on).",
+    ),
+    Field(
+        "metrics_profile",
+        "metrics.profile",
+        metrics_profile,
+        "Which metric families /metrics exports: default (what the dashboards and alert rules "
+        "read, about 55 series per query with 4 stateful operators) or full (the whole catalogue, "
+        "about 340); see docs/metrics.md.",
+    ),
+    Field(
+        "metrics_allow",
+        "metrics.allow",
+        regex_list,
+        "Metric-name regexes (comma-separated, whole name) exported on top of the profile, e.g. "
+        "spark_streaming_state_rocksdb_.*",
+    ),
+    Field(
+        "metrics_deny",
+        "metrics.deny",
+        regex_list,
+        "Metric-name regexes (comma-separated, whole name) never exported; deny wins over allow.",
+    ),
+    Field(
+        "metrics_batch_buckets",
+        "metrics.batchBuckets",
+        buckets,
+        "Upper bounds (seconds, comma-separated) of the batch duration histogram (unset: "
+        "0.05 ... 600, 13 buckets).",
+    ),
+    Field(
+        "metrics_phase_buckets",
+        "metrics.phaseBuckets",
+        buckets,
+        "Upper bounds (seconds, comma-separated) of the phase duration histogram (unset: "
+        "0.01 ... 120, 7 buckets).",
     ),
     Field(
         "history_url",

@@ -100,6 +100,8 @@ def test_the_cli_prints_and_records_the_table(
         assert "Pushgateway / sparkwatch" in text and "SERIES DIFFER" not in text
         assert f"{QUERIES} × 4, collector peak RSS" in text
         assert "| **before / now** |" in text
+        assert "| `spark_streaming_*` series per query |" in text
+        assert f"{QUERIES} × 4, default profile:" in text and "goal at most 60: MET" in text
 
 
 def check_result(result: dict[str, Any]) -> None:
@@ -118,3 +120,27 @@ def check_result(result: dict[str, Any]) -> None:
     assert sw["census"]["sparkwatch_collector"] > 0 and pg["census"]["sparkwatch_collector"] == 0
     # In-process, both renderers (compared byte for byte by the bench) over the same series.
     assert result["render"]["bytes"] > 0 and result["render"]["sparkwatch"]["n"] == 3
+    # The profiles side by side: the default within its budget, full the whole catalogue (what
+    # the collector served above).
+    default, full = result["profiles"]["default"], result["profiles"]["full"]
+    assert default["per_query"] <= 60 < full["per_query"]
+    assert full["series"] == sw["census"]["spark_streaming"]
+    assert default["bytes"] < full["bytes"] and default["render"]["n"] == 3
+
+
+def test_the_profiles_alone_print_and_record_their_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc, raw = tmp_path / "benchmarks.md", tmp_path / "profiles.json"
+    monkeypatch.setenv("SPARKWATCH_BENCH_DOC", str(doc))
+    argv = ["--profiles-only", "--queries", str(QUERIES), "--queries-per-app", str(PER_APP),
+            "--batches", str(BATCHES), "--renders", "2", "--record", "--json", str(raw)]
+    parser = argparse.ArgumentParser()
+    scrape_cmd.add_arguments(parser)
+    assert scrape_cmd.main(parser.parse_args(argv), ["scrape", *argv]) == 0
+    [result] = json.loads(raw.read_text())
+    default, full = result["profiles"]["default"], result["profiles"]["full"]
+    assert default["per_query"] <= 60 < full["per_query"] and full["render"]["n"] == 2
+    begin, end = markers("scrape-profiles")
+    assert begin in doc.read_text() and end in doc.read_text()
+    assert "| `spark_streaming_*` series per query |" in capsys.readouterr().out

@@ -94,15 +94,16 @@ def test_promql_uses_catalogue_names_and_defined_recordings(
     assert recorded and recorded <= {r.record for r in recordings(load_config())}
 
 
-def test_operator_legends_name_the_operator_identity(boards: dict[str, dict[str, Any]]) -> None:
+@pytest.mark.parametrize(("profile", "at_least"), [("default", 7), ("full", 21)])
+def test_operator_legends_name_the_operator_identity(profile: str, at_least: int) -> None:
     legends = [
         (f"{board['uid']} / {panel['title']}", target)
-        for board in boards.values()
+        for board in dashboards(load_config(overrides={"metrics_profile": profile})).values()
         for _, panel in panels_in_order(board)
         for target in panel.get("targets", [])
         if "{{operator_index}}" in target.get("legendFormat", "")
     ]
-    assert len(legends) > 20
+    assert len(legends) >= at_least
     for where, target in legends:
         assert "{{kind}}" in target["legendFormat"], where
         assert re.search(

@@ -14,7 +14,7 @@ from prometheus_client import Counter, generate_latest
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.exposition import Families, SparkwatchCollector
 from sparkwatch.metrics.stats import ListenerStats
-from sparkwatch.metrics.text import Bodies, generate, go_float, gzipped, render
+from sparkwatch.metrics.text import Bodies, KeptLabels, generate, go_float, gzipped, render
 from sparkwatch.model.events import AppInfo
 from tests.test_exposition import APP, FIXTURE_FILES, Scraper, run_events
 
@@ -78,6 +78,28 @@ def test_shared_label_tuples_are_rendered_once_per_scrape() -> None:
     first = bodies.plain(cat.QUERY_LABELS, labels)
     assert first == 'app_id="id",app_name="app",query_id="q",query_name="name"'
     assert bodies.plain(cat.QUERY_LABELS, labels) is first
+
+
+def test_label_sets_are_kept_across_scrapes_and_forgotten_after_two() -> None:
+    kept = KeptLabels()
+    labels = ("app", "id", "q", 'a "quoted" name')
+    first = Bodies(kept).plain(cat.QUERY_LABELS, labels)
+    kept.turn()
+    # Another scrape builds new tuples of the same values: the text is the one kept.
+    again = Bodies(kept).plain(cat.QUERY_LABELS, tuple(list(labels)))
+    assert again is first and again.endswith('query_name="a \\"quoted\\" name"')
+    kept.turn()
+    kept.turn()  # two scrapes without the label set: forgotten
+    assert kept.get(("", cat.QUERY_LABELS, labels)) is None
+
+
+def test_a_kept_capped_label_set_still_marks_the_scrape_capped() -> None:
+    kept, long = KeptLabels(), ("app", "id", "q", "x" * 1000)
+    Bodies(kept).plain(cat.QUERY_LABELS, long)
+    kept.turn()
+    bodies = Bodies(kept)
+    bodies.plain(cat.QUERY_LABELS, long)
+    assert bodies.capped
 
 
 def test_the_samples_api_still_sees_every_row() -> None:

@@ -42,7 +42,8 @@ def attachments(spark: Any, pg_admin_url: str, tmp_path_factory: Any) -> Iterato
     db_name = create_database(pg_admin_url)
     pg_url = sa.engine.make_url(pg_admin_url).set(database=db_name)
     sqlite_file = tmp_path_factory.mktemp("history") / "history.db"
-    common = {"metrics_port": 0, "history_flush_seconds": 0.2}
+    # The full metric profile: these tests check every operator metric, not the default's few.
+    common = {"metrics_port": 0, "history_flush_seconds": 0.2, "metrics_profile": "full"}
     atts = {
         "sqlite": sparkwatch.attach(spark, history_url=f"sqlite:///{sqlite_file}", **common),
         "postgresql": sparkwatch.attach(

@@ -21,12 +21,14 @@ from bench import ROOT, machine
 from bench.record import write_block
 from bench.scrape import peer as scrape_peer
 from bench.scrape import procs as scrape_procs
+from bench.scrape import profiles as scrape_profiles
 from bench.scrape import render as scrape_render
 from bench.scrape import report
 from bench.scrape.fleet import AppFleet, spread
 from bench.scrape.load import LoadFailed, push_fleet
 from bench.scrape.measure import Census, alternate, client, wait_for_queries
 from sparkwatch.collector.config import CollectorSettings
+from sparkwatch.metrics.profiles import PROFILES, select
 
 DOC = ROOT / "docs" / "benchmarks.md"
 SHOW_TIMEOUT_S = 120.0
@@ -45,6 +47,8 @@ class Options:
     check_pushes: bool
     renders: int
     render_max_queries: int
+    server_profile: str
+    profiles_only: bool
     record: bool
     json_out: Path | None
 
@@ -74,6 +78,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--render-max-queries", type=int, default=1000,
                    help="skip the in-process comparison above this size (generate_latest "
                    "takes about a minute and GBs at 10,000 queries)")
+    p.add_argument("--server-profile", choices=list(PROFILES), default="full",
+                   help="metric profile of the collector and of what is pushed to the "
+                   "Pushgateway (default full: the whole catalogue); the in-process profile "
+                   "comparison renders every profile whatever this says")
+    p.add_argument("--profiles-only", action="store_true",
+                   help="only the in-process metric profile comparison (no servers; recorded "
+                   "in its own block)")
     p.add_argument("--record", action="store_true", help=f"write the results into {DOC}")
     p.add_argument("--json", dest="json_out", type=Path, help="also write raw results here")
 
@@ -83,7 +94,8 @@ def options(ns: argparse.Namespace) -> Options:
         queries=[int(q) for q in ns.queries.split(",")], per_app=ns.queries_per_app,
         batches=ns.batches, push_batch=ns.push_batch, scrapes=ns.scrapes, warmup=ns.warmup,
         history_url=ns.history_url, pushgateway=ns.pushgateway, check_pushes=ns.check_pushes,
-        renders=ns.renders, render_max_queries=ns.render_max_queries, record=ns.record,
+        renders=ns.renders, render_max_queries=ns.render_max_queries,
+        server_profile=ns.server_profile, profiles_only=ns.profiles_only, record=ns.record,
         json_out=ns.json_out,
     )
 
@@ -96,7 +108,7 @@ def run_size(opts: Options, queries: int, workdir: Path) -> dict[str, Any]:
     spec = scrape_procs.CollectorSpec(
         workdir, token, max_apps=max(defaults.max_apps, len(apps)),
         max_queries_per_app=max(defaults.max_queries_per_app, opts.per_app),
-        history_url=opts.history_url)
+        history_url=opts.history_url, metrics_profile=opts.server_profile)
     with (scrape_procs.collector(spec) as sw, client() as http,
           scrape_procs.pushgateway(workdir, opts.pushgateway, opts.check_pushes) as pg):
         try:
@@ -105,13 +117,16 @@ def run_size(opts: Options, queries: int, workdir: Path) -> dict[str, Any]:
             sw.check()  # a server that died says so, with its log
             pg.check()
             raise
-    rendered = None
+    rendered = profiles = None
     if opts.renders and queries <= opts.render_max_queries:
-        rendered = scrape_render.compare(apps, opts.batches, opts.renders).to_dict()
+        rendered = scrape_render.compare(apps, opts.batches, opts.renders,
+                                         select(opts.server_profile)).to_dict()
+        profiles = scrape_profiles.compare(apps, opts.batches, opts.renders)
     return {"queries": queries, "apps": len(apps), "per_app": opts.per_app,
             "batches": opts.batches, "events": sides["sparkwatch"]["load"]["events"],
             "scrapes": opts.scrapes, "warmup": opts.warmup, "loadavg_1m": os.getloadavg()[0],
-            **sides, "render": rendered}
+            "server_profile": opts.server_profile, **sides, "render": rendered,
+            "profiles": profiles}
 
 
 def _measure(opts: Options, apps: list[AppFleet], token: str, http: httpx.Client,
@@ -121,7 +136,8 @@ def _measure(opts: Options, apps: list[AppFleet], token: str, http: httpx.Client
         "load": push_fleet(sw.url, token, apps, opts.batches, opts.push_batch).to_dict()}
     body = wait_for_queries(http, sw.url + "/metrics", queries, SHOW_TIMEOUT_S)
     sw_side["census"], sw_side["memory_loaded"] = Census.of(body).to_dict(), sw.memory()
-    pg_side: dict[str, Any] = {"push": scrape_peer.push_fleet(pg.url, apps, opts.batches).to_dict()}
+    pushed = scrape_peer.push_fleet(pg.url, apps, opts.batches, select(opts.server_profile))
+    pg_side: dict[str, Any] = {"push": pushed.to_dict()}
     body = wait_for_queries(http, pg.url + "/metrics", queries, SHOW_TIMEOUT_S)
     pg_side["census"], pg_side["memory_loaded"] = Census.of(body).to_dict(), pg.memory()
     del body
@@ -142,7 +158,8 @@ def header(results: list[dict[str, Any]], argv: list[str], opts: Options) -> str
         f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` (code `{m['code']}`)",
         f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}",
         f"- Python {m['python']}, {_pushgateway_version(opts.pushgateway)}; collector: one "
-        f"uvicorn process, history {history}; Pushgateway in memory, push-time consistency "
+        f"uvicorn process, history {history}, metric profile {opts.server_profile}; "
+        "Pushgateway in memory, push-time consistency "
         f"check {'on' if opts.check_pushes else 'off'}",
         f"- other load on the machine: 1-min load average {min(loads):.1f}–{max(loads):.1f} "
         "at the end of each size (other processes included)",
@@ -159,8 +176,37 @@ def _pushgateway_version(binary: str) -> str:
         else "Pushgateway"
 
 
+def profiles_main(opts: Options, argv: list[str]) -> int:
+    """``--profiles-only``: the default and full profiles side by side, in this process."""
+    results = []
+    for queries in opts.queries:
+        print(f"[bench] scrape profiles: {queries:,} queries × 4 operators", file=sys.stderr)
+        profiles = scrape_profiles.compare(spread(queries, opts.per_app), opts.batches,
+                                           max(opts.renders, 1))
+        results.append({"queries": queries, "profiles": profiles,
+                        "loadavg_1m": os.getloadavg()[0]})
+    m = machine.describe()
+    loads = ", ".join(f"{r['loadavg_1m']:.1f}" for r in results)
+    body = "\n".join([
+        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` (code `{m['code']}`)",
+        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}, "
+        f"Python {m['python']}",
+        f"- 1-min load average at the end of each size: {loads} (other processes included)",
+    ]) + "\n\n" + report.render_profiles(results)
+    print(body)
+    if opts.json_out:
+        opts.json_out.write_text(json.dumps(results, indent=1))
+    if opts.record:
+        write_block(DOC, "scrape-profiles", "Metric profiles side by side", body)
+        print("[bench] recorded", file=sys.stderr)
+    return 0
+
+
 def main(ns: argparse.Namespace, argv: list[str]) -> int:
     opts = options(ns)
+    if opts.profiles_only:
+        return profiles_main(opts, argv)
     results = []
     try:
         for queries in opts.queries:

@@ -21,7 +21,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from bench.scrape.fleet import AppFleet
 from sparkwatch.collector.stalls import StallBoard, StalledGauge
+from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.exposition import SparkwatchCollector
+from sparkwatch.metrics.profiles import FULL, Selection
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
 
@@ -48,14 +50,16 @@ class Pushed:
         return asdict(self)
 
 
-def exposition(app: AppFleet, batches: int) -> bytes:
-    """What the collector serves for ``app`` (catalogue series only, no collector self-metrics)."""
-    state = MetricState()
+def exposition(app: AppFleet, batches: int, selection: Selection = FULL) -> bytes:
+    """What the collector serves for ``app`` (catalogue series only, no collector self-metrics)
+    under the metric profile ``selection``."""
+    state = MetricState(batch_buckets=selection.batch_buckets,
+                        phase_buckets=selection.phase_buckets)
     for envelope in app.events(batches):
         state.apply(parse_envelope(envelope_from_dict(envelope)))
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SparkwatchCollector(state))
-    registry.register(StalledGauge(state, StallBoard()))
+    registry.register(SparkwatchCollector(state, selection=selection))
+    registry.register(StalledGauge(state, StallBoard(), selection.exports(cat.QUERY_STALLED)))
     return generate_latest(registry)
 
 
@@ -115,12 +119,14 @@ def push_groups(client: httpx.Client, url: str, groups: dict[GroupKey, list[byte
     return Pushed(len(groups), series, size, time.perf_counter() - start)
 
 
-def push_fleet(url: str, apps: Sequence[AppFleet], batches: int) -> Pushed:
+def push_fleet(
+    url: str, apps: Sequence[AppFleet], batches: int, selection: Selection = FULL
+) -> Pushed:
     """Render and push app by app, so a large fleet is never in this process's memory whole."""
     parts = []
     with httpx.Client(timeout=600) as client:
         for app in apps:
-            parts.append(push_groups(client, url, split(exposition(app, batches))))
+            parts.append(push_groups(client, url, split(exposition(app, batches, selection))))
     return _total(parts)
 
 

@@ -105,6 +105,8 @@ class CollectorSpec:
     max_apps: int
     max_queries_per_app: int
     history_url: str = "off"
+    metrics_profile: str = "full"
+    """The Pushgateway comparison serves the whole catalogue unless told otherwise."""
 
 
 def collector(spec: CollectorSpec) -> AbstractContextManager[Server]:
@@ -118,7 +120,7 @@ def collector(spec: CollectorSpec) -> AbstractContextManager[Server]:
         "--max-queries-per-app", str(spec.max_queries_per_app),
         # Every event is pushed within seconds, but 10,000 queries take a while to load:
         # nothing may be evicted as stale before the scrapes.
-        "--stale-seconds", "86400",
+        "--stale-seconds", "86400", "--metrics-profile", spec.metrics_profile,
     ]
     env = {"SPARKWATCH_COLLECTOR_TOKENS": f"*={spec.token}"}
     return serving("collector", args, f"http://127.0.0.1:{port}", "/healthz",

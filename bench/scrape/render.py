@@ -15,7 +15,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from bench.scrape.fleet import AppFleet
 from bench.scrape.measure import Latency
 from sparkwatch.collector.stalls import StallBoard, StalledGauge
+from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.exposition import SparkwatchCollector
+from sparkwatch.metrics.profiles import FULL, Selection
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.metrics.text import generate
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
@@ -35,31 +37,38 @@ class Rendered:
         return asdict(self)
 
 
-def registry_of(apps: Sequence[AppFleet], batches: int) -> CollectorRegistry:
-    state = MetricState()
+def registry_of(
+    apps: Sequence[AppFleet], batches: int, selection: Selection = FULL
+) -> CollectorRegistry:
+    """The collector's two catalogue collectors over ``apps``' events, as ``selection`` (a
+    metric profile) exports them."""
+    state = MetricState(batch_buckets=selection.batch_buckets,
+                        phase_buckets=selection.phase_buckets)
     for app in apps:
         for envelope in app.events(batches):
             state.apply(parse_envelope(envelope_from_dict(envelope)))
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SparkwatchCollector(state))
-    registry.register(StalledGauge(state, StallBoard()))
+    registry.register(SparkwatchCollector(state, selection=selection))
+    registry.register(StalledGauge(state, StallBoard(), selection.exports(cat.QUERY_STALLED)))
     return registry
 
 
-def compare(apps: Sequence[AppFleet], batches: int, renders: int) -> Rendered:
+def compare(
+    apps: Sequence[AppFleet], batches: int, renders: int, selection: Selection = FULL
+) -> Rendered:
     """``renders`` timed renders each, taking turns; the outputs must be identical."""
-    registry = registry_of(apps, batches)
+    registry = registry_of(apps, batches, selection)
     before, after = generate_latest(registry), b"".join(generate(registry))
     if before != after:
         raise RenderMismatch("sparkwatch.metrics.text.generate differs from generate_latest")
     slow, fast = [], []
     for _ in range(renders):
-        slow.append(_timed(lambda: generate_latest(registry)))
-        fast.append(_timed(lambda: b"".join(generate(registry))))
+        slow.append(timed(lambda: generate_latest(registry)))
+        fast.append(timed(lambda: b"".join(generate(registry))))
     return Rendered(Latency.of(slow), Latency.of(fast), len(after))
 
 
-def _timed(render: Callable[[], bytes]) -> float:
+def timed(render: Callable[[], bytes]) -> float:
     start = time.perf_counter()
     render()
     return time.perf_counter() - start

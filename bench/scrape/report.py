@@ -10,6 +10,10 @@ from bench.tables import cell, ratio, table
 MB = 1_000_000
 RSS_TARGET_MB = 300.0
 TARGET_QUERIES = 1000
+SERIES_BUDGET = 60
+"""Series per query at the default profile with 4 stateful operators (issue 20)."""
+RENDER_TARGET_MS = 150.0
+"""Render of 1,000 queries × 4 operators at the default profile."""
 
 
 def _mb(value: int | None) -> float | None:
@@ -115,11 +119,52 @@ def render_table(result: dict[str, Any]) -> str:
             + table(["renderer", "p50 ms", "p95 ms", "max ms"], body))
 
 
+def profiles_table(result: dict[str, Any]) -> str:
+    """The metric profiles side by side (in-process: collection and rendering of /metrics)."""
+    default, full = result["profiles"]["default"], result["profiles"]["full"]
+    getters: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+        ("`spark_streaming_*` series per query", lambda p: round(p["per_query"], 1)),
+        ("`spark_streaming_*` series, all", lambda p: p["series"]),
+        ("/metrics bytes, uncompressed", lambda p: p["bytes"]),
+        ("render p50 ms", lambda p: p["render"]["p50_ms"]),
+        ("render p95 ms", lambda p: p["render"]["p95_ms"]),
+        ("render CPU p50 ms", lambda p: p["cpu"]["p50_ms"]),
+    ]
+    body = [[name, number(get(default)), number(get(full)),
+             times(float(get(full)), float(get(default)))] for name, get in getters]
+    return (f"Metric profiles, {result['queries']:,} queries × 4 RocksDB operators, rendered in "
+            f"this process ({default['render']['n']} renders each after one untimed, collection "
+            "from the metric state included):\n\n"
+            + table(["", "default", "full", "full / default"], body))
+
+
+def profile_verdict(result: dict[str, Any]) -> list[str]:
+    default = result["profiles"]["default"]
+    n, per_query, p50 = result["queries"], default["per_query"], default["render"]["p50_ms"]
+    line = (f"{n:,} × 4, default profile: {per_query:.1f} series per query -> goal at most "
+            f"{SERIES_BUDGET}: {'MET' if per_query <= SERIES_BUDGET else 'MISSED'}; render p50 "
+            f"{cell(p50)} ms (CPU {cell(default['cpu']['p50_ms'])} ms)")
+    if n == TARGET_QUERIES:
+        line += f" -> goal under {RENDER_TARGET_MS:.0f} ms: " + (
+            "MET" if p50 < RENDER_TARGET_MS else "MISSED")
+    return [line]
+
+
 def render(results: list[dict[str, Any]]) -> str:
     parts, verdicts = [], []
     for result in results:
         parts += [caption(result), size_table(result)]
         if result.get("render"):
             parts.append(render_table(result))
+        if result.get("profiles"):
+            parts.append(profiles_table(result))
+            verdicts += profile_verdict(result)
         verdicts += verdict(result)
     return "\n\n".join([*parts, "\n".join(f"- {line}" for line in verdicts)])
+
+
+def render_profiles(results: list[dict[str, Any]]) -> str:
+    """``--profiles-only``: the profile tables and their verdicts."""
+    tables = [profiles_table(result) for result in results]
+    verdicts = [line for result in results for line in profile_verdict(result)]
+    return "\n\n".join([*tables, "\n".join(f"- {line}" for line in verdicts)])

@@ -14,6 +14,7 @@ from pathlib import Path
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.catalogue import MetricDef
 from sparkwatch.metrics.custom import KNOWN, MS, CustomMetric
+from sparkwatch.metrics.profiles import PROFILES
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 REGENERATE = "python -m sparkwatch.metrics.docs"
@@ -100,6 +101,22 @@ Every metric sparkwatch exports, as served by the embedded exporter and the coll
   ingest token that pushed them (`default` for a token configured without one; see
   [security.md](security.md)). The embedded exporter has no such label.
 
+## Profiles
+
+`SPARKWATCH_METRICS_PROFILE` (listener) and `--metrics-profile` (collector) choose what /metrics
+exports. **default** is what the generated dashboards and alert rules read and nothing more,
+but for the batch counter and the listener's error counter (about 55 series per query with 4
+stateful operators); **full** is every family below (about
+340). The *profile* column says where each family is. Allow and deny lists of metric-name
+regexes (`SPARKWATCH_METRICS_ALLOW` / `SPARKWATCH_METRICS_DENY`, `--metrics-allow` /
+`--metrics-deny`; whole name, comma-separated) add families to the profile and take families
+out of it (deny wins), as kube-state-metrics' `--metric-allowlist` / `--metric-denylist` do:
+`spark_streaming_state_rocksdb_.*` adds the RocksDB families to the default. The bounds of the
+two histograms are set with `SPARKWATCH_METRICS_BATCH_BUCKETS` / `..._PHASE_BUCKETS`
+(`--metrics-batch-buckets` / `--metrics-phase-buckets`). Dashboards and rules are built for a
+profile (`sparkwatch rules build --set metrics_profile=full`): panels and rules reading a family
+outside it are left out. Under default, `sparkwatch top` shows no last-batch columns.
+
 ## Label sets
 
 | set | labels |
@@ -123,9 +140,11 @@ CUSTOM_INTRO = f"""\
 Keys of `stateOperators[].customMetrics` with a dedicated metric. Per-batch amounts become
 counters (summed across batches), levels become gauges. Any other key is exported as
 `{cat.STATE_CUSTOM_METRIC.name}{{metric="<key>"}}` (raw value of the last batch), so keys
-that a newer Spark adds are never lost. Keys of the form `<metric>.partition_<p>_<store>`
-(Spark 4.1+, e.g. `SnapshotLastUploaded`) are aggregated into
-`{cat.STATE_INSTANCE_METRIC_MIN.name}`, `..._max` and `..._reported`.
+that a newer Spark adds are never lost under the full profile. Keys of the form
+`<metric>.partition_<p>_<store>` (Spark 4.1+, e.g. `SnapshotLastUploaded`) are aggregated into
+`{cat.STATE_INSTANCE_METRIC_MIN.name}`, `..._max` and `..._reported`. The default profile
+exports none of these custom metrics (the dashboards and rules it serves read none): add them
+with an allow list.
 """
 
 
@@ -147,11 +166,15 @@ def render_labels(labels: tuple[str, ...]) -> str:
 
 
 def _metric_rows(metrics: Iterable[MetricDef]) -> list[str]:
-    rows = ["| name | type | labels | source in Spark | help |", "|---|---|---|---|---|"]
+    rows = [
+        "| name | type | labels | source in Spark | profile | help |",
+        "|---|---|---|---|---|---|",
+    ]
     for m in metrics:
+        profile = "default" if m.name in PROFILES["default"] else "full"
         rows.append(
             f"| `{m.name}` | {m.kind.value} | {render_labels(m.labels)} | {_code(m.source)} "
-            f"| {_cell(m.help)} |"
+            f"| {profile} | {_cell(m.help)} |"
         )
     return rows
 

@@ -23,6 +23,7 @@ from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.catalogue import Kind, MetricDef
 from sparkwatch.metrics.custom import KNOWN, split_instance_key
 from sparkwatch.metrics.listener_bus import BusSample
+from sparkwatch.metrics.profiles import FULL, Selection
 from sparkwatch.metrics.state import MetricState, QueryState
 from sparkwatch.metrics.stats import ListenerStats
 from sparkwatch.metrics.text import RowFamily
@@ -44,10 +45,14 @@ class Families:
     """Lazily created metric families keyed by their definition, yielded in catalogue order.
 
     Families hold rows of label values (:class:`RowFamily`): /metrics renders them straight to
-    text with :func:`sparkwatch.metrics.text.generate`."""
+    text with :func:`sparkwatch.metrics.text.generate`. Families the metric profile does not
+    export (``exported``; None: all) take no rows."""
 
-    def __init__(self, scope_labels: tuple[str, ...] = ()) -> None:
+    def __init__(self, exported: frozenset[str] | None = None,
+                 scope_labels: tuple[str, ...] = ()) -> None:
         self._families: dict[str, RowFamily] = {}
+        self._exported = exported
+        self._wanted: dict[int, bool] = {}
         self._scope_labels = scope_labels
         """labels put before every family's own (the collector's ``tenant``)"""
         self._scope: tuple[str, ...] = ()
@@ -58,12 +63,28 @@ class Families:
         self._scope = values
         self._scoped.clear()
 
+    def wants(self, metric: MetricDef) -> bool:
+        """``metric`` is exported: callers skip computing what nobody takes."""
+        return self._exported is None or metric.name in self._exported
+
+    def wants_any(self, group: tuple[MetricDef, ...]) -> bool:
+        """Some family of ``group`` (a module-level tuple: cached by identity, as it is asked
+        per query and operator) is exported."""
+        hit = self._wanted.get(id(group))
+        if hit is None:
+            hit = self._wanted[id(group)] = any(self.wants(m) for m in group)
+        return hit
+
     def add(self, metric: MetricDef, labels: Iterable[str], value: float) -> None:
+        if self._exported is not None and metric.name not in self._exported:
+            return
         self._family(metric).add(self._values(labels), value)
 
     def add_histogram(
         self, metric: MetricDef, labels: Iterable[str], buckets: list[tuple[str, int]], total: float
     ) -> None:
+        if self._exported is not None and metric.name not in self._exported:
+            return
         self._family(metric).add_histogram(self._values(labels), buckets, total)
 
     def _values(self, labels: Iterable[str]) -> tuple[str, ...]:
@@ -99,22 +120,25 @@ def _values(labels: Iterable[str]) -> tuple[str, ...]:
 
 
 class SparkwatchCollector(Collector):
-    """Exposes the catalogue for every query in ``state`` plus the listeners' own counters."""
+    """Exposes the catalogue for every query in ``state`` plus the listeners' own counters, as
+    far as ``selection`` (the metric profile) exports it."""
 
     def __init__(
         self,
         state: MetricState,
         listener_stats: Callable[[], Iterable[ListenerStats]] | None = None,
+        selection: Selection = FULL,
     ) -> None:
         self._state = state
         self._listener_stats = listener_stats
+        self._exported = None if selection.names == FULL.names else selection.names
 
     def describe(self) -> Iterable[Metric]:
         # Families depend on what queries exist; skip the registry's collect-at-register probe.
         return []
 
     def collect(self) -> Iterable[Metric]:
-        out = Families()
+        out = Families(self._exported)
         add_state(out, self._state)
         if self._listener_stats is not None:
             for stats in self._listener_stats():
@@ -187,11 +211,15 @@ def add_query(out: Families, q: QueryState) -> None:
         out.add(cat.QUERY_LAST_EVENT, labels, q.last_event_timestamp)
     out.add(cat.QUERY_BATCHES, labels, q.batches)
     out.add(cat.QUERY_INPUT_ROWS, labels, q.input_rows)
-    out.add_histogram(
-        cat.QUERY_BATCH_DURATION, labels, q.batch_duration.buckets(), q.batch_duration.total
-    )
-    for phase, hist in sorted(q.phase_duration.items()):
-        out.add_histogram(cat.QUERY_PHASE_DURATION, (*labels, phase), hist.buckets(), hist.total)
+    if out.wants(cat.QUERY_BATCH_DURATION):
+        out.add_histogram(
+            cat.QUERY_BATCH_DURATION, labels, q.batch_duration.buckets(), q.batch_duration.total
+        )
+    if out.wants(cat.QUERY_PHASE_DURATION):
+        for phase, hist in sorted(q.phase_duration.items()):
+            out.add_histogram(
+                cat.QUERY_PHASE_DURATION, (*labels, phase), hist.buckets(), hist.total
+            )
     _add_event_time(out, q, labels)
     p = q.last_progress
     if p is None:
@@ -199,9 +227,10 @@ def add_query(out: Families, q: QueryState) -> None:
     _add_progress(out, p, labels)
     for op in p.state_operators:
         add_operator(out, q, op, (*labels, op.name, str(op.index)))
-    for src in p.sources:
-        _add_source(out, q, src, labels)
-    if p.sink is not None:
+    if out.wants_any(_SOURCE_FAMILIES):
+        for src in p.sources:
+            _add_source(out, q, src, labels)
+    if p.sink is not None and out.wants_any(_SINK_FAMILIES):
         out.add(cat.SINK_INFO, (*labels, sink_label(p.sink.description)), 1)
         if p.sink.num_output_rows >= 0:
             out.add(cat.SINK_OUTPUT_ROWS, labels, q.sink_output_rows)
@@ -218,13 +247,16 @@ def _add_progress(out: Families, p: QueryProgress, labels: tuple[str, ...]) -> N
     if p.processed_rows_per_second is not None:
         out.add(cat.QUERY_PROCESSED_RATE, labels, p.processed_rows_per_second)
     out.add(cat.QUERY_LAST_BATCH_DURATION, labels, p.batch_duration_ms / 1000.0)
-    for phase, ms in sorted(p.duration_ms.items()):
-        out.add(cat.QUERY_LAST_PHASE_DURATION, (*labels, phase), ms / 1000.0)
+    if out.wants(cat.QUERY_LAST_PHASE_DURATION):
+        for phase, ms in sorted(p.duration_ms.items()):
+            out.add(cat.QUERY_LAST_PHASE_DURATION, (*labels, phase), ms / 1000.0)
     watermark = p.event_time.watermark
     if watermark is not None:
         out.add(cat.QUERY_WATERMARK, labels, watermark)
         if watermark > 0:  # batch 0 reports the epoch: no watermark yet, no meaningful lag
             out.add(cat.QUERY_WATERMARK_LAG, labels, p.timestamp - watermark)
+    if not out.wants(cat.QUERY_OBSERVED_METRIC):
+        return
     for observation, columns in sorted(p.observed_metrics.items()):
         for column, value in sorted(columns.items()):
             number = _number(value)
@@ -247,10 +279,30 @@ def _add_event_time(out: Families, q: QueryState, labels: tuple[str, ...]) -> No
 
 
 def add_operator(out: Families, q: QueryState, op: StateOperator, labels: tuple[str, ...]) -> None:
-    identity = label_values(q.identity(op), q.plan_source())
-    out.add(cat.STATE_OPERATOR_INFO, (*labels, *identity), 1)
+    if out.wants(cat.STATE_OPERATOR_INFO):
+        identity = label_values(q.identity(op), q.plan_source())
+        out.add(cat.STATE_OPERATOR_INFO, (*labels, *identity), 1)
     out.add(cat.STATE_ROWS, labels, op.num_rows_total)
     out.add(cat.STATE_MEMORY, labels, op.memory_used_bytes)
+    if out.wants_any(_OPERATOR_LAST_BATCH):
+        _add_operator_last_batch(out, op, labels)
+    totals = q.operators.get((op.index, op.name))
+    if totals is not None:
+        out.add(cat.STATE_ROWS_UPDATED, labels, totals.rows_updated)
+        out.add(cat.STATE_ROWS_REMOVED, labels, totals.rows_removed)
+        out.add(cat.STATE_ROWS_DROPPED, labels, totals.rows_dropped)
+        if out.wants_any(_OPERATOR_TIMES):
+            out.add(cat.STATE_UPDATE_TIME, labels, totals.update_ms / 1000.0)
+            out.add(cat.STATE_REMOVAL_TIME, labels, totals.removal_ms / 1000.0)
+            out.add(cat.STATE_COMMIT_TIME, labels, totals.commit_ms / 1000.0)
+        if out.wants_any(_CUSTOM_TOTALS):
+            for key, total in totals.custom.items():
+                out.add(KNOWN[key].metric, labels, total)
+    if out.wants_any(_CUSTOM_LEVELS):
+        _add_custom_levels(out, op, labels)
+
+
+def _add_operator_last_batch(out: Families, op: StateOperator, labels: tuple[str, ...]) -> None:
     out.add(cat.STATE_LAST_ROWS_UPDATED, labels, op.num_rows_updated)
     out.add(cat.STATE_LAST_ROWS_REMOVED, labels, op.num_rows_removed)
     out.add(cat.STATE_LAST_ROWS_DROPPED, labels, op.num_rows_dropped_by_watermark)
@@ -259,17 +311,38 @@ def add_operator(out: Families, q: QueryState, op: StateOperator, labels: tuple[
     out.add(cat.STATE_LAST_COMMIT_TIME, labels, op.commit_time_ms / 1000.0)
     out.add(cat.STATE_SHUFFLE_PARTITIONS, labels, op.num_shuffle_partitions)
     out.add(cat.STATE_STORE_INSTANCES, labels, op.num_state_store_instances)
-    totals = q.operators.get((op.index, op.name))
-    if totals is not None:
-        out.add(cat.STATE_ROWS_UPDATED, labels, totals.rows_updated)
-        out.add(cat.STATE_ROWS_REMOVED, labels, totals.rows_removed)
-        out.add(cat.STATE_ROWS_DROPPED, labels, totals.rows_dropped)
-        out.add(cat.STATE_UPDATE_TIME, labels, totals.update_ms / 1000.0)
-        out.add(cat.STATE_REMOVAL_TIME, labels, totals.removal_ms / 1000.0)
-        out.add(cat.STATE_COMMIT_TIME, labels, totals.commit_ms / 1000.0)
-        for key, total in totals.custom.items():
-            out.add(KNOWN[key].metric, labels, total)
-    _add_custom_levels(out, op, labels)
+
+
+# Groups of families a profile takes or leaves together: one check skips the lot.
+_OPERATOR_LAST_BATCH = (
+    cat.STATE_LAST_ROWS_UPDATED,
+    cat.STATE_LAST_ROWS_REMOVED,
+    cat.STATE_LAST_ROWS_DROPPED,
+    cat.STATE_LAST_UPDATE_TIME,
+    cat.STATE_LAST_REMOVAL_TIME,
+    cat.STATE_LAST_COMMIT_TIME,
+    cat.STATE_SHUFFLE_PARTITIONS,
+    cat.STATE_STORE_INSTANCES,
+)
+_OPERATOR_TIMES = (cat.STATE_UPDATE_TIME, cat.STATE_REMOVAL_TIME, cat.STATE_COMMIT_TIME)
+_CUSTOM_TOTALS = tuple(m.metric for m in KNOWN.values() if m.per_batch)
+_CUSTOM_LEVELS = (
+    *(m.metric for m in KNOWN.values() if not m.per_batch),
+    cat.STATE_CUSTOM_METRIC,
+    cat.STATE_INSTANCE_METRIC_MIN,
+    cat.STATE_INSTANCE_METRIC_MAX,
+    cat.STATE_INSTANCE_METRIC_REPORTED,
+)
+_SINK_FAMILIES = (cat.SINK_INFO, cat.SINK_OUTPUT_ROWS, cat.SINK_METRIC)
+_SOURCE_FAMILIES = (
+    cat.SOURCE_INPUT_ROWS,
+    cat.SOURCE_INPUT_RATE,
+    cat.SOURCE_PROCESSED_RATE,
+    cat.SOURCE_MIN_BEHIND,
+    cat.SOURCE_MAX_BEHIND,
+    cat.SOURCE_AVG_BEHIND,
+    cat.SOURCE_METRIC,
+)
 
 
 def _add_custom_levels(out: Families, op: StateOperator, labels: tuple[str, ...]) -> None:

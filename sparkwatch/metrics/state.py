@@ -63,13 +63,20 @@ class Histogram:
         return out
 
     def buckets(self) -> list[tuple[str, int]]:
-        out = [(_bound_label(b), c) for b, c in zip(self.bounds, self.cumulative(), strict=True)]
+        out = list(zip(_bound_labels(self.bounds), self.cumulative(), strict=True))
         out.append(("+Inf", self.count))
         return out
 
 
-def _bound_label(bound: float) -> str:
-    return repr(float(bound))
+_BOUND_LABELS: dict[tuple[float, ...], tuple[str, ...]] = {}
+
+
+def _bound_labels(bounds: tuple[float, ...]) -> tuple[str, ...]:
+    """The ``le`` values of ``bounds``, formatted once per process (a scrape asks per query)."""
+    labels = _BOUND_LABELS.get(tuple(bounds))
+    if labels is None:
+        labels = _BOUND_LABELS[tuple(bounds)] = tuple(repr(float(b)) for b in bounds)
+    return labels
 
 
 @dataclass(slots=True)
@@ -113,6 +120,7 @@ class QueryState:
     source_rows: dict[tuple[int, str], int] = field(default_factory=dict)
     batch_duration: Histogram = field(default_factory=lambda: Histogram(BATCH_DURATION_BUCKETS))
     phase_duration: dict[str, Histogram] = field(default_factory=dict)
+    phase_bounds: tuple[float, ...] = PHASE_DURATION_BUCKETS
     applied_batches: dict[str, int] = field(default_factory=dict)
     """Highest batch id applied per run id, for the last RUNS_REMEMBERED runs."""
     plan: QueryPlan | None = None
@@ -146,6 +154,8 @@ class MetricState:
         terminated_grace_seconds: float = 300.0,
         stale_seconds: float | None = None,
         clock: Callable[[], float] = time.time,
+        batch_buckets: tuple[float, ...] = BATCH_DURATION_BUCKETS,
+        phase_buckets: tuple[float, ...] = PHASE_DURATION_BUCKETS,
     ) -> None:
         self._lock = threading.Lock()
         self._queries: dict[tuple[str, str], QueryState] = {}
@@ -153,6 +163,9 @@ class MetricState:
         self._grace = terminated_grace_seconds
         self._stale = stale_seconds
         self._clock = clock
+        # The metric profile's bounds (sparkwatch.metrics.profiles.Selection), fixed per process.
+        self._batch_buckets = batch_buckets
+        self._phase_buckets = phase_buckets
 
     def apply(self, parsed: ParsedEvent) -> bool:
         """Fold one event in; False when it was a duplicate progress and changed nothing."""
@@ -212,7 +225,13 @@ class MetricState:
     def _query(self, app: AppInfo, query_id: str, name: str | None) -> QueryState:
         state = self._queries.get((app.id, query_id))
         if state is None:
-            state = QueryState(app=app, query_id=query_id, name=name or "")
+            state = QueryState(
+                app=app,
+                query_id=query_id,
+                name=name or "",
+                batch_duration=Histogram(self._batch_buckets),
+                phase_bounds=self._phase_buckets,
+            )
             self._queries[(app.id, query_id)] = state
         elif name:
             state.name = name
@@ -297,7 +316,7 @@ def _apply_progress(state: QueryState, p: QueryProgress) -> bool:
     for phase, ms in p.duration_ms.items():
         hist = state.phase_duration.get(phase)
         if hist is None:
-            hist = state.phase_duration[phase] = Histogram(PHASE_DURATION_BUCKETS)
+            hist = state.phase_duration[phase] = Histogram(state.phase_bounds)
         hist.observe(ms / 1000.0)
     for src in p.sources:
         source = (src.index, src.description)

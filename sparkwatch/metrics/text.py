@@ -65,43 +65,96 @@ def escape(value: str) -> str:
     return value
 
 
+class KeptLabels:
+    """Label sets rendered by the last two scrapes, by content: a fleet's label sets hardly change
+    between scrapes, so each is escaped and joined once, not once per scrape. Two generations
+    bound it: what the scrape before last did not use again is forgotten."""
+
+    def __init__(self) -> None:
+        self._now: dict[tuple[Any, ...], Any] = {}
+        self._before: dict[tuple[Any, ...], Any] = {}
+
+    def get(self, key: tuple[Any, ...]) -> Any:
+        hit = self._now.get(key)
+        if hit is None:
+            hit = self._before.get(key)
+            if hit is not None:
+                self._now[key] = hit
+        return hit
+
+    def put(self, key: tuple[Any, ...], value: Any) -> None:
+        self._now[key] = value
+
+    def turn(self) -> None:
+        """A new scrape begins. Concurrent scrapes may turn twice: that only costs renders."""
+        self._before, self._now = self._now, {}
+
+
+KEPT = KeptLabels()
+"""The process's label sets, shared by every registry it renders (same content, same text)."""
+
+
 class Bodies:
     """Rendered label sets (``a="x",b="y"``) of one scrape. A query's or operator's label values
     are one tuple passed to every family with the same label names, so each set is sorted and
-    escaped once per scrape instead of once per sample. Holds the tuples it has seen (their ids
-    are keys), so use one per scrape."""
+    escaped once per scrape instead of once per sample (and once in two scrapes with ``kept``).
+    Holds the tuples it has seen (their ids are keys), so use one per scrape."""
 
-    def __init__(self) -> None:
+    def __init__(self, kept: KeptLabels | None = None) -> None:
+        self._kept = kept
         self._plain: dict[tuple[int, int], tuple[Labels, Labels, str]] = {}
         self._around_le: dict[tuple[int, int], tuple[Labels, Labels, str, str]] = {}
+        self._pairs: dict[tuple[str, str], str] = {}
+        """``name="value"`` by (name, value): an app's or a query's values recur in every label
+        set of its queries, operators and info series."""
         self.capped = False
         """Some label value was cut: two series may now render the same (see _unique)."""
 
     def plain(self, names: Labels, values: Labels) -> str:
         hit = self._plain.get((id(names), id(values)))
         if hit is None:
-            if any(len(v) > LABEL_VALUE_MAX_CHARS for v in values):
-                self.capped = True
-            body = ",".join(_pairs(names, values))
+            body = self._rendered(("", names, values), names, values)[0]
             hit = self._plain[(id(names), id(values))] = (names, values, body)
         return hit[2]
+
+    def _rendered(self, key: tuple[Any, ...], names: Labels, values: Labels) -> tuple[str, ...]:
+        """``key``'s text: (body,) for a plain set, (before, after) around ``le``."""
+        kept = self._kept.get(key) if self._kept is not None else None
+        if kept is None:
+            capped = bool(values) and max(map(len, values)) > LABEL_VALUE_MAX_CHARS
+            pairs = _pairs(names, values, self._pairs)
+            text: tuple[str, ...]
+            if key[0]:
+                k = sum(1 for name in dict(zip(names, values, strict=False)) if name < "le")
+                text = ("".join(p + "," for p in pairs[:k]), "".join("," + p for p in pairs[k:]))
+            else:
+                text = (",".join(pairs),)
+            kept = (capped, text)
+            if self._kept is not None:
+                self._kept.put(key, kept)
+        if kept[0]:
+            self.capped = True
+        return kept[1]  # type: ignore[no-any-return]
 
     def around_le(self, names: Labels, values: Labels) -> tuple[str, str]:
         """The pairs before and after the ``le`` pair (both with their commas)."""
         hit = self._around_le.get((id(names), id(values)))
         if hit is None:
-            pairs = _pairs(names, values)
-            k = sum(1 for name in dict(zip(names, values, strict=False)) if name < "le")
-            before = "".join(p + "," for p in pairs[:k])
-            after = "".join("," + p for p in pairs[k:])
+            before, after = self._rendered(("le", names, values), names, values)
             hit = self._around_le[(id(names), id(values))] = (names, values, before, after)
         return hit[2], hit[3]
 
 
-def _pairs(names: Labels, values: Labels) -> list[str]:
+def _pairs(names: Labels, values: Labels, seen: dict[tuple[str, str], str]) -> list[str]:
     # As prometheus_client: dict(zip(...)) (fewer values: fewer labels), sorted by name.
     labels = dict(zip(names, values, strict=False))
-    return [f'{_label_name(k)}="{escape(v)}"' for k, v in sorted(labels.items())]
+    out = []
+    for item in sorted(labels.items()):
+        pair = seen.get(item)
+        if pair is None:
+            pair = seen[item] = f'{_label_name(item[0])}="{escape(item[1])}"'
+        out.append(pair)
+    return out
 
 
 _LABEL_NAMES: dict[str, str] = {}
@@ -191,17 +244,24 @@ class RowFamily(Metric):
         names = self._label_names
         bucket, count, sum_ = (escape_metric_name(self.name + suffix)
                                for suffix in ("_bucket", "_count", "_sum"))
-        out = []
+        out, les = [], _LE_PAIRS
         for labels, buckets, total in histograms:
             before, after = bodies.around_le(names, labels)
             for le, n in buckets:
-                out.append(f'{bucket}{{{before}le="{escape(le)}"{after}}} {go_float(n)}\n')
+                pair = les.get(le)
+                if pair is None:
+                    pair = les[le] = f'le="{escape(le)}"'
+                out.append(f"{bucket}{{{before}{pair}{after}}} {go_float(n)}\n")
             # HistogramMetricFamily's rule: no _count/_sum with negative buckets.
             if float(buckets[0][0]) >= 0 and total is not None:
                 body = bodies.plain(names, labels)
                 out.append(_line(count, body, buckets[-1][1]))
                 out.append(_line(sum_, body, total))
         return out
+
+
+_LE_PAIRS: dict[str, str] = {}
+"""``le="..."`` by bound: a few bounds, rendered for every histogram of every scrape."""
 
 
 def _unique(lines: list[str], seen: set[str]) -> list[str]:
@@ -248,7 +308,8 @@ def render(metrics: Iterable[Metric], report_dropped: bool = False) -> Iterator[
     other metric by prometheus_client itself. Collect first (``list(registry.collect())``) to
     take the snapshot, and its errors, before streaming. ``report_dropped``: end with the
     process's count of series left out (:data:`DROPPED`), once there is one."""
-    bodies = Bodies()
+    KEPT.turn()
+    bodies = Bodies(KEPT)
     for metric in metrics:
         if isinstance(metric, RowFamily):
             for piece in metric.pieces(bodies):
