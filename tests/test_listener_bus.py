@@ -36,7 +36,9 @@ def dropped_run() -> dict[str, Any]:
         import pyspark  # noqa: F401
     except ImportError:
         unavailable("pyspark not installed")
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    # the full profile: every bus family is checked, the default keeps only what alerts read
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+           "SPARKWATCH_METRICS_PROFILE": "full"}
     done = subprocess.run(
         [sys.executable, "-m", "tests.listener_bus_app"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=400,

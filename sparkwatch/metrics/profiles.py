@@ -44,12 +44,9 @@ _DEFAULT: tuple[MetricDef, ...] = (
     cat.LISTENER_WORKER_LAST_PROGRESS,
     # Spark's own listener bus (per app and queue): the overview's bus panels and the
     # SparkListenerBusDroppingEvents alert.
-    cat.LISTENER_BUS_EVENTS_POSTED,
     cat.LISTENER_BUS_EVENTS_DROPPED,
     cat.LISTENER_BUS_QUEUE_SIZE,
     cat.LISTENER_BUS_QUEUE_CAPACITY,
-    cat.LISTENER_BUS_EVENTS_PROCESSED,
-    cat.LISTENER_BUS_PROCESSING_MEAN,
     # Query status, throughput and latency: 28 series per query (16 of them the histogram).
     cat.QUERY_INFO,
     cat.QUERY_ACTIVE,
