@@ -237,7 +237,7 @@ SETTINGS: tuple[Setting, ...] = (
             "a tenant may send this many seconds of its rate quotas at once"),
     Setting("metrics_profile", metrics_profile,
             "metric families /metrics exports: default (what the dashboards and alert rules "
-            "read, about 55 series per query with 4 stateful operators) or full (the whole "
+            "read, about 57 series per query with 4 stateful operators) or full (the whole "
             "catalogue, about 340); see docs/metrics.md"),
     Setting("metrics_allow", regex_list,
             "metric-name regexes (comma-separated, whole name) exported on top of the profile"),

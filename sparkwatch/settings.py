@@ -175,7 +175,7 @@ LISTENER_FIELDS: tuple[Field, ...] = (
         "metrics.profile",
         metrics_profile,
         "Which metric families /metrics exports: default (what the dashboards and alert rules "
-        "read, about 55 series per query with 4 stateful operators) or full (the whole catalogue, "
+        "read, about 57 series per query with 4 stateful operators) or full (the whole catalogue, "
         "about 340); see docs/metrics.md.",
     ),
     Field(

@@ -158,7 +158,7 @@ def test_the_default_profile_holds_nothing_the_dashboards_and_rules_do_not_read(
     read = set().union(*(referenced(text) for text in texts))
     kept = {metric.name for metric, _ in EXTRAS}  # each with its reason
     assert read == PROFILES["default"] - kept, sorted((PROFILES["default"] - kept) ^ read)
-    assert not read & kept and len(kept) == 2
+    assert not read & kept and len(kept) == 4
 
 
 def test_the_default_keeps_every_alert_and_full_keeps_every_panel() -> None:

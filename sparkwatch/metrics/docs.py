@@ -105,7 +105,8 @@ Every metric sparkwatch exports, as served by the embedded exporter and the coll
 
 `SPARKWATCH_METRICS_PROFILE` (listener) and `--metrics-profile` (collector) choose what /metrics
 exports. **default** is what the generated dashboards and alert rules read and nothing more,
-but for the batch counter and the listener's error counter (about 55 series per query with 4
+but for the batch counter, the listener's error counter and the two last-batch gauges `top`
+shows (about 57 series per query with 4
 stateful operators); **full** is every family below (about
 340). The *profile* column says where each family is. Allow and deny lists of metric-name
 regexes (`SPARKWATCH_METRICS_ALLOW` / `SPARKWATCH_METRICS_DENY`, `--metrics-allow` /

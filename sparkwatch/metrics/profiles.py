@@ -2,7 +2,7 @@
 
 Hosted Prometheus bills by active series, so the exposition has a budget. ``default`` is what
 the generated dashboards and alert rules read and nothing more, but for two named
-:data:`EXTRAS` (about 55 series per query with 4 stateful operators); ``full`` is the whole
+:data:`EXTRAS` (about 57 series per query with 4 stateful operators); ``full`` is the whole
 catalogue (about 340). On top of the profile, allow and deny lists of metric-name regexes (full
 match, as kube-state-metrics' ``--metric-allowlist`` / ``--metric-denylist``) add families to it
 and take families out of it; deny wins.
@@ -29,6 +29,8 @@ EXTRAS: tuple[tuple[MetricDef, str], ...] = (
      "checks) sees a query advance; one series per query"),
     (cat.LISTENER_ERRORS, "the listener's own failures (its /metrics port taken, no listener "
      "registered): the one signal of an attach that half failed; per app, not per query"),
+    (cat.QUERY_BATCH_ID, "`sparkwatch top`'s BATCH column: which batch a query is at"),
+    (cat.QUERY_LAST_BATCH_DURATION, "`sparkwatch top`'s TIME column: the last batch's duration"),
 )
 """Default families that no dashboard or rule reads, and why they are kept anyway."""
 
