@@ -26,8 +26,10 @@ BY_SOURCE = ", ".join(SOURCE_LABELS)
 ON_OPERATOR = "app_id, query_id, operator_index"
 IDENTITY = ", ".join(OPERATOR_IDENTITY_LABELS)
 
-# Dashboard filters on the template variables ($app, $query, $operator).
-APP_FILTER = 'app_name=~"$app"'
+# Dashboard filters on the template variables ($tenant, $app, $query, $operator). A driver's own
+# /metrics has no tenant label: "All" (.*) matches its empty value too.
+TENANT_FILTER = 'tenant=~"$tenant"'
+APP_FILTER = TENANT_FILTER + ', app_name=~"$app"'
 QUERY_FILTER = APP_FILTER + ', query_name=~"$query"'
 OPERATOR_FILTER = QUERY_FILTER + ', operator=~"$operator"'
 # Legend of a per-operator series joined with its identity (``with_identity``).

@@ -1,4 +1,4 @@
-"""Template variables: datasource, app, query, operator, for Prometheus and for the SQL history.
+"""Template variables: datasource, (tenant,) app, query, operator, for Prometheus and the history.
 
 Prometheus variables are regexes (``All`` is ``.*``, which also matches the empty name of an
 unnamed query); SQL variables expand to quoted lists for ``IN ($var)``.
@@ -10,7 +10,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as dm
 
 from sparkwatch.dashboards.panels import PROMETHEUS
-from sparkwatch.dashboards.promql import APP_FILTER, QUERY_FILTER, sel
+from sparkwatch.dashboards.promql import APP_FILTER, QUERY_FILTER, TENANT_FILTER, sel
 from sparkwatch.dashboards.sql import POSTGRES, POSTGRES_TYPE
 from sparkwatch.metrics import catalogue as cat
 
@@ -37,7 +37,10 @@ def prometheus_variables() -> list[db.DatasourceVariable | db.QueryVariable]:
     info = cat.QUERY_INFO
     return [
         db.DatasourceVariable("datasource").label("Prometheus").type("prometheus"),
-        _choice("app", "App", f"label_values({info.name}, app_name)", PROMETHEUS).all_value(".*"),
+        _choice("tenant", "Tenant", f"label_values({info.name}, tenant)", PROMETHEUS)
+        .all_value(".*"),
+        _choice("app", "App", f"label_values({sel(info, TENANT_FILTER)}, app_name)", PROMETHEUS)
+        .all_value(".*"),
         _choice(
             "query",
             "Query",

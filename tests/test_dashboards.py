@@ -56,15 +56,34 @@ def test_uids_are_stable_and_grafana_11_schema(boards: dict[str, dict[str, Any]]
         assert len(ids) == len(set(ids))
 
 
-def test_every_dashboard_has_the_four_variables(boards: dict[str, dict[str, Any]]) -> None:
+def test_every_dashboard_has_its_variables(boards: dict[str, dict[str, Any]]) -> None:
     for board in boards.values():
         variables = {v["name"]: v for v in board["templating"]["list"]}
-        assert list(variables) == VARIABLES, board["uid"]
-        expected = "grafana-postgresql-datasource" if "history" in board["uid"] else "prometheus"
+        sql = "history" in board["uid"]
+        # the collector labels its series by tenant; the SQL history's runs are read per app
+        expected_names = VARIABLES if sql else [VARIABLES[0], "tenant", *VARIABLES[1:]]
+        assert list(variables) == expected_names, board["uid"]
+        expected = "grafana-postgresql-datasource" if sql else "prometheus"
         assert variables["datasource"]["query"] == expected
-        for name in VARIABLES[1:]:
+        for name in expected_names[1:]:
             assert variables[name]["multi"] and variables[name]["includeAll"]
             assert variables[name]["datasource"]["uid"] == "${datasource}"
+
+
+def test_the_tenant_variable_narrows_the_app_choices_and_every_prometheus_query(
+    boards: dict[str, dict[str, Any]],
+) -> None:
+    for board in boards.values():
+        if "history" in board["uid"]:
+            continue
+        variables = {v["name"]: v for v in board["templating"]["list"]}
+        assert variables["tenant"]["allValue"] == ".*"
+        assert 'tenant=~"$tenant"' in str(variables["app"]["query"])
+        for _, panel in panels_in_order(board):
+            for target in panel.get("targets", []):
+                expr = target.get("expr", "")
+                if 'app_name=~"$app"' in expr:
+                    assert 'tenant=~"$tenant"' in expr, (board["uid"], expr)
 
 
 def test_every_panel_is_described_and_queries_its_datasource(

@@ -142,7 +142,7 @@ def promql_for_test(expr: str) -> str:
     """Grafana's interval macros filled in, the variables at *All* (``.*``)."""
     for macro, value in GRAFANA_INTERVALS.items():
         expr = expr.replace(macro, value)
-    return re.sub(r"\$(app|query|operator)\b", ".*", expr)
+    return re.sub(r"\$(tenant|app|query|operator)\b", ".*", expr)
 
 
 def sql_for_test(
