@@ -16,8 +16,9 @@ Grafana 11.6+ dashboards built with grafana-foundation-sdk, committed as JSON un
 each asks for its data source through the `datasource` variable: Prometheus for the first three,
 PostgreSQL (the sparkwatch history, `grafana-postgresql-datasource`) for History.
 
-Every dashboard has the variables `app`, `query` and `operator` (multi-value, *All* by default)
-and links to the others keeping time range and variables. Threshold lines (red) come from the
+Every dashboard has the variables `app`, `query` and `operator` (multi-value, *All* by default),
+and the Prometheus ones `tenant` too (the collector's tenant label; a driver's own /metrics has
+none, which *All* matches), and links to the others keeping time range and variables. Threshold lines (red) come from the
 same config as the alert rules (`dashboards/config.yaml`): the line is where the alert starts.
 Several panels read recording rules (`sparkwatch_query:...`, `sparkwatch_operator:...`): load
 `dashboards/generated/prometheus/sparkwatch-recording-rules.yaml` into Prometheus too. What to do
