@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "sparkwatch.cli.rules",
     "sparkwatch.cli.doctor",
     "sparkwatch.cli.top",
+    "sparkwatch.cli.state",
 )
 
 
