@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from sparkwatch.cli.errors import CliError
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from sparkwatch.state.inspect import Request
     from sparkwatch.state.model import StateReport
 
@@ -51,9 +55,9 @@ def request(args: argparse.Namespace) -> Request:
     return Request(args.checkpoint, args.operator, args.store, args.batch_id, args.top, window)
 
 
-def read_state(req: Request) -> StateReport:
-    """The report, with a Spark session started (and stopped) here."""
-    from sparkwatch.state.inspect import inspect
+@contextmanager
+def spark_for_state() -> Iterator[SparkSession]:
+    """A local session to read state with, stopped afterwards; state errors as CLI errors."""
     from sparkwatch.state.source import StateError, require_spark_4
 
     try:
@@ -61,18 +65,25 @@ def read_state(req: Request) -> StateReport:
     except ImportError:
         raise CliError("reading state needs PySpark 4.0 or later: pip install "
                        "'sparkwatch[spark]'") from None
-    from sparkwatch.state.progress import progress
     from sparkwatch.state.session import build_session
 
     try:
         require_spark_4(pyspark.__version__)
         spark = build_session()
         try:
-            return inspect(spark, req, lambda label: progress(spark, label))
+            yield spark
         finally:
             spark.stop()
     except StateError as exc:
         raise CliError(str(exc)) from None
+
+
+def read_state(req: Request) -> StateReport:
+    from sparkwatch.state.inspect import inspect
+    from sparkwatch.state.progress import progress
+
+    with spark_for_state() as spark:
+        return inspect(spark, req, lambda label: progress(spark, label))
 
 
 def run_state(args: argparse.Namespace) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparkwatch.state.model import Changes, Target
+from sparkwatch.state.model import Changes, Growth, Target
 from sparkwatch.state.profile import as_json
-from sparkwatch.state.source import StateError, change_frame
+from sparkwatch.state.source import StateError, change_frame, store_frame
 from sparkwatch.summary import one_line
 
 if TYPE_CHECKING:
@@ -41,6 +41,8 @@ def changes(spark: SparkSession, checkpoint: str, target: Target, first: int, la
                          f"{one_line(exc)}") from exc
 
     def keys(kind: str) -> tuple[str, ...]:
+        if top <= 0:
+            return ()
         rows = (df.where(F.col("change_type") == kind).select("_key").distinct()
                 .orderBy("_key").limit(top).collect())
         return tuple(r["_key"] for r in rows)
@@ -48,3 +50,21 @@ def changes(spark: SparkSession, checkpoint: str, target: Target, first: int, la
     return Changes(first, last, counts.get("update", 0), counts.get("delete", 0),
                    keys("update"), keys("delete"))
 
+
+
+RECENT_BATCHES = 10
+
+
+def recent_growth(spark: SparkSession, checkpoint: str, target: Target, last: int,
+                  rows_last: int, batches: int = RECENT_BATCHES) -> Growth | None:
+    """Rows ``batches`` batches before ``last`` against ``rows_last``, and the change feed in
+    between; None with fewer than 3 batches kept or without a change feed."""
+    first = max(target.min_batch, last - batches)
+    if last - first < 2:
+        return None
+    try:
+        feed = changes(spark, checkpoint, target, first + 1, last, top=0)
+    except StateError:
+        return None
+    rows_first = store_frame(spark, checkpoint, target, first).count()
+    return Growth(rows_first, rows_last, feed)

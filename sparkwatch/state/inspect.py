@@ -83,13 +83,15 @@ def _store(spark: SparkSession, req: Request, t: Target, batch: int | None, mark
         assert isinstance(key_type, StructType)  # the State Data Source's key is a struct
         shape = profile.shape(key_type, t.store_name)
         measured = profile.sized(df)
+        keys, top = profile.top_keys(measured, shape, req.top)
         report = StoreReport(
             target=t,
             key_schema=key_type.simpleString(),
             value_schema=df.schema["value"].dataType.simpleString(),
             partitions=profile.partitions(measured, t.partitions),
-            top_keys=profile.top_keys(measured, shape, req.top),
+            top_keys=top,
             key_fields=shape.fields,
+            keys=keys,
             expired_rows=profile.expired(df, shape, mark),
             time_field=shape.time_field,
             changes=(changes(spark, req.checkpoint, t, *req.changes, req.top)

@@ -52,6 +52,15 @@ class Changes:
 
 
 @dataclass(frozen=True, slots=True)
+class Growth:
+    """A store's rows at two batches and the change feed between them."""
+
+    rows_from: int
+    rows_to: int
+    changes: Changes
+
+
+@dataclass(frozen=True, slots=True)
 class StoreReport:
     target: Target
     key_schema: str
@@ -61,12 +70,13 @@ class StoreReport:
     top_keys: tuple[Key, ...]
     key_fields: tuple[str, ...]
     """The key fields the top keys are grouped by."""
+    keys: int = 0
+    """Distinct keys (grouped by ``key_fields``)."""
     expired_rows: int | None = None
     """Rows whose event time in the key is behind the watermark (None: no event time in the key
     or no watermark)."""
     time_field: str | None = None
     changes: Changes | None = None
-    notes: tuple[str, ...] = ()
 
     @property
     def rows(self) -> int:

@@ -82,22 +82,26 @@ def partitions(df: DataFrame, count: int) -> tuple[Partition, ...]:
     return tuple(found.get(i, Partition(i, 0, 0)) for i in ids)
 
 
-def top_keys(df: DataFrame, key_shape: KeyShape, n: int) -> tuple[Key, ...]:
+def top_keys(df: DataFrame, key_shape: KeyShape, n: int) -> tuple[int, tuple[Key, ...]]:
+    """How many distinct keys the store has, and the ``n`` largest by bytes (then rows)."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    if n <= 0:
-        return ()
     cols = [F.col(f"key.{f}").alias(f) for f in key_shape.fields]
     grouped = F.struct(*cols) if cols else F.col("key")
-    top = (
+    per_key = (
         df.withColumn("_key", as_json(grouped))
         .groupBy("_key")
         .agg(F.count(F.lit(1)).alias("rows"), F.sum("_bytes").alias("bytes"))
-        .orderBy(F.desc("bytes"), F.desc("rows"), "_key")
-        .limit(n)
-        .collect()
     )
-    return tuple(Key(r["_key"], int(r.rows), int(r.bytes or 0)) for r in top)
+    # Counted and ranked from one aggregation: kept (spilling to disk) for the two jobs.
+    per_key.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        keys = per_key.count()
+        top = per_key.orderBy(F.desc("bytes"), F.desc("rows"), "_key").limit(n).collect()
+    finally:
+        per_key.unpersist()
+    return int(keys), tuple(Key(r["_key"], int(r.rows), int(r.bytes or 0)) for r in top)
 
 
 def expired(df: DataFrame, key_shape: KeyShape, watermark_ms: int | None) -> int | None:

@@ -53,6 +53,7 @@ def _store(s: StoreReport) -> dict[str, Any]:
             "ratio": round(sk.ratio, 3),
             "worst_partitions": [p.partition_id for p in sk.worst],
         },
+        "keys": s.keys,
         "top_keys_by": list(s.key_fields),
         "top_keys": [{"key": k.key, "rows": k.rows, "bytes": k.bytes,
                       "share_of_bytes": round(k.bytes / total, 4)} for k in s.top_keys],
@@ -108,7 +109,7 @@ def _store_lines(s: StoreReport) -> list[str]:
         lines.append(f"  {s.expired_rows:,} rows behind the watermark ({s.time_field})")
     if s.top_keys:
         by = ", ".join(s.key_fields) or "whole key"
-        lines.append(f"  top keys by bytes (grouped by {by}):")
+        lines.append(f"  top keys by bytes, of {s.keys:,} (grouped by {by}):")
         total = max(1, s.bytes)
         lines.extend(f"    {k.key}  {k.rows:,} rows  {size(k.bytes)}  {k.bytes / total:.1%}"
                      for k in s.top_keys)

@@ -47,7 +47,7 @@ def targets(spark: SparkSession, checkpoint: str) -> list[Target]:
 def is_checkpoint(spark: SparkSession, checkpoint: str) -> bool:
     """Whether the location holds a checkpoint (its offset log), through Hadoop's FileSystem so
     any URI Spark reads works."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark._jvm  # type: ignore[attr-defined]
     path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/offsets")
     fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
     return bool(fs.exists(path))
