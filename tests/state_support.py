@@ -42,9 +42,11 @@ def write_input(directory: Path, batches: list[list[dict[str, Any]]]) -> None:
 
 
 def start(spark: Any, kind: str, provider: str, root: Path, partitions: int = 2) -> Any:
+    """Start ``kind`` on ``root``'s inputs, written with the hot key unless the test wrote its own."""
     w = WORKLOADS[kind]
     for sub in w.inputs:
-        write_input(root / sub, [hot_rows(b) for b in range(BATCHES)])
+        if not (root / sub).exists():
+            write_input(root / sub, [hot_rows(b) for b in range(BATCHES)])
     conf = {
         "spark.sql.streaming.stateStore.providerClass": PROVIDERS[provider],
         CHANGELOG: "true",

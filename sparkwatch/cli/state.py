@@ -65,15 +65,21 @@ def spark_for_state() -> Iterator[SparkSession]:
     except ImportError:
         raise CliError("reading state needs PySpark 4.0 or later: pip install "
                        "'sparkwatch[spark]'") from None
+    from pyspark.sql import SparkSession
+
     from sparkwatch.state.session import build_session
 
     try:
         require_spark_4(pyspark.__version__)
-        spark = build_session()
+        # In a process that already runs Spark (a notebook, a test) use its session, and leave
+        # it running.
+        existing = SparkSession.getActiveSession()
+        spark = existing or build_session()
         try:
             yield spark
         finally:
-            spark.stop()
+            if existing is None:
+                spark.stop()
     except StateError as exc:
         raise CliError(str(exc)) from None
 
