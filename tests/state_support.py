@@ -42,7 +42,7 @@ def write_input(directory: Path, batches: list[list[dict[str, Any]]]) -> None:
 
 
 def start(spark: Any, kind: str, provider: str, root: Path, partitions: int = 2) -> Any:
-    """Start ``kind`` on ``root``'s inputs, written with the hot key unless the test wrote its own."""
+    """Start ``kind`` on the inputs under ``root`` (the hot key's unless the test wrote them)."""
     w = WORKLOADS[kind]
     for sub in w.inputs:
         if not (root / sub).exists():
