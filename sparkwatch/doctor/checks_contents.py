@@ -86,9 +86,10 @@ def _partition_skew(inspected: Inspected, op: OperatorReport,
         "and its store needs the most memory while the other cores wait",
     ]
     fix = (
-        "Spread the hot keys: salt them (add F.floor(F.rand() * 8).alias(\"salt\") to the "
-        "grouping keys, aggregate, then aggregate again without the salt), or key the state by "
-        "a finer column; more shuffle partitions do not split a single hot key."
+        "Spread the hot keys: salt them (add F.floor(F.rand() * 8).alias(\"salt\") to the key; "
+        "an aggregation then combines the salted partial results in a second step, a join "
+        "repeats the other side's rows for each salt value), or key the state by a finer column; "
+        "more shuffle partitions do not split a single hot key."
     )
     return _finding(inspected, op, store, "state-partition-skew",
                     "state is skewed across partitions", evidence, fix,
@@ -110,9 +111,9 @@ def _hot_key(inspected: Inspected, op: OperatorReport, store: StoreReport) -> Fi
         "every batch that touches it waits for that task",
     ]
     fix = (
-        f"Salt the key (group by it plus F.floor(F.rand() * 8) and combine the partial results "
-        f"in a second step), or filter or route {top.key} separately if it is a placeholder "
-        f"(null, 'unknown', a test account)."
+        f"Salt the key (key by it plus F.floor(F.rand() * 8) and combine the partial results in "
+        f"a second step, or for a join repeat the other side's rows for each salt), or filter or "
+        f"route {top.key} separately if it is a placeholder (null, 'unknown', a test account)."
     )
     return _finding(inspected, op, store, "state-hot-key", "one key holds most of the state",
                     evidence, fix, key=top.key, share_of_bytes=round(share, 4))

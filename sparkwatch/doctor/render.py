@@ -80,9 +80,11 @@ def to_text(records: Sequence[QueryRecord], findings: Sequence[Finding],
         for label, n in counts(findings).items()
         if n
     )
-    what = f"{len(records)} quer{'y' if len(records) == 1 else 'ies'}"
+    parts = [f"{len(records)} quer{'y' if len(records) == 1 else 'ies'}"] if records or not (
+        inspected) else []
     if inspected:
-        what += f" and the state of {len(inspected)} checkpoint{'s' if len(inspected) > 1 else ''}"
+        parts.append(f"the state of {len(inspected)} checkpoint{'s' if len(inspected) > 1 else ''}")
+    what = " and ".join(parts)
     lines = [f"checked {what}: " + (tally or "no findings")]
     for record in records:
         lines.append("  " + _query_line(record, findings))

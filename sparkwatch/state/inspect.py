@@ -62,7 +62,15 @@ def inspect(spark: SparkSession, req: Request, reporter: Reporter | None = None)
     batch = req.batch_id if req.batch_id is not None else max(
         (t.max_batch for t in found), default=None)
     mark = watermark_ms(spark, req.checkpoint, batch) if batch is not None else None
-    stores = [_store(spark, req, t, batch, mark, reporter) for t in picked]
+    stores = []
+    for t in picked:
+        try:
+            stores.append(_store(spark, req, t, batch, mark, reporter))
+        except StateError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Spark's reason, in one line
+            raise StateError(f"cannot read operator {t.operator_id} {t.label} of "
+                             f"{req.checkpoint}: {one_line(exc)}") from exc
     ops = []
     for op_id in sorted({t.operator_id for t in picked}):
         own = tuple(s for s in stores if s.target.operator_id == op_id)
@@ -81,7 +89,7 @@ def _store(spark: SparkSession, req: Request, t: Target, batch: int | None, mark
         df = store_frame(spark, req.checkpoint, t, batch)
         key_type = df.schema["key"].dataType
         assert isinstance(key_type, StructType)  # the State Data Source's key is a struct
-        shape = profile.shape(key_type, t.store_name)
+        shape = profile.shape(key_type, t.store_name, t.operator_name)
         measured = profile.sized(df)
         keys, top = profile.top_keys(measured, shape, req.top)
         report = StoreReport(

@@ -30,7 +30,7 @@ class KeyShape:
     """The time field is a window struct (its end is what the watermark evicts)."""
 
 
-def shape(key_type: StructType, store_name: str) -> KeyShape:
+def shape(key_type: StructType, store_name: str, operator_name: str = "") -> KeyShape:
     from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
     kept, time_field, window = [], None, False
@@ -41,6 +41,10 @@ def shape(key_type: StructType, store_name: str) -> KeyShape:
             time_field, window = time_field or f.name, window or is_window
         elif not (f.name == JOIN_INDEX and store_name.endswith("IndexToValue")):
             kept.append(f.name)
+    if operator_name.startswith("sessionWindow"):
+        # The key holds a session's start: a live session may have started long before the
+        # watermark, so the start says nothing about eviction.
+        time_field, window = None, False
     return KeyShape(tuple(kept), time_field, window)
 
 

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 def progress(spark: SparkSession, label: str, out: TextIO | None = None, after: float = 2.0,
              every: float = 1.0) -> Iterator[None]:
     stream = out or sys.stderr
+    if not stream.isatty():
+        # A pipe or a log file gets the result, not a hundred carriage returns.
+        yield
+        return
     done = threading.Event()
     shown = threading.Event()
 
@@ -31,9 +35,11 @@ def progress(spark: SparkSession, label: str, out: TextIO | None = None, after: 
                 if info is not None:
                     finished += info.numCompletedTasks
                     total += info.numTasks
-            stream.write(f"\rreading {label}: {_bar(finished, total)} {finished}/{total} tasks")
-            stream.flush()
-            shown.set()
+            if total:
+                line = f"reading {label}: {_bar(finished, total)} {finished}/{total} tasks"
+                stream.write("\r\033[K" + line)
+                stream.flush()
+                shown.set()
             done.wait(every)
 
     thread = threading.Thread(target=report, name="sparkwatch-state-progress", daemon=True)
