@@ -16,6 +16,7 @@ COMMANDS = {
     "ceiling": "bench.ceiling_cmd",
     "memory": "bench.memory_cmd",
     "pushfault": "bench.pushfault_cmd",
+    "state": "bench.state_cmd",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,6 +69,9 @@ def spark_for_state() -> Iterator[SparkSession]:
     from pyspark.sql import SparkSession
 
     from sparkwatch.state.session import build_session
+
+    # py4j logs every closed connection at INFO; the report is the output.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
     try:
         require_spark_4(pyspark.__version__)

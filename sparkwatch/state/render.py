@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from sparkwatch.state.model import Changes, OperatorReport, StateReport, StoreReport
@@ -80,7 +81,8 @@ def size(n: float) -> str:
 
 
 def to_text(report: StateReport) -> str:
-    mark = "none" if report.watermark_ms is None else f"{report.watermark_ms} ms"
+    mark = "none" if report.watermark_ms is None else datetime.fromtimestamp(
+        report.watermark_ms / 1000, UTC).isoformat(timespec="milliseconds")
     lines = [f"{report.checkpoint}: state as of batch {report.batch_id}, watermark {mark}"]
     if not report.operators:
         lines.append("  no stateful operator")
