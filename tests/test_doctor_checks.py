@@ -221,7 +221,8 @@ def test_growth_finding_states_its_fitted_rate_and_confidence() -> None:
                      rows_removed=0) for b in range(10)]
     [found] = check_unbounded_state(record(growing))
     assert "least-squares fit +20.0 rows per batch with R² 1.00" in found.evidence[1]
-    assert found.numbers["rows_per_batch"] == pytest.approx(20.0, abs=0.1) and found.numbers["r_squared"] >= 0.99
+    assert found.numbers["rows_per_batch"] == pytest.approx(20.0, abs=0.1)
+    assert found.numbers["r_squared"] >= 0.99
 
 
 def test_a_keyed_cause_with_flat_state_is_not_called_growing() -> None:
