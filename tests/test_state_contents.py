@@ -13,7 +13,7 @@ import pytest
 
 from sparkwatch.cli.main import main
 from tests.state_support import HOT, finish, start, tree_hash, write_input
-from tests.workloads import EPOCH, installed_spark_version
+from tests.workloads import EPOCH, installed_spark_version, progress_dicts
 
 pytestmark = [
     pytest.mark.spark,
@@ -44,6 +44,11 @@ def test_change_feed_lists_the_keys_written_and_expired(
     before = tree_hash(checkpoint)
     code, data = run(capsys, "state", str(checkpoint), "--changes", "1..2", "--top", "50")
     assert code == 0
+    # --batch-id: the state as of each batch equals that batch's own numRowsTotal.
+    for progress in progress_dicts(query):
+        code, old = run(capsys, "state", str(checkpoint), "--batch-id", str(progress["batchId"]))
+        assert (code, old["batch_id"]) == (0, progress["batchId"])
+        assert old["operators"][0]["rows"] == progress["stateOperators"][0]["numRowsTotal"]
     changes = data["operators"][0]["stores"][0]["changes"]
     put = sorted(json.loads(k)["key"] for k in changes["keys_put"])
     removed = sorted(json.loads(k)["key"] for k in changes["keys_removed"])
