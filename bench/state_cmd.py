@@ -95,7 +95,7 @@ def main(ns: argparse.Namespace, argv: list[str]) -> int:
         f"{GOAL_SECONDS:.0f} s: {'met' if seconds < GOAL_SECONDS else 'missed'}); rows reported "
         f"{op['rows']:,} = the query's numRowsTotal",
         f"- driver: spark.driver.memory=1g (only one row per partition and 10 keys are "
-        f"collected); largest child process RSS {rss_kib / 1024:.0f} MiB",
+        f"collected); largest child process RSS (RUSAGE_CHILDREN) {rss_kib / 1024:.0f} MiB",
         f"- machine: {info['nproc']} cores, {info['ram']}, {info['cpu']}, Java {info['java']}, "
         f"code {info['code']}; 1-min load average {load_before:.1f} before, {load_after:.1f} "
         f"after (other processes included)",
