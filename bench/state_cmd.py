@@ -56,7 +56,8 @@ def build_checkpoint(root: Path, rows: int, partitions: int) -> dict[str, Any]:
             .trigger(availableNow=True).start()
         )
         query.awaitTermination()
-        progress = query.lastProgress
+        progress: Any = query.lastProgress
+        assert progress is not None, "the build query ran no batch"
         return json.loads(progress.json) if hasattr(progress, "json") else dict(progress)
     finally:
         spark.stop()
