@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,8 +23,8 @@ from sparkwatch.summary import one_line
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-Reporter = Callable[[str], object]
-"""Wraps each read (e.g. in a progress line); gets a label, returns a context manager."""
+Reporter = Callable[[str], AbstractContextManager[None]]
+"""Wraps each store's read (e.g. in a progress line); gets the store's label."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +81,10 @@ def inspect(spark: SparkSession, req: Request, reporter: Reporter | None = None)
 
 def _store(spark: SparkSession, req: Request, t: Target, batch: int | None, mark: int | None,
            reporter: Reporter | None) -> StoreReport:
-    from contextlib import nullcontext
-
     from pyspark.sql.types import StructType
 
     wrap = reporter(f"operator {t.operator_id} {t.label}") if reporter else nullcontext()
-    with wrap:  # type: ignore[attr-defined]
+    with wrap:
         df = store_frame(spark, req.checkpoint, t, batch)
         key_type = df.schema["key"].dataType
         assert isinstance(key_type, StructType)  # the State Data Source's key is a struct
