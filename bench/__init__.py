@@ -1,7 +1,12 @@
-"""sparkwatch benchmarks, run as ``python -m bench <name>``; figures go to ``docs/benchmarks.md``.
+"""The benchmarks, one package per command (``python -m bench <name>``), over shared modules.
 
-``python -m bench listener`` compares the time Spark's listener thread spends per progress event in
-sparkwatch's raw JVM receiver and in a listener registered through PySpark's public
-``addListener``, and how many progress events each receives with 1, 6 and 12 stateful queries.
-Every Spark run happens in its own subprocess (:mod:`bench.child`) so runs cannot slow each other.
+``bench/<name>/cmd.py`` holds each command; ``bench/fleet.py`` (the real progress fleet),
+``bench/procs.py`` (free ports, processes), ``bench/sparkenv.py`` (a local Spark session),
+``bench/workload.py``, ``bench/machine.py``, ``bench/record.py``, ``bench/tables.py`` and
+``bench/timing.py`` are shared by them, by the tests and by the scripts.
 """
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The repository's root."""

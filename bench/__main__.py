@@ -9,14 +9,14 @@ import sys
 # benchmark name -> module with ``add_arguments(parser)`` and ``main(ns, argv) -> int``; the
 # module's docstring is its help line. Imported lazily: each pulls in its own stack.
 COMMANDS = {
-    "listener": "bench.listener_cmd",
-    "ingest": "bench.ingest_cmd",
-    "scrape": "bench.scrape_cmd",
-    "history": "bench.history_cmd",
-    "ceiling": "bench.ceiling_cmd",
-    "memory": "bench.memory_cmd",
-    "pushfault": "bench.pushfault_cmd",
-    "state": "bench.state_cmd",
+    "listener": "bench.listener.cmd",
+    "ingest": "bench.ingest.cmd",
+    "scrape": "bench.scrape.cmd",
+    "history": "bench.history.cmd",
+    "ceiling": "bench.ceiling.cmd",
+    "memory": "bench.memory.cmd",
+    "pushfault": "bench.pushfault.cmd",
+    "state": "bench.state.cmd",
 }
 
 

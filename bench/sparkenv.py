@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
+
+from bench.local import local_spark
 
 STREAMS_QUEUE = "streams"
 STREAMS_CAPACITY_CONF = "spark.scheduler.listenerbus.eventqueue.streams.capacity"
@@ -12,28 +13,14 @@ STREAMS_CAPACITY_CONF = "spark.scheduler.listenerbus.eventqueue.streams.capacity
 
 def start_session(app_name: str, workdir: str, streams_capacity: int | None = None) -> Any:
     """``local[2]`` with two shuffle partitions and no UI: what the tests and the issue assume."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder
+    conf = {
+        "spark.local.dir": os.path.join(workdir, "spark-local"),
+        "spark.sql.warehouse.dir": os.path.join(workdir, "warehouse"),
+    }
     if streams_capacity is not None:
-        builder = builder.config(STREAMS_CAPACITY_CONF, str(streams_capacity))
-    spark = (
-        builder.master("local[2]")
-        .appName(app_name)
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.local.dir", os.path.join(workdir, "spark-local"))
-        .config("spark.sql.warehouse.dir", os.path.join(workdir, "warehouse"))
-        .getOrCreate()
-    )
+        conf[STREAMS_CAPACITY_CONF] = str(streams_capacity)
     # Spark logs every dropped-event batch at WARN/ERROR; that is what we measure, keep it visible.
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    return local_spark(app_name, conf, log_level="WARN")
 
 
 class ListenerBus:

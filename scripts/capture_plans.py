@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.local import local_spark  # noqa: E402
 from sparkwatch.plan.jvm import read_raw_plan  # noqa: E402
 from tests import stateful_scenarios, workloads  # noqa: E402
 
@@ -39,19 +39,7 @@ PLACEHOLDER = "/tmp/sparkwatch-plans"
 
 
 def session() -> Any:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_spark("sparkwatch-capture-plans")
 
 
 def start(spark: Any, name: str, root: Path) -> Any:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -36,6 +35,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.local import local_spark  # noqa: E402
+
 PROVIDERS = {
     # Same class names on 3.5 and 4.x (checked in spark-sql_2.12-3.5.9 and spark-sql_2.13-4.3.0).
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -464,26 +467,12 @@ def trim(progress: list[dict], limit: int = MAX_PROGRESS) -> list[dict]:
 
 
 def make_session() -> Any:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("sparkwatch-capture")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
+    return local_spark("sparkwatch-capture", {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
         # Idle events come once per this interval (default 10 s): keep the run short.
-        .config("spark.sql.streaming.noDataProgressEventInterval", "200ms")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        "spark.sql.streaming.noDataProgressEventInterval": "200ms",
+    })
 
 
 def version_tuple(version: str) -> tuple[int, int]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import threading
@@ -29,6 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.local import local_spark  # noqa: E402
 from sparkwatch.listener.receivers import JvmReceiver, register_jvm  # noqa: E402
 from sparkwatch.model.events import EventKind  # noqa: E402
 from sparkwatch.plan.jvm import read_raw_plan  # noqa: E402
@@ -60,20 +60,7 @@ def _query_id(raw_json: str) -> str | None:
 
 
 def session() -> Any:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("sparkwatch-doctor-fixtures")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_spark("sparkwatch-doctor-fixtures")
 
 
 def record(spark: Any, recorder: Recorder, name: str, tmp: Path) -> dict[str, Any]:

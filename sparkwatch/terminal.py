@@ -113,7 +113,9 @@ class Screen:
         # nothing is blanked first, so the table never flickers.
         prefix = "" if self._started else HIDE_CURSOR + CLEAR_SCREEN
         self._started = True
-        body = "".join(f"{text}{CLEAR_EOL}\n" for text in lines)
+        # No newline after the last line: on a frame as tall as the terminal it would scroll the
+        # screen by a line at every redraw.
+        body = "\n".join(f"{text}{CLEAR_EOL}" for text in lines)
         self.out.write(prefix + HOME + body + CLEAR_EOS)
         self.out.flush()
 

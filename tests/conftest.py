@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.local import local_spark
 from tests.support import create_database, drop_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,22 +49,12 @@ def promtool() -> str:
 def spark() -> Iterator[Any]:
     """One local Spark session for the whole run (a session costs 5-9 s to start)."""
     try:
-        from pyspark.sql import SparkSession
+        import pyspark  # noqa: F401
     except ImportError:
         unavailable("pyspark not installed")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("sparkwatch-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("WARN")
+    session = local_spark("sparkwatch-tests",
+                          {"spark.sql.streaming.noDataMicroBatches.enabled": "true"},
+                          log_level="WARN")
     yield session
     session.stop()
 

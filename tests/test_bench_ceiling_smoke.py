@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from bench import ceiling_cmd
+from bench.ceiling import cmd as ceiling_cmd
 from bench.record import markers
 
 pytestmark = pytest.mark.postgres

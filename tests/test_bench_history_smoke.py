@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from bench import history_cmd, history_grafana, history_population
-from bench.history_spec import Population
+from bench.history import cmd as history_cmd
+from bench.history import grafana as history_grafana
+from bench.history import population as history_population
+from bench.history.spec import Population
 from sparkwatch.history import rollups
 from tests.support import drop_database
 

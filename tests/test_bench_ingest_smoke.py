@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from bench import ingest_cmd, ingest_profile, ingest_pushgw
 from bench.fleet import Fleet
-from bench.ingest_bodies import lane_events
+from bench.ingest import cmd as ingest_cmd
+from bench.ingest import profile as ingest_profile
+from bench.ingest import pushgw as ingest_pushgw
+from bench.ingest.bodies import lane_events
 from bench.record import markers
 from tests.conftest import unavailable
 
@@ -120,8 +122,8 @@ def test_rendered_pushes_hold_only_their_query(tmp_path: Path) -> None:
 
 
 def test_a_written_run_states_its_cpu_per_event_and_the_cores_the_target_takes() -> None:
-    from bench.ingest_report import cpu_budget
-    from bench.ingest_runs import Run
+    from bench.ingest.report import cpu_budget
+    from bench.ingest.runs import Run
 
     run = Run("collector → PostgreSQL, written", 100_000, 67.48,
               extra={"db_backend_cpu_s": 25.1}, cpu_s=50.3)

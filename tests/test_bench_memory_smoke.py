@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bench import memory_cmd
+from bench.memory import cmd as memory_cmd
 from bench.record import markers
 
 

@@ -17,11 +17,13 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench import scrape_cmd, scrape_peer, scrape_procs
 from bench.record import markers
-from bench.scrape_fleet import spread
-from bench.scrape_load import push_fleet
-from bench.scrape_measure import body_of
+from bench.scrape import cmd as scrape_cmd
+from bench.scrape import peer as scrape_peer
+from bench.scrape import procs as scrape_procs
+from bench.scrape.fleet import spread
+from bench.scrape.load import push_fleet
+from bench.scrape.measure import body_of
 from tests.conftest import unavailable
 
 QUERIES, PER_APP, BATCHES = 20, 8, 2  # three apps, the last one smaller

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from bench import listener_cmd
-from bench import listener_report as report
-from bench.config import RunConfig
-from bench.e2e import batch_id_in
+from bench.listener import cmd as listener_cmd
+from bench.listener import report
+from bench.listener.config import RunConfig
+from bench.listener.e2e import batch_id_in
+from bench.listener.runner import run_all
 from bench.record import markers, write_block
-from bench.runner import run_all
 from bench.timing import summarize_ns
 from tests.conftest import unavailable
 

@@ -102,12 +102,19 @@ def test_state_with_nothing_in_range_says_so(url: str, capsys) -> None:
     assert (code, out) == (0, "[]\n")
 
 
+def test_a_shared_name_shows_the_latest_query_with_a_note(url: str, capsys) -> None:
+    code, out, err = run(capsys, "history", "runs", "dup", "--url", url)
+    assert code == 0 and "d0000000-0000-4000-8000-00000000000b" in out
+    assert err == ("sparkwatch history: note: name 'dup' matches 2 queries; showing the most "
+                   "recently active, d0000000-0000-4000-8000-00000000000b (others: "
+                   "d0000000-0000-4000-8000-00000000000a; pass an id to choose)\n")
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["runs", "nope"], "no query with id or name 'nope'"),
         (["state", "window_agg", "--operator", "2"], "has no state operator 2"),
-        (["runs", "dup"], "name 'dup' matches 2 queries"),
     ],
 )
 def test_lookup_errors_are_one_clear_line(

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from bench.local import free_port
 from tests.conftest import FIXTURES, unavailable
 from tests.support import create_database, drop_database, wait_for
 
@@ -33,11 +33,6 @@ APP_TOKEN = "test-token-for-orders"
 READ_TOKEN = "test-read-token"
 APP = {"name": "orders-etl", "id": "app-20261121093000-0001", "spark_version": "4.3.0"}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Collector:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import urllib.error
 import urllib.parse
@@ -19,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from bench.local import free_port
 from sparkwatch.dashboards.docs import panels_in_order, target_text
 from tests.conftest import unavailable
 from tests.support import wait_for
@@ -26,11 +26,6 @@ from tests.support import wait_for
 # What Grafana would put in for a short time range with a 1 s scrape interval.
 GRAFANA_INTERVALS = {"$__rate_interval": "30s", "$__interval": "5s", "$__range": "5m"}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def prometheus_binary() -> str:

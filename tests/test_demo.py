@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bench.local import free_port
 from sparkwatch.cli.main import main
 from sparkwatch.demo import queries as dq
 from sparkwatch.demo.table import render
@@ -23,6 +24,7 @@ from sparkwatch.model.events import AppInfo, Envelope, EventKind
 from sparkwatch.model.parse import parse_envelope
 from sparkwatch.terminal import (
     CLEAR_EOL,
+    CLEAR_EOS,
     CLEAR_SCREEN,
     HOME,
     Screen,
@@ -213,7 +215,14 @@ def test_terminal_is_redrawn_in_place_without_clearing() -> None:
     assert first.count(CLEAR_SCREEN) == 1
     # Later frames only move home and overwrite: blanking the screen first is what flickers.
     assert CLEAR_SCREEN not in second and second.startswith(HOME)
-    assert f"three{CLEAR_EOL}\n" in second
+    assert second == f"{HOME}three{CLEAR_EOL}{CLEAR_EOS}"
+
+
+def test_a_frame_as_tall_as_the_terminal_never_scrolls_it() -> None:
+    out = io.StringIO()
+    Screen(out, tty=True).show([f"line {i}" for i in range(24)])
+    # 24 lines need 23 line feeds: a 24th on the bottom row would scroll the screen a line.
+    assert out.getvalue().count("\n") == 23
 
 
 def test_run_live_stops_at_the_deadline_and_on_stop() -> None:
@@ -303,20 +312,17 @@ def test_port_taken_is_reported_before_spark_starts(
     assert f"port {taken_port} is already in use" in err and "--port" in err
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        (f"postgresql://sparkwatch@127.0.0.1:{closed_port()}/history", "cannot connect"),
+        (f"postgresql://sparkwatch@127.0.0.1:{free_port()}/history", "cannot connect"),
         ("not a url", "not a database URL"),
         ("mysql://u@localhost/db", "unsupported database"),
         ("sqlite:////nonexistent-dir/sub/history.db", "history:"),
     ],
+    # ids fixed: the closed port differs from one collection to the next (pytest-xdist's
+    # workers must collect the same names)
+    ids=["closed-port", "not-a-url", "mysql", "missing-directory"],
 )
 def test_unusable_history_url_is_reported_before_spark_starts(
     url: str, message: str, capsys: pytest.CaptureFixture[str]
@@ -365,11 +371,6 @@ E2E_METRICS_SECONDS = 65.0
 E2E_EXIT_SECONDS = 20.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("0.0.0.0", 0))
-        return int(sock.getsockname()[1])
-
 
 def operators_in_metrics(port: int) -> set[str]:
     """Operator names with a ``spark_streaming_state_rows`` sample; empty while nothing serves."""
@@ -406,7 +407,7 @@ def test_demo_end_to_end(tmp_path: Path, promtool: str) -> None:
     major, minor = (int(x) for x in pyspark.__version__.split(".")[:2])
     version = (major, minor)
     expected = {q.name: q.operator_on(version) for q in dq.available(version)}
-    port = free_port()
+    port = free_port("0.0.0.0")
     out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     command = [
         sys.executable, "-m", "sparkwatch.cli.main", "demo", "--duration", "85",

@@ -113,11 +113,19 @@ def test_a_query_is_found_by_id_name_or_unique_id_prefix(reader: HistoryReader) 
     assert reader.resolve_query(QUERY[:8]) == QUERY
 
 
-def test_unknown_and_ambiguous_queries_are_errors(reader: HistoryReader) -> None:
+def test_a_name_shared_by_several_queries_means_the_latest_and_says_so(
+    reader: HistoryReader,
+) -> None:
+    reader.notes.clear()
+    assert reader.resolve_query("dup") == DUP_IDS[1]  # same last event: the id breaks the tie
+    assert reader.notes == [
+        f"name 'dup' matches 2 queries; showing the most recently active, {DUP_IDS[1]} "
+        f"(others: {DUP_IDS[0]}; pass an id to choose)"]
+
+
+def test_unknown_queries_are_errors(reader: HistoryReader) -> None:
     with pytest.raises(UnknownQuery, match="no query with id or name 'nope'"):
         reader.runs("nope")
-    with pytest.raises(UnknownQuery, match="name 'dup' matches 2 queries"):
-        reader.runs("dup")
     with pytest.raises(UnknownQuery, match="no query"):
         reader.runs("d0000000")  # a prefix of two ids is no match
 

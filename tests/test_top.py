@@ -108,6 +108,30 @@ def test_keys_sort_filter_select_and_drill() -> None:
     assert view.detail is None and view.quit
 
 
+def test_the_mark_follows_its_query_through_a_re_sort_and_enter_opens_it() -> None:
+    queries = [query("alpha", batch_seconds=1.0), query("beta", batch_seconds=3.0),
+               query("gamma", batch_seconds=2.0)]
+    view = View(sort="name")
+    handle_key(view, "DOWN", visible(queries, view))  # beta marked
+    handle_key(view, "b", visible(queries, view))  # by batch time: beta moves to the top
+    shown = visible(queries, view)
+    assert [q.name for q in shown] == ["beta", "gamma", "alpha"]
+    assert [line[:8] for line in frame(Snapshot("s", 0.0, queries), view, 100)
+            if line.startswith(">")] == ["> beta  "]
+    handle_key(view, "ENTER", shown)
+    assert view.detail == ("a", "id-beta")
+
+
+def test_a_long_list_scrolls_to_keep_the_marked_query_on_screen() -> None:
+    queries = [query(f"q{i:02}", batch_seconds=1.0) for i in range(30)]
+    view = View(sort="name")
+    for _ in range(20):
+        handle_key(view, "DOWN", visible(queries, view))
+    lines = frame(Snapshot("s", 0.0, queries), view, 80, height=24)
+    assert len(lines) == 24 and any(line.startswith("> q20") for line in lines)
+    assert lines[-1].startswith("... ") and "above" in lines[-1]
+
+
 @pytest.mark.parametrize("width", [40, 80, 200])
 def test_frames_fit_the_terminal(width: int) -> None:
     snap = snapshot_from_text(exposition(SCENARIOS), "http://driver:9750/metrics")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -99,7 +100,10 @@ def _read(args: argparse.Namespace, view: Callable[[HistoryReader], list[Any]]) 
 
     url = command_url(args)
     with user_errors(), HistoryReader(url) as reader:
-        return view(reader)
+        items = view(reader)
+        for note in dict.fromkeys(reader.notes):
+            print(f"sparkwatch history: note: {note}", file=sys.stderr)
+        return items
 
 
 def _emit(args: argparse.Namespace, items: Sequence[Any], as_table: Callable[[], str]) -> int:

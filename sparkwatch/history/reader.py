@@ -30,6 +30,8 @@ class HistoryReader:
     def __init__(self, url: str) -> None:
         self._engine = create_engine(url, must_exist=True)
         self._checked = False
+        self.notes: list[str] = []
+        """What a reader chose for the user (a name shared by several queries), to be shown."""
 
     def close(self) -> None:
         self._engine.dispose()
@@ -71,7 +73,7 @@ class HistoryReader:
     def runs(self, query: str, limit: int | None = None, offset: int = 0) -> list[RunSummary]:
         """The runs of one query (or the page ``offset``, ``limit``), latest first."""
         with self._connection() as conn:
-            query_id = _resolve(conn, query)
+            query_id = _resolve(conn, query, self.notes)
             stmt = _runs_select(query_id).limit(limit).offset(offset)
             return [RunSummary(**row._mapping) for row in conn.execute(stmt)]
 
@@ -90,7 +92,7 @@ class HistoryReader:
         oldest timestamp received, or ``offset``); with it, the first ``limit`` from ``since``.
         """
         with self._connection() as conn:
-            query_id = _resolve(conn, query)
+            query_id = _resolve(conn, query, self.notes)
             operators = [operator] if operator is not None else _operator_indexes(conn, query_id)
             stmt = _state_page(query_id, operators, since, until, limit, offset)
             rows = list(conn.execute(stmt)) if stmt is not None else []
@@ -103,7 +105,7 @@ class HistoryReader:
     def plans(self, query: str, run_id: str | None = None) -> list[QueryPlan]:
         """Operator identity of each run of one query (or of ``run_id``), latest read first."""
         with self._connection() as conn:
-            query_id = _resolve(conn, query)
+            query_id = _resolve(conn, query, self.notes)
             plans = OperatorPlan.__table__.c
             stmt = sa.select(OperatorPlan.__table__).where(plans.query_id == query_id)
             if run_id is not None:
@@ -114,18 +116,20 @@ class HistoryReader:
     def resolve_query(self, query: str) -> str:
         """The query id for an id, a name or a unique id prefix; :class:`UnknownQuery` if none."""
         with self._connection() as conn:
-            return _resolve(conn, query)
+            return _resolve(conn, query, self.notes)
 
 
-def _resolve(conn: sa.Connection, query: str) -> str:
+def _resolve(conn: sa.Connection, query: str, notes: list[str]) -> str:
     runs = QueryRun.__table__.c
     if conn.execute(sa.select(runs.query_id).where(runs.query_id == query).limit(1)).first():
         return query
-    by_name = _distinct_ids(conn, runs.name == query)
+    by_name = _latest_first(conn, runs.name == query)
     if len(by_name) > 1:
-        raise UnknownQuery(
-            f"name {query!r} matches {len(by_name)} queries ({', '.join(by_name)}): pass the id"
-        )
+        # A name reused by a later run of the app (a second demo, a redeploy with a new
+        # checkpoint) is a new query id: the user means the latest one.
+        others = ", ".join(by_name[1:])
+        notes.append(f"name {query!r} matches {len(by_name)} queries; showing the most recently "
+                     f"active, {by_name[0]} (others: {others}; pass an id to choose)")
     if by_name:
         return by_name[0]
     escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -136,6 +140,14 @@ def _resolve(conn: sa.Connection, query: str) -> str:
     raise UnknownQuery(
         f"no query with id or name {query!r} in {where} (see `sparkwatch history queries`)"
     )
+
+
+def _latest_first(conn: sa.Connection, condition: sa.ColumnElement[bool]) -> list[str]:
+    runs = QueryRun.__table__.c
+    last = sa.func.max(runs.last_event_at)
+    stmt = (sa.select(runs.query_id).where(condition).group_by(runs.query_id)
+            .order_by(last.desc(), runs.query_id.desc()).limit(10))
+    return list(conn.execute(stmt).scalars())
 
 
 def _distinct_ids(conn: sa.Connection, condition: sa.ColumnElement[bool]) -> list[str]:

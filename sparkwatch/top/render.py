@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sparkwatch.terminal import clip, fmt_bytes, fmt_count, fmt_rate, fmt_seconds
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
-from sparkwatch.top.view import KEYS_HELP, View, visible
+from sparkwatch.top.view import KEYS_HELP, View, selected_index, visible
 
 # (title, width) after the name column; query and operator rows share the grid.
 COLUMNS = (
@@ -29,7 +29,12 @@ def frame(snap: Snapshot, view: View, width: int, height: int | None = None) -> 
     if snap.error:
         lines.append(clip(f"! cannot read {snap.source}: {snap.error}", width))
     lines.append("")
-    body = _detail(detail, width) if detail is not None else _table(shown, view, width)
+    if detail is not None:
+        body = _detail(detail, width)
+    else:
+        body, focus = _table(shown, view, width)
+        if height is not None:
+            body = _window(body, focus, height - len(lines) - (1 if view.editing else 0), width)
     lines += body
     if view.editing:
         lines.append(clip(f"filter: {view.filter}_", width))
@@ -43,37 +48,65 @@ def _header(snap: Snapshot, view: View, shown: int) -> str:
     count = f"{total} quer{'y' if total == 1 else 'ies'}" + (
         f" ({shown} shown)" if shown != total else ""
     )
-    parts = ["sparkwatch top", snap.source, count, f"sort: {view.sort}"]
+    # The source (a long URL) goes last: on a narrow terminal it is what gets cut.
+    parts = ["sparkwatch top", count, f"sort: {view.sort}"]
     if view.filter and not view.editing:
         parts.append(f"filter: {view.filter}")
-    parts.append(time.strftime("%H:%M:%S", time.localtime(snap.taken_at)))
+    parts += [time.strftime("%H:%M:%S", time.localtime(snap.taken_at)), snap.source]
     return " - ".join(parts)
 
 
-def _name_width(width: int) -> int:
-    return max(16, width - sum(w for _, w in COLUMNS))
+NAME_MIN = 26
+"""The name column's least width: on a narrow terminal the right-most columns go first."""
+
+
+def _columns(width: int) -> tuple[tuple[str, int], ...]:
+    fitting, used = [], NAME_MIN
+    for title, w in COLUMNS:
+        if used + w > width:
+            break
+        fitting.append((title, w))
+        used += w
+    return tuple(fitting)
 
 
 def _row(name: str, cells: Sequence[str], width: int) -> str:
-    name_width = _name_width(width)
+    columns = _columns(width)
+    name_width = max(NAME_MIN, width - sum(w for _, w in columns))
     text = clip(name, name_width - 1).ljust(name_width)
-    text += "".join(clip(c, w - 1).rjust(w) for c, (_, w) in zip(cells, COLUMNS, strict=False))
+    text += "".join(clip(c, w - 1).rjust(w) for c, (_, w) in zip(cells, columns, strict=False))
     return clip(text.rstrip(), width)
 
 
-def _table(shown: Sequence[TopQuery], view: View, width: int) -> list[str]:
+def _window(body: list[str], focus: int, room: int, width: int) -> list[str]:
+    """The table cut to ``room`` lines, scrolled so that line ``focus`` (the marked query, with
+    its first operator lines) stays on screen."""
+    if len(body) <= room:
+        return body
+    header, rows = body[0], body[1:]
+    fits = max(1, room - 2)  # the column titles and the "more" line
+    start = min(max(0, focus - 1 + 3 - fits), len(rows) - fits)
+    shown = rows[start : start + fits]
+    more = f"... {len(rows) - len(shown)} more lines ({start} above)"
+    return [header, *shown, clip(more, width)]
+
+
+def _table(shown: Sequence[TopQuery], view: View, width: int) -> tuple[list[str], int]:
+    """The table's lines and the line of the marked query."""
     lines = [_row("QUERY / OPERATOR", [t for t, _ in COLUMNS], width)]
     if not shown:
         lines.append("  (no queries" + (" match the filter)" if view.filter else " yet)"))
+    marked, focus = selected_index(view, shown), 0
     for i, q in enumerate(shown):
-        mark = ">" if i == view.selected else " "
+        mark = ">" if i == marked else " "
+        focus = len(lines) if i == marked else focus
         lines.append(_row(f"{mark} {q.title}", _query_cells(q), width))
         for op in q.operators:
             lines.append(_row(f"    #{op.index} {op.operator}", _operator_cells(op), width))
             identity = op.identity or (f"{op.kind} (plan not read)" if op.kind else "")
             if identity:
                 lines.append(clip(f"        {identity}", width))
-    return lines
+    return lines, focus
 
 
 def _query_cells(q: TopQuery) -> list[str]:

@@ -28,6 +28,10 @@ class View:
     editing: bool = False
     """Typing a filter (keys go to the filter text until enter or esc)."""
     selected: int = 0
+    """The marked row, kept for when the marked query leaves the list (filtered, gone)."""
+    selected_key: tuple[str, str] | None = None
+    """The marked query (app id, query id): the mark follows it through re-sorts and refreshes,
+    so Enter opens the query the user marked, wherever it has moved."""
     detail: tuple[str, str] | None = None
     """The query drilled into (app id, query id)."""
     quit: bool = False
@@ -43,10 +47,20 @@ def visible(queries: Sequence[TopQuery], view: View) -> list[TopQuery]:
     return shown
 
 
+def selected_index(view: View, shown: Sequence[TopQuery]) -> int:
+    """The row of the marked query in ``shown``; the last marked row when it is not there."""
+    for i, q in enumerate(shown):
+        if q.key == view.selected_key:
+            return i
+    return min(view.selected, max(0, len(shown) - 1))
+
+
 def handle_key(view: View, key: str, shown: Sequence[TopQuery]) -> None:
     if view.editing:
         _edit_filter(view, key)
-    elif key == "q":
+        return
+    row = selected_index(view, shown)
+    if key == "q":
         view.quit = True
     elif key in SORTS:
         view.sort = SORTS[key][0]
@@ -55,23 +69,25 @@ def handle_key(view: View, key: str, shown: Sequence[TopQuery]) -> None:
     elif key == "/":
         view.editing, view.filter = True, ""
     elif key in ("UP", "k"):
-        view.selected = max(0, view.selected - 1)
+        row = max(0, row - 1)
     elif key in ("DOWN", "j"):
-        view.selected = min(max(0, len(shown) - 1), view.selected + 1)
+        row = min(max(0, len(shown) - 1), row + 1)
     elif key == "ENTER" and shown:
-        view.detail = shown[min(view.selected, len(shown) - 1)].key
+        view.detail = shown[row].key
     elif key in ("ESC", "BACKSPACE"):
         if view.detail is not None:
             view.detail = None
         else:
             view.filter = ""
-    view.selected = min(view.selected, max(0, len(shown) - 1))
+    view.selected = row
+    if key in ("UP", "k", "DOWN", "j") and shown or view.selected_key is None and shown:
+        view.selected_key = shown[row].key
 
 
 def _edit_filter(view: View, key: str) -> None:
     if key == "ENTER":
         view.editing = False
-        view.selected = 0
+        view.selected, view.selected_key = 0, None
     elif key == "ESC":
         view.editing, view.filter = False, ""
     elif key == "BACKSPACE":

@@ -1,0 +1,1 @@
+"""`python -m bench ceiling`: see docs/benchmarks.md."""

@@ -1,0 +1,1 @@
+"""`python -m bench history`: see docs/benchmarks.md."""

@@ -1,0 +1,1 @@
+"""`python -m bench ingest`: see docs/benchmarks.md."""

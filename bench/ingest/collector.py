@@ -1,0 +1,100 @@
+"""A real ``sparkwatch collector`` process for the ingest benchmark, used as a black box over
+HTTP: product defaults (spool fsync on, write batch size, one uvicorn worker) except what a
+1,000-query fleet needs.
+
+Only two settings differ from the defaults, and why: ``--max-queries-per-app`` is raised to the
+fleet's size (the default cap, 200, would refuse most of one app's queries), and the scheduled
+jobs are off: the fleet's event times are fixed in the past, so retention and stall detection
+would act on them, and their cost depends on time, not on events.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from bench.ingest.procs import ProcessFailed, spawn, stop, tail, wait_serving
+from bench.local import free_port
+
+START_TIMEOUT_S = 60.0
+QUERY_CAP_MIN = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    pid: int
+    url: str
+    token: str
+    log: Path
+    returncode: Callable[[], int | None]
+    """None while the process runs"""
+
+    def alive(self) -> bool:
+        """True, or raises when the collector has exited (so waits on it end at once)."""
+        code = self.returncode()
+        if code is not None:
+            raise ProcessFailed(f"the collector exited {code}: {tail(self.log)}")
+        return True
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
+                "Content-Encoding": "gzip"}
+
+    def self_metrics(self) -> dict[str, float]:
+        """The collector's own ``sparkwatch_collector_*`` samples (one scrape of /metrics,
+        which renders every query's series too: only call it outside the timed phases)."""
+        text = httpx.get(self.url + "/metrics", timeout=120).text
+        return parse_samples(text, "sparkwatch_collector_")
+
+
+def parse_samples(text: str, prefix: str) -> dict[str, float]:
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def sample(samples: dict[str, float], name: str, **labels: str) -> float:
+    """One sample by name and exact labels (0 when absent: counters not yet touched)."""
+    for key, value in samples.items():
+        match = re.fullmatch(r"([^{]+)(?:\{(.*)\})?", key)
+        if match is None or match.group(1) != name:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+        if found == labels:
+            return value
+    return 0.0
+
+
+@contextmanager
+def collector(history_url: str, workdir: Path, app: str, queries: int,
+              python: str | None = None, extra: Sequence[str] = ()) -> Iterator[Running]:
+    """``python``: another interpreter (e.g. a virtualenv holding an older sparkwatch, for
+    before/after figures); it runs from ``workdir`` so that this checkout does not shadow it.
+    ``extra``: more collector flags."""
+    port, token = free_port(), secrets.token_hex(16)
+    log = workdir / "collector.log"
+    args = [python or sys.executable, "-m", "sparkwatch.cli.main", "collector",
+            "--host", "127.0.0.1",
+            "--port", str(port), "--history-url", history_url,
+            "--spool-dir", str(workdir / "spool"), "--no-jobs-enabled",
+            "--max-queries-per-app", str(max(QUERY_CAP_MIN, queries)), *extra]
+    env = {**os.environ, "SPARKWATCH_COLLECTOR_TOKENS": f"{app}={token}"}
+    proc = spawn(args, log, env, cwd=workdir if python else None)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_serving(proc, url + "/healthz", log, START_TIMEOUT_S)
+        yield Running(proc.pid, url, token, log, proc.poll)
+    finally:
+        stop(proc)

@@ -1,0 +1,1 @@
+"""`python -m bench memory`: see docs/benchmarks.md."""

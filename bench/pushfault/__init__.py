@@ -1,0 +1,1 @@
+"""`python -m bench pushfault`: see docs/benchmarks.md."""

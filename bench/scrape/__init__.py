@@ -1,0 +1,1 @@
+"""`python -m bench scrape`: see docs/benchmarks.md."""

@@ -1,0 +1,120 @@
+"""`sparkwatch top` on a real 80×24 terminal (tmux): the mark follows the query through a
+re-sort, Enter opens the marked query, and a frame as tall as the screen never scrolls it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from sparkwatch.history import migrate
+from sparkwatch.history.writer import HistoryWriter
+from tests.conftest import unavailable
+from tests.doctor_support import SCENARIOS, events_of, load, recorded
+from tests.support import wait_for
+
+WIDTH, HEIGHT = 80, 24
+
+
+class Tmux:
+    """One detached tmux session of its own (its own server socket) running a command."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.socket = f"sparkwatch-test-{uuid.uuid4().hex[:8]}"
+        env = {**os.environ, "TERM": "xterm"}
+        self._tmux("new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT),
+                   shlex.join(command), env=env)
+
+    def _tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                              text=True, check=True, env=env, timeout=30)
+        return done.stdout
+
+    def screen(self) -> list[str]:
+        return self._tmux("capture-pane", "-p").splitlines()
+
+    def scrolled_lines(self) -> int:
+        return int(self._tmux("display-message", "-p", "#{history_size}").strip())
+
+    def keys(self, *keys: str) -> None:
+        self._tmux("send-keys", *keys)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
+                       timeout=30)
+
+
+@pytest.fixture()
+def top(sqlite_url: str) -> Iterator[Tmux]:
+    if shutil.which("tmux") is None:
+        unavailable("tmux not installed (apt-get install tmux)")
+    migrate.upgrade(sqlite_url)
+    load(sqlite_url, SCENARIOS)
+    load_copies(sqlite_url, 2)
+    session = Tmux([sys.executable, "-m", "sparkwatch.cli.main", "top", "--url", sqlite_url,
+                    "--interval", "0.3", "--sort", "name"])
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def load_copies(url: str, copies: int) -> None:
+    """The recorded runs again as other apps' queries: more rows than an 80×24 screen holds."""
+    writer = HistoryWriter(url)
+    try:
+        for copy in range(copies):
+            for name in SCENARIOS:
+                data = recorded(name)
+                ids = {"id": str(uuid.uuid4()), "runId": str(uuid.uuid4())}
+                for event in data["events"]:
+                    payload = json.loads(event["json"])
+                    fields = payload.get("progress", payload)  # progress comes wrapped
+                    fields.update(ids, name=f"{name}_{copy}")
+                    event["json"] = json.dumps(payload)
+                data["app"]["id"] = f"{data['app']['id']}-copy{copy}"
+                writer.write(events_of(data))
+    finally:
+        writer.close()
+
+
+def marked(screen: list[str]) -> str | None:
+    """The name of the query row marked with '>'."""
+    row = next((line for line in screen if line.startswith("> ")), None)
+    return row[2:].split()[0] if row else None
+
+
+def shows(session: Tmux, text: str) -> bool:
+    return any(text in line for line in session.screen())
+
+
+def test_enter_opens_the_marked_query_after_a_re_sort(top: Tmux) -> None:
+    wait_for(lambda: shows(top, "QUERY / OPERAT"), 30, "the table")
+    top.keys("Down", "Down")
+    third = sorted([*SCENARIOS, *(f"{n}_{c}" for n in SCENARIOS for c in range(2))])[2]
+    wait_for(lambda: marked(top.screen()) == third, 30, "the third row marked")
+    chosen = marked(top.screen())
+    top.keys("s")  # by state rows: the marked query moves, the mark goes with it
+    wait_for(lambda: shows(top, "sort: rows"), 30, "sort by rows")
+    assert marked(top.screen()) == chosen
+    top.keys("Enter")
+    wait_for(lambda: shows(top, f"query {chosen}"), 30, f"the detail of {chosen}")
+    assert shows(top, "(esc: back to the list)")
+
+
+def test_an_80_by_24_screen_is_redrawn_in_place(top: Tmux) -> None:
+    wait_for(lambda: shows(top, "more"), 30, "a frame cut to the screen's height")
+    first = top.screen()[0]
+    assert first.startswith("sparkwatch top")
+    for _ in range(5):  # each refresh (0.3 s) redraws the whole frame
+        seen = top.screen()[0]
+        wait_for(lambda seen=seen: top.screen()[0] != seen, 30, "the next refresh")
+    assert top.screen()[0].startswith("sparkwatch top")
+    assert top.scrolled_lines() == 0
