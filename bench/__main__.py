@@ -16,6 +16,7 @@ COMMANDS = {
     "ceiling": "bench.ceiling.cmd",
     "memory": "bench.memory.cmd",
     "pushfault": "bench.pushfault.cmd",
+    "state": "bench.state.cmd",
 }
 
 

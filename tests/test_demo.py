@@ -245,13 +245,15 @@ def test_run_live_stops_at_the_deadline_and_on_stop() -> None:
 # --- queries ----------------------------------------------------------------------------------
 
 
-def test_one_query_per_operator_kind() -> None:
-    operators = [q.operator for q in dq.QUERIES]
-    assert len(set(operators)) == len(operators) == 8
+def test_one_query_per_operator_kind_and_one_skewed() -> None:
+    healthy = [q.operator for q in dq.QUERIES if q.name != "skewed_keys"]
+    assert len(set(healthy)) == len(healthy) == 8
+    [skewed] = [q for q in dq.QUERIES if q.name == "skewed_keys"]
+    assert skewed.operator == "symmetricHashJoin" and dict(skewed.conf)
     on_35 = {q.name: q.operator_on((3, 5)) for q in dq.available((3, 5))}
     assert "transform_with_state_in_pandas" not in on_35
     assert on_35["session_window"] == "defaultName"
-    assert len(dq.available((4, 3))) == 8
+    assert len(dq.available((4, 3))) == 9
 
 
 class FakeQuery:

@@ -8,6 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sparkwatch.doctor.checks_cost import check_state_time, check_store_count
 from sparkwatch.doctor.checks_events import check_lost_events
 from sparkwatch.doctor.checks_rocksdb import check_rocksdb
@@ -210,3 +212,77 @@ def test_consecutive_batches_and_repeated_idle_progress_lose_nothing() -> None:
     assert check_lost_events(record([point(b) for b in range(10)])) == []
     repeated = [batch(b) for b in (3, 4, 4, 5)]
     assert check_lost_events(record([point(3)], batches=repeated)) == []
+
+
+# --- healthy histories: each check above stays quiet on the healthy form of its history --------
+
+
+def test_flat_arbitrary_state_after_its_first_batch_is_healthy() -> None:
+    """applyInPandasWithState at 3 keys: empty in batch 0, flat after; +0 per batch is no leak."""
+    flat = [point(b, "applyInPandasWithState", rows_total=0 if b == 0 else 3, rows_removed=0)
+            for b in range(30)]
+    assert check_unbounded_state(record(flat, query_plan=plan("apply_in_pandas_with_state"))) == []
+    assert check_unbounded_state(record(flat)) == []
+
+
+def test_oscillating_state_is_healthy() -> None:
+    wave = [point(b, "transformWithStateInPandasExec", rows_total=[3, 5, 2, 6, 3][b % 5],
+                  rows_removed=0) for b in range(20)]
+    assert check_unbounded_state(record(wave)) == []
+
+
+def test_a_tiny_trend_on_a_large_state_is_healthy() -> None:
+    creeping = [point(b, "applyInPandasWithState", rows_total=1_000_000 + b, rows_removed=0)
+                for b in range(20)]
+    assert check_unbounded_state(record(creeping)) == []
+
+
+def test_growth_finding_states_its_fitted_rate_and_confidence() -> None:
+    growing = [point(b, "applyInPandasWithState", rows_total=100 + 20 * b + (b % 2),
+                     rows_removed=0) for b in range(10)]
+    [found] = check_unbounded_state(record(growing))
+    assert "least-squares fit +20.0 rows per batch with R² 1.00" in found.evidence[1]
+    assert found.numbers["rows_per_batch"] == pytest.approx(20.0, abs=0.1)
+    assert found.numbers["r_squared"] >= 0.99
+
+
+def test_a_keyed_cause_with_flat_state_is_not_called_growing() -> None:
+    flat = [point(b, rows_total=0 if b == 0 else 5, rows_removed=0) for b in range(10)]
+    found = check_unbounded_state(record(flat, query_plan=plan("agg_no_watermark")))
+    assert codes(found) == [("aggregation-without-watermark", Severity.INFO)]
+
+
+def test_a_join_with_time_bounds_growing_is_healthy() -> None:
+    rows = [point(b, "symmetricHashJoin", rows_total=8 * (b + 1), rows_removed=0) for b in range(4)]
+    assert check_unbounded_state(record(rows, query_plan=plan("stream_join"))) == []
+
+
+def test_no_late_rows_no_finding() -> None:
+    batches = [batch(0, t0=0, span=30), batch(1, t0=60, span=30, watermark=28.0),
+               batch(2, t0=100, span=30, watermark=88.0)]
+    assert check_late_rows(record([point(0), point(1), point(2)], batches)) == []
+
+
+def test_a_delay_close_to_the_lateness_is_not_excessive() -> None:
+    minute = plan("window_agg")
+    op = replace(minute.operators[0], watermarks=(Watermark("ts", 60_000),))
+    minute = replace(minute, operators=(op,))
+    assert check_excessive_delay(record([point(b) for b in range(6)], query_plan=minute)) == []
+
+
+def test_state_time_in_a_small_share_of_long_batches_is_healthy() -> None:
+    quick = [point(b, commit_ms=100, update_ms=100, partitions=2) for b in range(5)]
+    batches = [batch(b, duration_ms=5000) for b in range(5)]
+    assert check_state_time(record(quick, batches, plan("dedupe"))) == []
+
+
+def test_a_fitting_store_count_is_healthy() -> None:
+    fitting = [point(b, rows_total=200_000, partitions=16) for b in range(3)]
+    assert check_store_count(record(fitting)) == []
+
+
+def test_rocksdb_with_a_warm_cache_and_no_stalls_is_healthy() -> None:
+    custom = {"rocksdbGetCount": 100, "rocksdbWriterStallLatencyMs": 0,
+              "rocksdbReadBlockCacheHitCount": 9000, "rocksdbReadBlockCacheMissCount": 100}
+    points = [point(b, custom=custom) for b in range(3)]
+    assert check_rocksdb(record(points, query_plan=plan("dedupe"))) == []

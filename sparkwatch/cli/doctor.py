@@ -7,12 +7,14 @@ Exit status 1 when a finding at or above ``--fail-on`` exists (to gate a CI job 
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from sparkwatch.cli.db import add_url_argument, command_url, user_errors
 from sparkwatch.cli.errors import CliError
 
 SEVERITIES = ("info", "warning", "error", "never")
+HISTORY_URL_ENV = "SPARKWATCH_HISTORY_URL"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--batches", type=int, default=200, metavar="N",
                         help="newest batches of each query's latest run to examine (default 200)")
+    parser.add_argument("--inspect-state", action="append", default=[], metavar="CHECKPOINT",
+                        help="also read this checkpoint's state (Spark 4.0+): partition skew, hot "
+                        "keys, rows behind the watermark, growth in the change feed; repeatable. "
+                        "Alone (no QUERY, --url or --collector) it checks only the checkpoints")
     parser.set_defaults(func=run_doctor)
 
 
@@ -51,19 +57,36 @@ def _records(args: argparse.Namespace) -> list[Any]:
         return load_records(url, args.query, args.batches)
 
 
+def _history_wanted(args: argparse.Namespace) -> bool:
+    explicit = args.query or args.url or args.collector or os.environ.get(HISTORY_URL_ENV)
+    return not args.inspect_state or bool(explicit)
+
+
+def _inspected(args: argparse.Namespace) -> list[Any]:
+    if not args.inspect_state:
+        return []
+    from sparkwatch.cli.state import spark_for_state
+    from sparkwatch.doctor.contents import inspect_checkpoint
+
+    with spark_for_state() as spark:
+        return [inspect_checkpoint(spark, checkpoint) for checkpoint in args.inspect_state]
+
+
 def run_doctor(args: argparse.Namespace) -> int:
+    from sparkwatch.doctor.checks_contents import check_contents
     from sparkwatch.doctor.diagnose import diagnose
     from sparkwatch.doctor.model import Severity
     from sparkwatch.doctor.render import to_json, to_text
 
-    records = _records(args)
-    findings = diagnose(records)
+    records = _records(args) if _history_wanted(args) else []
+    inspected = _inspected(args)
+    findings = diagnose(records) + [f for i in inspected for f in check_contents(i)]
     threshold = None if args.fail_on == "never" else Severity.parse(args.fail_on)
     failed = threshold is not None and any(f.severity >= threshold for f in findings)
     if args.format == "json":
-        print(to_json(records, findings, args.fail_on, failed))
-    elif not records:
+        print(to_json(records, findings, args.fail_on, failed, inspected))
+    elif not records and not inspected:
         print("nothing recorded yet: no query has a batch in the history")
     else:
-        print(to_text(records, findings))
+        print(to_text(records, findings, inspected))
     return 1 if failed else 0

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "sparkwatch.cli.doctor",
     "sparkwatch.cli.top",
     "sparkwatch.cli.run",
+    "sparkwatch.cli.state",
 )
 
 

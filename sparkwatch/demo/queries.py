@@ -1,4 +1,5 @@
-"""The demo's stateful streaming queries: one per kind of state operator Spark reports.
+"""The demo's stateful streaming queries: one per kind of state operator Spark reports, plus one
+deliberately skewed (``skewed_keys``) for `sparkwatch state` and `doctor --inspect-state` to show.
 
 Every query reads the ``rate`` source (one partition, a few rows per second) and derives its keys
 and event times from the rate's ``value`` and ``timestamp``, writes to the ``noop`` sink and runs
@@ -7,6 +8,7 @@ on a processing-time trigger, so all of them together stay light enough for two 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -46,6 +48,8 @@ class DemoQuery:
     output_mode: str = "append"
     min_version: tuple[int, int] = (3, 5)
     needs_rocksdb: bool = False
+    conf: tuple[tuple[str, str], ...] = ()
+    """SQL conf the query starts with (captured into its checkpoint)."""
     operator_before_4: str | None = None
     """operatorName on Spark 3.x when it differs (the session window's was ``defaultName``)."""
 
@@ -137,6 +141,30 @@ def stream_stream_join(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
     return impressions.join(clicks, condition)
 
 
+SKEWED_PARTITIONS = "4"
+"""skewed_keys keeps its state in 4 partitions (the others in 2): with two, the median partition
+is the mean of both and no partition can stand out."""
+
+
+def skewed_keys(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
+    """Deliberately skewed: customer 0 places nine orders in ten, so one key owns most of the
+    join's state, all of it in one partition (what `doctor --inspect-state` reports)."""
+    from pyspark.sql import functions as F
+
+    def side(name: str) -> DataFrame:
+        customer = F.when(F.col("value") % 10 < 9, F.lit(0)).otherwise(F.col("value") % 97)
+        return rate(spark, cfg).select(
+            customer.alias(f"{name}_customer"), F.col("timestamp").alias(f"{name}_time")
+        ).withWatermark(f"{name}_time", "10 seconds")
+
+    # Bounded in event time like stream_stream_join: the state is skewed, not growing.
+    condition = F.expr(
+        "payment_customer = order_customer AND "
+        "payment_time BETWEEN order_time AND order_time + interval 5 seconds"
+    )
+    return side("order").join(side("payment"), condition)
+
+
 def global_limit(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
     return rate(spark, cfg).limit(LIMIT_ROWS)
 
@@ -202,6 +230,8 @@ QUERIES: tuple[DemoQuery, ...] = (
         output_mode="update",
     ),
     DemoQuery("stream_stream_join", "symmetricHashJoin", stream_stream_join),
+    DemoQuery("skewed_keys", "symmetricHashJoin", skewed_keys,
+              conf=(("spark.sql.shuffle.partitions", SKEWED_PARTITIONS),)),
     DemoQuery("window_agg", "stateStoreSave", window_agg),
     DemoQuery("dedupe", "dedupe", dedupe),
     DemoQuery("dedupe_within_watermark", "dedupeWithinWatermark", dedupe_within_watermark),
@@ -227,11 +257,14 @@ def start(spark: SparkSession, query: DemoQuery, cfg: DemoConfig) -> StreamingQu
         .trigger(processingTime=f"{cfg.trigger_seconds} seconds")
         .option("checkpointLocation", str(cfg.checkpoint_dir / query.name))
     )
-    if not query.needs_rocksdb:
-        return writer.start()
-    # transformWithState refuses any other provider; the query keeps RocksDB even when the
-    # demo runs the others on HDFS, because the conf is captured when the query starts.
-    with session_conf(spark, PROVIDER_CONF, STATE_STORES["rocksdb"]):
+    conf = dict(query.conf)
+    if query.needs_rocksdb:
+        # transformWithState refuses any other provider; the query keeps RocksDB even when the
+        # demo runs the others on HDFS, because the conf is captured when the query starts.
+        conf[PROVIDER_CONF] = STATE_STORES["rocksdb"]
+    with contextlib.ExitStack() as stack:
+        for key, value in conf.items():
+            stack.enter_context(session_conf(spark, key, value))
         return writer.start()
 
 

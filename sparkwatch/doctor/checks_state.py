@@ -40,6 +40,11 @@ def check_unbounded_state(record: QueryRecord) -> list[Finding]:
     return out
 
 
+def _fitted(g: Growth) -> dict[str, float]:
+    """The fitted rate and its confidence, for JSON consumers."""
+    return {"rows_per_batch": round(g.per_batch, 3), "r_squared": round(g.fit.r_squared, 3)}
+
+
 def _severity(g: Growth) -> Severity:
     return Severity.ERROR if g.growing else Severity.INFO
 
@@ -64,7 +69,7 @@ def _keyed(record: QueryRecord, op: OperatorIdentity, g: Growth) -> Finding | No
     return finding(
         record, code, _severity(g), title, [g.text(), cause], fix, op,
         (g.first_batch, g.last_batch), rows_first=g.first_rows, rows_last=g.last_rows,
-        rows_removed=g.removed,
+        rows_removed=g.removed, **_fitted(g),
     )
 
 
@@ -111,7 +116,7 @@ def _join(record: QueryRecord, op: OperatorIdentity, g: Growth) -> Finding | Non
     return finding(
         record, "join-without-time-bounds", severity, "join state is kept forever", evidence,
         fix, op, (g.first_batch, g.last_batch), rows_first=g.first_rows, rows_last=g.last_rows,
-        sides_never_evicted=never,
+        sides_never_evicted=never, **_fitted(g),
     )
 
 
@@ -133,5 +138,5 @@ def _growing(record: QueryRecord, op: OperatorIdentity, g: Growth) -> Finding:
     return finding(
         record, "state-growing-without-removals", Severity.WARNING, "state grows without bound",
         [g.text(), cause], fix, op, (g.first_batch, g.last_batch), rows_first=g.first_rows,
-        rows_last=g.last_rows, rows_removed=g.removed,
+        rows_last=g.last_rows, rows_removed=g.removed, **_fitted(g),
     )

@@ -35,6 +35,39 @@ def median(values: Sequence[float]) -> float:
     return float(statistics.median(values)) if values else 0.0
 
 
+MIN_R_SQUARED = 0.8
+"""How well a straight line must explain the rows before doctor calls them growing: flat,
+oscillating or stepped-once state fits a line badly (or with slope 0)."""
+
+MIN_RELATIVE_GROWTH = 0.1
+"""The fitted growth over the run must be at least a tenth of the state: +1 row on a million
+is noise, not a leak."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """A least-squares line through (batch id, rows total)."""
+
+    slope: float
+    """Rows per batch."""
+    r_squared: float
+    """Share of the rows' variance the line explains; 0 for constant rows."""
+
+
+def fit(points: Sequence[OperatorPoint]) -> Fit:
+    xs = [float(p.batch_id) for p in points]
+    ys = [float(p.rows_total) for p in points]
+    if len(points) < 2:
+        return Fit(0.0, 0.0)
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    if sxx == 0 or syy == 0:
+        return Fit(0.0, 0.0)
+    return Fit(sxy / sxx, sxy * sxy / (sxx * syy))
+
+
 @dataclass(frozen=True, slots=True)
 class Growth:
     first_batch: int
@@ -43,21 +76,38 @@ class Growth:
     last_rows: int
     removed: int
     batches: int
+    fit: Fit = Fit(0.0, 0.0)
 
     @property
     def per_batch(self) -> float:
-        return (self.last_rows - self.first_rows) / max(1, self.batches - 1)
+        """The fitted rate, not (last - first) / n: one warm-up step is not a trend."""
+        return self.fit.slope
+
+    @property
+    def relative(self) -> float:
+        """The fitted growth over the run as a share of the last rows."""
+        span = self.last_batch - self.first_batch
+        return self.fit.slope * span / max(1, self.last_rows)
 
     @property
     def growing(self) -> bool:
-        """Rows went up over enough batches and nothing was ever removed."""
-        return self.batches >= MIN_BATCHES and self.last_rows > self.first_rows and not self.removed
+        """Sustained growth: enough batches, a rising line that explains the rows (R² at least
+        MIN_R_SQUARED), growth of at least MIN_RELATIVE_GROWTH of the state, nothing removed."""
+        return (
+            self.batches >= MIN_BATCHES
+            and self.fit.slope > 0
+            and self.fit.r_squared >= MIN_R_SQUARED
+            and self.relative >= MIN_RELATIVE_GROWTH
+            and not self.removed
+        )
 
     def text(self) -> str:
         span = batch_range(self.first_batch, self.last_batch)
+        verb = "grew" if self.last_rows > self.first_rows else "went"
         return (
-            f"state rows grew from {count(self.first_rows)} to {count(self.last_rows)} over "
-            f"{span} (+{count(self.per_batch)} per batch) and {count(self.removed)} were removed"
+            f"state rows {verb} from {count(self.first_rows)} to {count(self.last_rows)} over "
+            f"{span} and {count(self.removed)} were removed; least-squares fit "
+            f"{self.per_batch:+,.1f} rows per batch with R² {self.fit.r_squared:.2f}"
         )
 
 
@@ -69,6 +119,7 @@ def growth(points: Sequence[OperatorPoint]) -> Growth:
         last_rows=points[-1].rows_total,
         removed=sum(p.rows_removed for p in points),
         batches=len(points),
+        fit=fit(points),
     )
 
 

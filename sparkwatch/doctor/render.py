@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from sparkwatch.doctor.checks_contents import Inspected
 from sparkwatch.doctor.evidence import batch_range
 from sparkwatch.doctor.model import Finding, QueryRecord, Severity
 
@@ -50,29 +51,45 @@ def counts(findings: Sequence[Finding]) -> dict[str, int]:
     return {s.label: sum(1 for f in findings if f.severity is s) for s in reversed(Severity)}
 
 
+def _checked_state(i: Inspected) -> dict[str, Any]:
+    return {
+        "checkpoint": i.report.checkpoint,
+        "name": i.name,
+        "batch_id": i.report.batch_id,
+        "stores": sum(len(op.stores) for op in i.report.operators),
+    }
+
+
 def to_json(
-    records: Sequence[QueryRecord], findings: Sequence[Finding], fail_on: str, failed: bool
+    records: Sequence[QueryRecord], findings: Sequence[Finding], fail_on: str, failed: bool,
+    inspected: Sequence[Inspected] = (),
 ) -> str:
     report = {
         "checked": [_checked(r) for r in records],
+        "checked_state": [_checked_state(i) for i in inspected],
         "findings": [finding_dict(f) for f in findings],
         "summary": {**counts(findings), "fail_on": fail_on, "failed": failed},
     }
     return json.dumps(report, indent=2)
 
 
-def to_text(records: Sequence[QueryRecord], findings: Sequence[Finding]) -> str:
+def to_text(records: Sequence[QueryRecord], findings: Sequence[Finding],
+            inspected: Sequence[Inspected] = ()) -> str:
     tally = ", ".join(
         f"{n} {label}{'s' if n > 1 and label != 'info' else ''}"
         for label, n in counts(findings).items()
         if n
     )
-    lines = [
-        f"checked {len(records)} quer{'y' if len(records) == 1 else 'ies'}: "
-        + (tally or "no findings")
-    ]
+    parts = [f"{len(records)} quer{'y' if len(records) == 1 else 'ies'}"] if records or not (
+        inspected) else []
+    if inspected:
+        parts.append(f"the state of {len(inspected)} checkpoint{'s' if len(inspected) > 1 else ''}")
+    what = " and ".join(parts)
+    lines = [f"checked {what}: " + (tally or "no findings")]
     for record in records:
         lines.append("  " + _query_line(record, findings))
+    for i in inspected:
+        lines.append("  " + _state_line(i, findings))
     for f in findings:
         lines.append("")
         lines.extend(_finding_lines(f))
@@ -90,6 +107,14 @@ def _query_line(record: QueryRecord, findings: Sequence[Finding]) -> str:
         f"{record.title} ({record.query_id[:8]}): {verdict} - run {record.run_id[:8]}, "
         f"{batch_range(first, last)}, {_PLAN_TEXT[plan_status(record)]}"
     )
+
+
+def _state_line(i: Inspected, findings: Sequence[Finding]) -> str:
+    own = sum(1 for f in findings if f.query_id == i.report.checkpoint)
+    verdict = f"{own} finding{'s' if own != 1 else ''}" if own else "ok"
+    stores = sum(len(op.stores) for op in i.report.operators)
+    return (f"{i.name} (state of {i.report.checkpoint}): {verdict} - {stores} "
+            f"store{'s' if stores != 1 else ''} as of batch {i.report.batch_id}")
 
 
 def _finding_lines(f: Finding) -> list[str]:

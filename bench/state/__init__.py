@@ -1,0 +1,1 @@
+"""`python -m bench state`: see docs/benchmarks.md."""

@@ -1,0 +1,107 @@
+"""Inspect a checkpoint: every store (or the chosen ones) measured as of one batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sparkwatch.state import profile
+from sparkwatch.state.changes import changes
+from sparkwatch.state.model import OperatorReport, StateReport, StoreReport, Target
+from sparkwatch.state.source import (
+    StateError,
+    is_checkpoint,
+    require_spark_4,
+    store_frame,
+    targets,
+    watermark_ms,
+)
+from sparkwatch.summary import one_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Reporter = Callable[[str], AbstractContextManager[None]]
+"""Wraps each store's read (e.g. in a progress line); gets the store's label."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    checkpoint: str
+    operator: int | None = None
+    store: str | None = None
+    """A store name, or a transformWithState state variable."""
+    batch_id: int | None = None
+    top: int = 10
+    changes: tuple[int, int] | None = None
+
+
+def chosen(all_targets: list[Target], req: Request) -> list[Target]:
+    picked = [t for t in all_targets
+              if (req.operator is None or t.operator_id == req.operator)
+              and (req.store is None or req.store in (t.store_name, t.state_var))]
+    if all_targets and not picked:
+        known = ", ".join(sorted({f"{t.operator_id}:{t.label}" for t in all_targets}))
+        raise StateError(f"no operator/store matches --operator {req.operator} --store "
+                         f"{req.store}; the checkpoint has {known}")
+    return picked
+
+
+def inspect(spark: SparkSession, req: Request, reporter: Reporter | None = None) -> StateReport:
+    require_spark_4(spark.version)
+    try:
+        found = targets(spark, req.checkpoint)
+    except Exception as exc:  # noqa: BLE001 - a path that is no checkpoint, unreadable, ...
+        raise StateError(
+            f"cannot read the state metadata of {req.checkpoint}: {one_line(exc)}"
+        ) from exc
+    if not found and not is_checkpoint(spark, req.checkpoint):
+        raise StateError(f"{req.checkpoint} is not a streaming checkpoint (no offsets log)")
+    picked = chosen(found, req)
+    batch = req.batch_id if req.batch_id is not None else max(
+        (t.max_batch for t in found), default=None)
+    mark = watermark_ms(spark, req.checkpoint, batch) if batch is not None else None
+    stores = []
+    for t in picked:
+        try:
+            stores.append(_store(spark, req, t, batch, mark, reporter))
+        except StateError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Spark's reason, in one line
+            raise StateError(f"cannot read operator {t.operator_id} {t.label} of "
+                             f"{req.checkpoint}: {one_line(exc)}") from exc
+    ops = []
+    for op_id in sorted({t.operator_id for t in picked}):
+        own = tuple(s for s in stores if s.target.operator_id == op_id)
+        ops.append(OperatorReport(op_id, own[0].target.operator_name, own))
+    return StateReport(req.checkpoint, batch, mark, tuple(ops))
+
+
+def _store(spark: SparkSession, req: Request, t: Target, batch: int | None, mark: int | None,
+           reporter: Reporter | None) -> StoreReport:
+    from pyspark.sql.types import StructType
+
+    wrap = reporter(f"operator {t.operator_id} {t.label}") if reporter else nullcontext()
+    with wrap:
+        df = store_frame(spark, req.checkpoint, t, batch)
+        key_type = df.schema["key"].dataType
+        assert isinstance(key_type, StructType)  # the State Data Source's key is a struct
+        shape = profile.shape(key_type, t.store_name, t.operator_name)
+        measured = profile.sized(df)
+        keys, top = profile.top_keys(measured, shape, req.top)
+        report = StoreReport(
+            target=t,
+            key_schema=key_type.simpleString(),
+            value_schema=df.schema["value"].dataType.simpleString(),
+            partitions=profile.partitions(measured, t.partitions),
+            top_keys=top,
+            key_fields=shape.fields,
+            keys=keys,
+            expired_rows=profile.expired(df, shape, mark),
+            time_field=shape.time_field,
+            changes=(changes(spark, req.checkpoint, t, *req.changes, req.top)
+                     if req.changes else None),
+        )
+    return report

@@ -1,0 +1,97 @@
+"""Reading a checkpoint through Spark's State Data Source (Spark 4.0+): which stores it has, the
+watermark of a batch, and a DataFrame per store. Every read is read-only."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from sparkwatch.state.model import Target
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+MIN_SPARK = (4, 0)
+
+
+class StateError(Exception):
+    """The state cannot be read; the message says why in one line."""
+
+
+def require_spark_4(version: str) -> None:
+    major, minor = (int(part) for part in version.split(".")[:2])
+    if (major, minor) < MIN_SPARK:
+        raise StateError(
+            f"reading state needs Spark 4.0 or later (the State Data Source); this is "
+            f"PySpark {version}: pip install 'pyspark>=4.0'"
+        )
+
+
+def targets(spark: SparkSession, checkpoint: str) -> list[Target]:
+    """Every store of every stateful operator, from the checkpoint's state metadata; one target
+    per state variable for transformWithState."""
+    rows = spark.read.format("state-metadata").load(checkpoint).collect()
+    out: list[Target] = []
+    for r in sorted(rows, key=lambda r: (r.operatorId, r.stateStoreName)):
+        base = dict(operator_id=int(r.operatorId), operator_name=r.operatorName,
+                    store_name=r.stateStoreName, partitions=int(r.numPartitions),
+                    min_batch=int(r.minBatchId), max_batch=int(r.maxBatchId))
+        names = _state_vars(r.operatorProperties)
+        if names:
+            out.extend(Target(**base, state_var=n) for n in names)
+        else:
+            out.append(Target(**base))
+    return out
+
+
+def is_checkpoint(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether the location holds a checkpoint (its offset log), through Hadoop's FileSystem so
+    any URI Spark reads works."""
+    jvm: Any = spark._jvm  # type: ignore[attr-defined]
+    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/offsets")
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    return bool(fs.exists(path))
+
+
+def _state_vars(properties: str | None) -> list[str]:
+    if not properties:
+        return []
+    data = json.loads(properties)
+    return [v["stateName"] for v in data.get("stateVariables", [])]
+
+
+def options(target: Target, batch_id: int | None) -> dict[str, str]:
+    opts = {"operatorId": str(target.operator_id)}
+    if target.state_var is not None:
+        opts["stateVarName"] = target.state_var
+    else:
+        opts["storeName"] = target.store_name
+    if batch_id is not None:
+        opts["batchId"] = str(batch_id)
+    return opts
+
+
+def store_frame(spark: SparkSession, checkpoint: str, target: Target,
+                batch_id: int | None) -> DataFrame:
+    return spark.read.format("statestore").options(**options(target, batch_id)).load(checkpoint)
+
+
+def change_frame(spark: SparkSession, checkpoint: str, target: Target, first: int,
+                 last: int) -> DataFrame:
+    opts = {**options(target, None), "readChangeFeed": "true",
+            "changeStartBatchId": str(first), "changeEndBatchId": str(last)}
+    return spark.read.format("statestore").options(**opts).load(checkpoint)
+
+
+def watermark_ms(spark: SparkSession, checkpoint: str, batch_id: int) -> int | None:
+    """The watermark batch ``batch_id`` ran with, from its offset log entry (None when the query
+    has no watermark yet)."""
+    path = f"{checkpoint.rstrip('/')}/offsets/{batch_id}"
+    try:
+        lines = [r.value for r in spark.read.text(path).collect()]
+    except Exception:  # noqa: BLE001 - an offset log we cannot read: no watermark to compare
+        return None
+    meta: dict[str, Any] = next((json.loads(x) for x in lines if x.startswith("{")
+                                 and "batchWatermarkMs" in x), {})
+    mark = int(meta.get("batchWatermarkMs", 0))
+    return mark or None
