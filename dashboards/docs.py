@@ -18,8 +18,9 @@ PostgreSQL (the sparkwatch history, `grafana-postgresql-datasource`) for History
 
 Every dashboard has the variables `app`, `query` and `operator` (multi-value, *All* by default),
 and the Prometheus ones `tenant` too (the collector's tenant label; a driver's own /metrics has
-none, which *All* matches), and links to the others keeping time range and variables. Threshold lines (red) come from the
-same config as the alert rules (`dashboards/config.yaml`): the line is where the alert starts.
+none, which *All* matches), and links to the others keeping time range and variables.
+Threshold lines (red) come from the same config as the alert rules (`dashboards/config.yaml`):
+the line is where the alert starts.
 Several panels read recording rules (`sparkwatch_query:...`, `sparkwatch_operator:...`): load
 `dashboards/generated/prometheus/sparkwatch-recording-rules.yaml` into Prometheus too. What to do
 when an alert fires: [runbooks.md](runbooks.md).
