@@ -19,7 +19,7 @@ import psycopg
 
 from bench.fleet import Fleet
 from bench.ingest.db import conninfo, pg_database
-from bench.ingest.procs import cpu_seconds
+from bench.procs import cpu_seconds
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.model.events import ParsedEvent
 

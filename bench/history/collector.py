@@ -6,21 +6,17 @@ population) and nothing is ingested: only the read endpoints are used.
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 from bench.local import free_port
+from bench.procs import ProcessFailed, stop, wait_serving
 
 START_TIMEOUT_S = 60.0
-POLL_S = 0.1
 
 
 class CollectorFailed(RuntimeError):
@@ -40,33 +36,10 @@ def collector(history_url: str) -> Iterator[str]:
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"
         try:
-            _wait_healthy(proc, base + "/healthz", log)
+            try:
+                wait_serving(proc, base + "/healthz", log, START_TIMEOUT_S)
+            except ProcessFailed as exc:
+                raise CollectorFailed(str(exc)) from None
             yield base
         finally:
-            _stop(proc)
-
-
-def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            raise CollectorFailed(f"collector exited {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise CollectorFailed(f"collector not healthy after {START_TIMEOUT_S:.0f} s: "
-                                  f"{log.read_text()[-2000:]}")
-        time.sleep(POLL_S)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+            stop(proc, timeout=15)

@@ -23,9 +23,9 @@ from bench.ingest import pushgw as ingest_pushgw
 from bench.ingest import report
 from bench.ingest.bodies import collector_lanes, lane_of
 from bench.ingest.db import DEFAULT_PG_ADMIN_URL, check_pg, conninfo
-from bench.ingest.procs import ProcessFailed
 from bench.ingest.push import Request
 from bench.ingest.runs import Expected, Run, run_collector, run_floor, run_pushgateway
+from bench.procs import ProcessFailed
 from bench.record import write_block
 from sparkwatch.collector.config import CollectorSettings
 from sparkwatch.settings import ListenerSettings

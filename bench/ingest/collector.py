@@ -21,8 +21,8 @@ from pathlib import Path
 
 import httpx
 
-from bench.ingest.procs import ProcessFailed, spawn, stop, tail, wait_serving
 from bench.local import free_port
+from bench.procs import ProcessFailed, spawn, stop, tail, wait_serving
 
 START_TIMEOUT_S = 60.0
 QUERY_CAP_MIN = 200

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.ingest.procs import spawn, stop
+from bench.procs import spawn, stop
 
 RATE = 100
 TOP = 15

@@ -28,9 +28,9 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from bench.fleet import Fleet
-from bench.ingest.procs import spawn, stop, wait_serving
 from bench.ingest.push import Request
 from bench.local import free_port
+from bench.procs import spawn, stop, wait_serving
 from sparkwatch.metrics.exposition import Families, add_query
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope

@@ -17,9 +17,9 @@ from bench.ingest.bodies import lane_events
 from bench.ingest.collector import Running, collector, sample
 from bench.ingest.db import Counter, pg_database, sqlite_url
 from bench.ingest.floor import Backend, load_postgresql, load_sqlite, prepare
-from bench.ingest.procs import ProcessFailed, ProcStats, cpu_seconds, proc_stats, wait_until
 from bench.ingest.push import PushResult, Request, collector_ack, push_all, pushgateway_ack
 from bench.ingest.pushgw import HEADERS, pushgateway
+from bench.procs import ProcessFailed, ProcStats, cpu_seconds, proc_stats, wait_until
 from sparkwatch.history import migrate
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope

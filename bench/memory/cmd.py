@@ -18,8 +18,8 @@ from typing import Any
 from bench import ROOT, machine
 from bench.fleet import Fleet, wire_size
 from bench.ingest.collector import collector
-from bench.ingest.procs import ProcessFailed
 from bench.memory.run import Phase, bodies, events_per_body, run_phase, warm_up
+from bench.procs import ProcessFailed
 from bench.record import write_block
 from bench.tables import table
 from sparkwatch.collector.config import CollectorSettings

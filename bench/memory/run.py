@@ -17,7 +17,7 @@ import httpx
 
 from bench.fleet import Fleet
 from bench.ingest.collector import Running
-from bench.ingest.procs import ProcessFailed, descendants, wait_until
+from bench.procs import ProcessFailed, descendants, wait_until
 
 SAMPLE_S = 0.005
 IDLE_SAMPLES = 20

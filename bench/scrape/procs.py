@@ -4,18 +4,15 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from bench.local import free_port
+from bench.procs import ProcessFailed, stop, wait_serving
 
 PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"
 START_TIMEOUT_S = 60.0
@@ -65,37 +62,13 @@ def serving(name: str, args: Sequence[str], url: str, health_path: str, log: Pat
                                 env={**os.environ, **(env or {})})
     server = Server(name, proc, url, log)
     try:
-        _wait_healthy(server, url + health_path)
+        try:
+            wait_serving(proc, url + health_path, log, START_TIMEOUT_S)
+        except ProcessFailed as exc:
+            raise ServerFailed(f"{name}: {exc}") from None
         yield server
     finally:
-        _stop(proc)
-
-
-def _wait_healthy(server: Server, url: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if server.proc.poll() is not None:
-            raise ServerFailed(f"{server.name} exited {server.proc.returncode}:\n"
-                               f"{server.log_tail()}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise ServerFailed(f"{server.name} not healthy after {START_TIMEOUT_S:.0f} s:\n"
-                               f"{server.log_tail()}")
-        time.sleep(0.1)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc, timeout=15)
 
 
 @dataclass(frozen=True, slots=True)

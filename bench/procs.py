@@ -1,4 +1,4 @@
-"""Child processes of the ingest benchmark (collector, Pushgateway, py-spy) and what /proc says
+"""Child processes of the benchmarks (collector, Pushgateway, py-spy) and what /proc says
 about them: CPU seconds and resident memory."""
 
 from __future__ import annotations
