@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from bench.fleet import Fleet
-from sparkwatch.collector.api import decompress, events_of
+from sparkwatch.collector.body import decompress, events_of
 from sparkwatch.collector.fastjson import encode
 from sparkwatch.collector.gctune import tune_gc
 from sparkwatch.collector.history_process import decode_records

@@ -1,0 +1,1 @@
+"""The collector's HTTP routes, one router per concern: ingest, operations, history reads."""

@@ -1,0 +1,61 @@
+"""What every route module shares: error answers, the bearer scheme, the auth dependencies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Depends, Request, Security
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPBearer
+
+from sparkwatch.collector import models
+from sparkwatch.collector.request_context import current_request_id
+from sparkwatch.collector.service import Service
+
+bearer = HTTPBearer(auto_error=False, description="Ingest token (per app) or read token.")
+# Declares the bearer scheme in OpenAPI; the handlers check the header themselves (exact errors).
+BEARER = Security(bearer)
+
+
+def error(status: int, message: str) -> JSONResponse:
+    """An error answer: what was wrong, in one line, and the request's id (also in the logs)."""
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if status == 408:
+        headers["Connection"] = "close"  # the rest of a trickled body is not waited for
+    return JSONResponse({"detail": message, "request_id": current_request_id()},
+                        status_code=status, headers=headers)
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": models.Error} for code in codes}
+
+
+def read_auth(service: Service) -> list[Any]:
+    """The dependency guarding reads: only declared (in OpenAPI too) when a read token is set."""
+    if not service.auth.reads_protected:
+        return []
+
+    def check(request: Request, _: Any = BEARER) -> None:
+        service.auth.check_read(request.headers.get("authorization"))
+
+    return [Depends(check)]
+
+
+def scrape_auth(service: Service) -> list[Any]:
+    """/metrics: the scrape token or the admin read token, when either is set."""
+    if not service.auth.scrape_protected:
+        return []
+
+    def check(request: Request, _: Any = BEARER) -> None:
+        service.auth.check_scrape(request.headers.get("authorization"))
+
+    return [Depends(check)]
+
+
+def read_scope(service: Service) -> Any:
+    """The tenant a read answers for (None: every tenant), from the caller's read token."""
+
+    def scope(request: Request) -> str | None:
+        return service.auth.read_scope(request.headers.get("authorization"))
+
+    return Depends(scope)

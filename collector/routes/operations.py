@@ -1,0 +1,68 @@
+"""/metrics, /healthz and /readyz."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.exposition import gzip_accepted
+
+from sparkwatch.collector import models
+from sparkwatch.collector.routes.common import errors
+from sparkwatch.collector.service import Service
+from sparkwatch.metrics.text import gzipped, render
+
+FULL_FRACTION = 0.9
+"""The spool this full makes /readyz answer 503 (a load balancer sends pushes elsewhere)."""
+
+
+def router(service: Service, scrape_auth: list[Any]) -> APIRouter:
+    routes = APIRouter()
+
+    @routes.get("/metrics", tags=["operations"], dependencies=scrape_auth,
+             response_class=Response, responses={
+                 200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                       "description": "Prometheus text exposition"}, **errors(401)})
+    def metrics(request: Request) -> Response:
+        # Collected now (the snapshot, and any error, before the answer starts), then rendered
+        # and sent in pieces: thousands of queries make a body of tens of MB, never held whole.
+        # Prometheus asks for gzip.
+        chunks = render(list(service.registry.collect()), report_dropped=True)
+        if gzip_accepted(request.headers.get("accept-encoding", "")):
+            return StreamingResponse(gzipped(chunks), media_type=CONTENT_TYPE_LATEST,
+                                     headers={"Content-Encoding": "gzip"})
+        return StreamingResponse(chunks, media_type=CONTENT_TYPE_LATEST)
+
+    @routes.get("/healthz", tags=["operations"], response_model=models.Health)
+    def healthz() -> models.Health:
+        """The process serves requests."""
+        return models.Health(status="ok")
+
+    @routes.get("/readyz", tags=["operations"], response_model=models.Ready,
+             responses={503: {"model": models.Ready}})
+    def readyz() -> Any:
+        """Ready to accept events; reports a degraded history store (ingest still works)."""
+        ready = _readiness(service)
+        return JSONResponse(ready.model_dump(), status_code=503 if ready.status == "full" else 200)
+
+    return routes
+
+
+def _readiness(service: Service) -> models.Ready:
+    pump, spool = service.pump, service.spool
+    history = models.HistoryHealth(enabled=pump is not None, ok=pump is None or pump.healthy,
+                                   error=pump.last_error if pump is not None else None)
+    workers = [models.WorkerHealth(name=h.name, state=h.state, deadline_seconds=h.deadline_seconds,
+                                   seconds_since_progress=round(h.seconds_since_progress, 3))
+               for h in (w.health() for w in service.workers())]
+    healthy = history.ok and all(w.state in ("ok", "stopped") for w in workers)
+    status: Literal["ready", "degraded", "full"] = "ready" if healthy else "degraded"
+    spool_health = None
+    if spool is not None:
+        spool_health = models.SpoolHealth(pending_bytes=spool.pending_bytes,
+                                          max_bytes=spool.max_bytes)
+        if spool.pending_bytes >= spool.max_bytes * FULL_FRACTION:
+            status = "full"
+    return models.Ready(status=status, history=history, spool=spool_health, workers=workers)
