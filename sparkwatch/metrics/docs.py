@@ -116,7 +116,9 @@ out of it (deny wins), as kube-state-metrics' `--metric-allowlist` / `--metric-d
 two histograms are set with `SPARKWATCH_METRICS_BATCH_BUCKETS` / `..._PHASE_BUCKETS`
 (`--metrics-batch-buckets` / `--metrics-phase-buckets`). Dashboards and rules are built for a
 profile (`sparkwatch rules build --set metrics_profile=full`): panels and rules reading a family
-outside it are left out. Under default, `sparkwatch top` shows no last-batch columns.
+outside it are left out. Under default, `sparkwatch top` shows each query's batch and its
+time but leaves its operators' last-batch columns (updated, removed, dropped, commit time)
+empty: `--metrics-allow 'spark_streaming_state_last_batch_.*'` fills them.
 
 ## Label sets
 
