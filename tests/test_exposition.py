@@ -268,6 +268,22 @@ def test_idle_event_sets_idle_and_last_event_time() -> None:
     assert scraper.value("spark_streaming_query_last_event_timestamp_seconds", q) == idle_at
 
 
+def test_rates_fall_to_zero_while_idle_and_come_back_with_the_next_batch() -> None:
+    data = fixture("spark-4.3.0/session_window_rocksdb.json")
+    scraper = Scraper()
+    busy_at = max(i for i, p in enumerate(data["progress"]) if p["inputRowsPerSecond"] > 0)
+    scraper.apply(run_events(data)[: busy_at + 2])  # started, the progress up to a busy batch
+    q, last = query_labels(data), data["progress"][busy_at]
+    busy = scraper.value("spark_streaming_query_input_rows_per_second", q)
+    assert busy == last["inputRowsPerSecond"] and busy > 0
+    scraper.apply([event(EventKind.IDLE, data["idle"])])
+    assert scraper.value("spark_streaming_query_input_rows_per_second", q) == 0
+    assert scraper.value("spark_streaming_query_processed_rows_per_second", q) == 0
+    assert scraper.value("spark_streaming_query_batch_id", q) == last["batchId"]  # still the last
+    scraper.apply([event(EventKind.PROGRESS, {**last, "batchId": last["batchId"] + 1})])
+    assert scraper.value("spark_streaming_query_input_rows_per_second", q) == busy
+
+
 @pytest.mark.parametrize("version", ["spark-3.5.9", "spark-4.3.0"])
 def test_known_rocksdb_keys_are_exported_in_base_units(version: str) -> None:
     data = fixture(f"{version}/join_rocksdb.json")

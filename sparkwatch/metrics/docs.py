@@ -92,6 +92,11 @@ Every metric sparkwatch exports, as served by the embedded exporter and the coll
   is counted once, and counters keep growing across restarts of a query.
 - The last batch's value of such amounts is also a gauge (`..._last_batch_...`); levels (rows in
   state, memory) are gauges; durations are histograms.
+- While a query is idle (`{cat.QUERY_IDLE.name}` 1: Spark's idle event, no batch runs), the
+  rate gauges (`{cat.QUERY_INPUT_RATE.name}`, `{cat.QUERY_PROCESSED_RATE.name}`) are 0, as
+  Spark's own gauges are; every other last-batch gauge (batch id, its duration and input rows,
+  each operator's `..._last_batch_...`) keeps the last batch's value, and levels (rows in state,
+  memory) keep the state as that batch left it. The next batch replaces them all.
 - Timestamps are Unix time in seconds (`..._timestamp_seconds`).
 - Type `info` is a gauge of value 1 whose labels carry the information (`..._info`).
 - Labels are bounded: the run id, which changes on every restart, appears only on

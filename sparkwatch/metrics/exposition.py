@@ -224,7 +224,7 @@ def add_query(out: Families, q: QueryState) -> None:
     p = q.last_progress
     if p is None:
         return
-    _add_progress(out, p, labels)
+    _add_progress(out, p, labels, idle=q.idle)
     for op in p.state_operators:
         add_operator(out, q, op, (*labels, op.name, str(op.index)))
     if out.wants_any(_SOURCE_FAMILIES):
@@ -238,14 +238,17 @@ def add_query(out: Families, q: QueryState) -> None:
             out.add(cat.SINK_METRIC, (*labels, key), number)
 
 
-def _add_progress(out: Families, p: QueryProgress, labels: tuple[str, ...]) -> None:
+def _add_progress(out: Families, p: QueryProgress, labels: tuple[str, ...],
+                  idle: bool = False) -> None:
     out.add(cat.QUERY_LAST_PROGRESS, labels, p.timestamp)
     out.add(cat.QUERY_BATCH_ID, labels, p.batch_id)
     out.add(cat.QUERY_LAST_INPUT_ROWS, labels, p.num_input_rows)
+    # While idle no rows arrive: the rates fall to 0, as Spark's own gauges do; the last
+    # batch's other figures stay what that batch reported.
     if p.input_rows_per_second is not None:
-        out.add(cat.QUERY_INPUT_RATE, labels, p.input_rows_per_second)
+        out.add(cat.QUERY_INPUT_RATE, labels, 0.0 if idle else p.input_rows_per_second)
     if p.processed_rows_per_second is not None:
-        out.add(cat.QUERY_PROCESSED_RATE, labels, p.processed_rows_per_second)
+        out.add(cat.QUERY_PROCESSED_RATE, labels, 0.0 if idle else p.processed_rows_per_second)
     out.add(cat.QUERY_LAST_BATCH_DURATION, labels, p.batch_duration_ms / 1000.0)
     if out.wants(cat.QUERY_LAST_PHASE_DURATION):
         for phase, ms in sorted(p.duration_ms.items()):
