@@ -450,3 +450,23 @@ def test_demo_end_to_end(tmp_path: Path, promtool: str) -> None:
         assert re.search(rf"^{name}\s+terminated\b", final, re.MULTILINE), final
     assert "all queries reported state" in final
     assert "Traceback" not in err_path.read_text()
+
+
+@pytest.mark.spark
+def test_demo_piped_into_head_ends_quietly(tmp_path: Path) -> None:
+    """`sparkwatch demo | head`: the reader leaves after a few lines; the demo stops Spark and
+    exits 0 without a traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparkwatch.cli.main", "demo", "--duration", "60",
+         "--history-url", "off", "--port", "0"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    lines = [proc.stdout.readline() for _ in range(3)]  # what `head -3` reads
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0, err[-2000:]
+    assert lines[0].startswith("starting Spark") and "Traceback" not in err
