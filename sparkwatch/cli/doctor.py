@@ -15,6 +15,7 @@ from sparkwatch.cli.errors import CliError
 
 SEVERITIES = ("info", "warning", "error", "never")
 HISTORY_URL_ENV = "SPARKWATCH_HISTORY_URL"
+TOKEN_ENV = "SPARKWATCH_TOKEN"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_url_argument(parser)
     parser.add_argument("--collector", metavar="URL",
                         help="read from a sparkwatch collector's API instead of a database")
-    parser.add_argument("--token", help="bearer token for --collector (or $SPARKWATCH_TOKEN)")
+    parser.add_argument("--token", help=f"bearer token for --collector (env {TOKEN_ENV})")
     parser.add_argument("--fail-on", choices=SEVERITIES, default="warning",
                         help="exit 1 when a finding at or above this severity exists "
                         "(default: warning; never: always exit 0)")
@@ -49,7 +50,8 @@ def _records(args: argparse.Namespace) -> list[Any]:
         from sparkwatch.doctor.collector_source import load_from_collector
 
         with user_errors():
-            return load_from_collector(args.collector, args.token, args.query, args.batches)
+            token = args.token or os.environ.get(TOKEN_ENV)  # read here, at the edge
+            return load_from_collector(args.collector, token, args.query, args.batches)
     from sparkwatch.doctor.history_source import load_records
 
     url = command_url(args)

@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="a sparkwatch collector (reads its /metrics)")
     add_url_argument(parser)
     parser.add_argument("--token", help="bearer token for --metrics/--collector "
-                        "(or $SPARKWATCH_TOKEN)")
+                        "(env SPARKWATCH_TOKEN)")
     parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
                         help="seconds between reads of the source (default 2)")
     parser.add_argument("--sort", choices=SORTS, default="growth")

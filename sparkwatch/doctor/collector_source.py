@@ -7,7 +7,6 @@ operators by their progress names and cannot tell why state grows.
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,7 +27,7 @@ TIMEOUT = 30.0
 class Api:
     def __init__(self, base_url: str, token: str | None) -> None:
         self._base = base_url.rstrip("/")
-        self._token = token or os.environ.get("SPARKWATCH_TOKEN")
+        self._token = token
 
     def get(self, path: str, **params: Any) -> Any:
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
