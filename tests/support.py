@@ -6,6 +6,21 @@ import time
 import uuid
 from collections.abc import Callable
 
+SPARK_OPERATOR_NUMBERS = {
+    "numRowsTotal": "num_rows_total",
+    "numRowsUpdated": "num_rows_updated",
+    "allUpdatesTimeMs": "all_updates_time_ms",
+    "numRowsRemoved": "num_rows_removed",
+    "allRemovalsTimeMs": "all_removals_time_ms",
+    "commitTimeMs": "commit_time_ms",
+    "memoryUsedBytes": "memory_used_bytes",
+    "numRowsDroppedByWatermark": "num_rows_dropped_by_watermark",
+    "numShufflePartitions": "num_shuffle_partitions",
+    "numStateStoreInstances": "num_state_store_instances",
+}
+"""StateOperatorProgress's numeric keys and the attribute (and history column) each becomes,
+spelled out here apart from sparkwatch/model/fields.py so that the tests check the table."""
+
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll ``condition`` until true; fail naming ``what`` after ``timeout`` seconds."""

@@ -19,6 +19,7 @@ from tests.test_collector_support import (
     PrivatePostgres,
     count_rows,
     fresh_ids,
+    private_postgres,
     run_events,
     running,
     samples,
@@ -30,10 +31,8 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[PrivatePostgres]:
-    pg = PrivatePostgres().init()
-    pg.start()
-    yield pg
-    pg.destroy()
+    with private_postgres() as pg:
+        yield pg
 
 
 @pytest.fixture

@@ -255,3 +255,14 @@ class PrivatePostgres:
         with suppress(AssertionError):
             self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextmanager
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A private cluster, running, destroyed on exit (tests that stop and start a database)."""
+    pg = PrivatePostgres().init()
+    pg.start()
+    try:
+        yield pg
+    finally:
+        pg.destroy()

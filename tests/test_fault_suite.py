@@ -28,6 +28,7 @@ from tests.test_collector_support import (
     Collector,
     PrivatePostgres,
     count_rows,
+    private_postgres,
     samples,
 )
 from tests.tmpfs import Filler, small_filesystem
@@ -44,10 +45,8 @@ REFUSE = "ALTER TABLE query_runs ADD CONSTRAINT no_poison CHECK (name IS DISTINC
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[PrivatePostgres]:
-    pg = PrivatePostgres().init()
-    pg.start()
-    yield pg
-    pg.destroy()
+    with private_postgres() as pg:
+        yield pg
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import SPARK_OPERATOR_NUMBERS
 from tests.test_history_support import (
     APP,
     SAMPLES,
@@ -25,19 +26,7 @@ from tests.test_history_support import (
     write,
 )
 
-OPERATOR_FIELDS = {
-    "operatorName": "operator_name",
-    "numRowsTotal": "num_rows_total",
-    "numRowsUpdated": "num_rows_updated",
-    "allUpdatesTimeMs": "all_updates_time_ms",
-    "numRowsRemoved": "num_rows_removed",
-    "allRemovalsTimeMs": "all_removals_time_ms",
-    "commitTimeMs": "commit_time_ms",
-    "memoryUsedBytes": "memory_used_bytes",
-    "numRowsDroppedByWatermark": "num_rows_dropped_by_watermark",
-    "numShufflePartitions": "num_shuffle_partitions",
-    "numStateStoreInstances": "num_state_store_instances",
-}
+OPERATOR_FIELDS = {"operatorName": "operator_name", **SPARK_OPERATOR_NUMBERS}
 DURATION_COLUMNS = {
     "addBatch": "add_batch_ms",
     "getBatch": "get_batch_ms",

@@ -20,24 +20,14 @@ from sparkwatch.model.parse import (
     parse_terminated,
 )
 from tests.conftest import FIXTURES
+from tests.support import SPARK_OPERATOR_NUMBERS
 
 FIXTURE_FILES = sorted(FIXTURES.glob("spark-*/*.json"))
 APP = AppInfo(name="tests", id="app-1", spark_version="4.3.0")
 
 # StateOperatorProgress key -> StateOperator attribute: every field Spark sends.
 OPERATOR_FIELDS = {
-    "operatorName": "name",
-    "numRowsTotal": "num_rows_total",
-    "numRowsUpdated": "num_rows_updated",
-    "allUpdatesTimeMs": "all_updates_time_ms",
-    "numRowsRemoved": "num_rows_removed",
-    "allRemovalsTimeMs": "all_removals_time_ms",
-    "commitTimeMs": "commit_time_ms",
-    "memoryUsedBytes": "memory_used_bytes",
-    "numRowsDroppedByWatermark": "num_rows_dropped_by_watermark",
-    "numShufflePartitions": "num_shuffle_partitions",
-    "numStateStoreInstances": "num_state_store_instances",
-    "customMetrics": "custom_metrics",
+    "operatorName": "name", **SPARK_OPERATOR_NUMBERS, "customMetrics": "custom_metrics",
 }
 
 
