@@ -132,6 +132,43 @@ def test_a_long_list_scrolls_to_keep_the_marked_query_on_screen() -> None:
     assert lines[-1].startswith("... ") and "above" in lines[-1]
 
 
+def test_last_batch_columns_come_from_the_counters_when_the_profile_has_no_gauges() -> None:
+    tracker = GrowthTracker()
+
+    def seen(t: float, batch: int, totals: tuple[float, float, float]) -> TopOperator:
+        op = TopOperator(index=0, operator="dedupe", rows=10, totals=totals)
+        tracker.update(Snapshot("s", t, [query("q", run_id="r1", batch_id=batch, ops=[op])]))
+        return op
+
+    assert seen(0, 4, (100, 10, 0)).updated is None  # one batch seen: nothing to difference
+    op = seen(1, 5, (130, 14, 2))  # the next batch: exactly what it did
+    assert (op.updated, op.removed, op.dropped) == (30, 4, 2)
+    op = seen(2, 5, (130, 14, 2))  # the same batch again: still shown
+    assert (op.updated, op.removed, op.dropped) == (30, 4, 2)
+    op = seen(3, 8, (190, 20, 2))  # three batches between scrapes: their mean
+    assert (op.updated, op.removed, op.dropped) == (20, 2, 0)
+
+
+def test_a_default_profile_exposition_fills_the_counters_top_differences() -> None:
+    from sparkwatch.metrics.profiles import from_settings
+    from sparkwatch.settings import ListenerSettings
+
+    state = MetricState()
+    data = recorded("late_data")
+    events = events_of(data)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SparkwatchCollector(state, selection=from_settings(ListenerSettings())))
+    tracker, snaps = GrowthTracker(), []
+    for i, e in enumerate(events):
+        state.apply(e)
+        if i >= len(events) - 3:
+            text = generate_latest(registry).decode()
+            snaps.append(tracker.update(snapshot_from_text(text, "m", now=float(i))))
+    assert "spark_streaming_state_last_batch_rows_updated" not in text
+    op = snaps[-1].queries[0].operators[0]
+    assert op.totals is not None and op.updated is not None and op.updated >= 0
+
+
 @pytest.mark.parametrize("width", [40, 80, 200])
 def test_frames_fit_the_terminal(width: int) -> None:
     snap = snapshot_from_text(exposition(SCENARIOS), "http://driver:9750/metrics")

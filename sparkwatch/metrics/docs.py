@@ -122,8 +122,9 @@ two histograms are set with `SPARKWATCH_METRICS_BATCH_BUCKETS` / `..._PHASE_BUCK
 (`--metrics-batch-buckets` / `--metrics-phase-buckets`). Dashboards and rules are built for a
 profile (`sparkwatch rules build --set metrics_profile=full`): panels and rules reading a family
 outside it are left out. Under default, `sparkwatch top` shows each query's batch and its
-time but leaves its operators' last-batch columns (updated, removed, dropped, commit time)
-empty: `--metrics-allow 'spark_streaming_state_last_batch_.*'` fills them.
+time, and works out its operators' rows updated, removed and dropped per batch from the
+counters between the batches it sees; only commit time stays empty (`--metrics-allow
+'spark_streaming_state_last_batch_.*'` exports every last-batch gauge).
 
 ## Label sets
 

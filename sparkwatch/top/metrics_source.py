@@ -32,6 +32,10 @@ _OPERATOR_VALUES = {
     cat.STATE_MEMORY.name: "memory_bytes",
     cat.STATE_LAST_COMMIT_TIME.name: "commit_seconds",
 }
+_OPERATOR_TOTALS = {
+    cat.STATE_ROWS_UPDATED.name: 0, cat.STATE_ROWS_REMOVED.name: 1, cat.STATE_ROWS_DROPPED.name: 2,
+}
+"""The counters behind the last-batch columns, in :attr:`TopOperator.totals` order."""
 _STATUS = {cat.QUERY_FAILED.name: "failed", cat.QUERY_IDLE.name: "idle"}
 
 
@@ -107,6 +111,10 @@ def _apply_operator(op: TopOperator, name: str, labels: dict[str, str], value: f
             op.identity = summary(identity_from_labels(op, labels))
     elif name in _OPERATOR_VALUES:
         setattr(op, _OPERATOR_VALUES[name], value)
+    elif name in _OPERATOR_TOTALS:
+        totals = list(op.totals or (0.0, 0.0, 0.0))
+        totals[_OPERATOR_TOTALS[name]] = value
+        op.totals = (totals[0], totals[1], totals[2])
 
 
 def identity_from_labels(op: TopOperator, labels: dict[str, Any]) -> OperatorIdentity:

@@ -21,6 +21,9 @@ class TopOperator:
     removed: float | None = None
     dropped: float | None = None
     """Updated, removed and dropped: in the last batch."""
+    totals: tuple[float, float, float] | None = None
+    """Updated, removed and dropped since the run began (the counters): where a source has no
+    last-batch figures (the default metric profile), :mod:`.rates` derives them from these."""
     memory_bytes: float | None = None
     commit_seconds: float | None = None
     growth: float | None = None
