@@ -131,7 +131,8 @@ class Ingestor:
         return outcome
 
     def _validate(
-        self, items: list[Any], allowed_app: str, strict_body: bytes | None, outcome: Outcome
+        self, items: list[Any], allowed_app: str, strict_body: bytes | bytearray | None,
+        outcome: Outcome,
     ) -> list[tuple[int, ParsedEvent, bytes | None]]:
         valid = []
         for index, result in enumerate(check_events(items, strict_body)):

@@ -58,7 +58,8 @@ def run_list(args: argparse.Namespace) -> int:
     for e in entries:
         when = datetime.fromtimestamp(e.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = e.event if isinstance(e.event, dict) else {}
-        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        raw_payload = event.get("payload")
+        payload = raw_payload if isinstance(raw_payload, dict) else {}
         app = (event.get("app") or {}).get("name", "?") if isinstance(event.get("app"), dict) \
             else "?"
         print(f"{e.id}  {when}  {event.get('kind', '?')}  app={app}  "

@@ -237,12 +237,15 @@ def parse_state_operator(data: Any, index: int) -> StateOperator:
         # Every counter present, an exact int and not negative (what Spark sends), checked in C
         # (64 bits and the name's text are the contract's value checks, made before); anything
         # else (missing, null, float, wrong type) takes the field-by-field checks below.
-        return StateOperator(index, name, *counters, _number_map(op, "customMetrics", where))
-    return StateOperator(
+        # (positional: the field table's order, which mypy cannot count through a starred list)
+        return StateOperator(index, name, *counters,  # type: ignore[arg-type, call-arg]
+                             _number_map(op, "customMetrics", where))
+    return StateOperator(  # type: ignore[call-arg]
         index,
         # 3.4/3.5 session windows report "defaultName"; keep what Spark says, the catalogue maps it.
         _opt_str(op, "operatorName", where) or "unknown",
-        *(_int(op, f.json, where, minimum=f.minimum) for f in OPERATOR_FIELDS),
+        *(_int(op, f.json, where, minimum=f.minimum)  # type: ignore[arg-type]
+          for f in OPERATOR_FIELDS),
         _number_map(op, "customMetrics", where),
     )
 
