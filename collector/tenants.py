@@ -107,7 +107,7 @@ class TenantsCollector(Collector):
 
     def __init__(self, tenants: Tenants, selection: Selection = FULL) -> None:
         self._tenants = tenants
-        self._exported = None if selection.names == FULL.names else selection.names
+        self._exported = selection.filter
 
     def describe(self) -> Iterable[Metric]:
         return []

@@ -131,7 +131,7 @@ class SparkwatchCollector(Collector):
     ) -> None:
         self._state = state
         self._listener_stats = listener_stats
-        self._exported = None if selection.names == FULL.names else selection.names
+        self._exported = selection.filter
 
     def describe(self) -> Iterable[Metric]:
         # Families depend on what queries exist; skip the registry's collect-at-register probe.

@@ -106,6 +106,12 @@ class Selection:
     def exports(self, metric: MetricDef) -> bool:
         return metric.name in self.names
 
+    @property
+    def filter(self) -> frozenset[str] | None:
+        """The names for :class:`~sparkwatch.metrics.exposition.Families`; None when every
+        family is exported (nothing to check per sample)."""
+        return None if self.names == PROFILES["full"] else self.names
+
 
 FULL = Selection(PROFILES["full"])
 """Everything, with the catalogue's buckets: what code that names no selection gets."""
