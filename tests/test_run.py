@@ -168,6 +168,14 @@ def test_a_missing_command_is_one_line_and_127() -> None:
     assert done.stderr.strip() == "sparkwatch run: command not found: no-such-command-sparkwatch"
 
 
+def test_no_command_is_a_usage_error_naming_the_subcommand() -> None:
+    done = subprocess.run([*SPARKWATCH, "run"], env=clean_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "sparkwatch run: error: no command to run: sparkwatch run -- spark-submit app.py")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signals_reach_the_command(sig: signal.Signals) -> None:
     child = (

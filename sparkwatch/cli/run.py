@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(cluster deploy mode: spark.yarn.appMasterEnv.PYTHONPATH, "
         "spark.kubernetes.driverEnv.PYTHONPATH) and exit",
     )
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+    parser.add_argument("child", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                         help="the command to run, after --")
     parser.set_defaults(func=run_command)
 
@@ -51,7 +51,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.print_path:
         print(BOOTSTRAP_PATH)
         return 0
-    command = list(args.command)
+    command = list(args.child)  # not "command": that is the subcommand's name in main()
     if command and command[0] == "--":
         command = command[1:]
     if not command:
