@@ -58,6 +58,22 @@ def test_another_tenants_events_never_reach_a_run_or_query_it_does_not_own(
     assert counts(history_url)["batches"] == before["counts"]["batches"]
 
 
+def test_a_refused_event_claims_nothing_for_the_events_after_it(history_url: str) -> None:
+    """A names B's query with a run id new to the history, in the same write as B's first event
+    of that run: A's event is refused and B's run is written, not lost as if A owned it."""
+    migrate.upgrade(history_url)
+    b_run(history_url)
+    raw = load_sample("window_agg")
+    new_run = "b1000000-0000-4000-8000-0000000000b2"
+    hostile = progress({**batch_of(raw, 1, "2026-11-20T10:02:00.000Z"),
+                        "id": B_QUERY, "runId": new_run})
+    genuine = started(B_QUERY, new_run, "beta-q", "2026-11-20T10:02:00.000Z")
+    with writer(history_url) as w:
+        w.write([hostile, genuine], ["alpha", "beta"])
+    runs = {r["run_id"]: r for r in fetch(history_url, "query_runs")}
+    assert runs[new_run]["tenant"] == "beta"
+
+
 def test_reads_filter_by_tenant(history_url: str) -> None:
     migrate.upgrade(history_url)
     b_run(history_url)

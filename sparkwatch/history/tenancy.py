@@ -29,9 +29,12 @@ def owned(conn: sa.Connection, events: Sequence[ParsedEvent], tenants: Sequence[
     kept, runs, foreign = [], {}, 0
     for parsed, tenant in zip(events, tenants, strict=True):
         ids = (parsed.event.run_id, "q:" + parsed.event.query_id)
-        if any(owners.setdefault(i, tenant) != tenant for i in ids):
+        # Checked before any is claimed: a refused event must not claim the id it did own.
+        if any(owners.get(i, tenant) != tenant for i in ids):
             foreign += 1
             continue
+        for i in ids:
+            owners.setdefault(i, tenant)
         kept.append(parsed)
         runs[parsed.event.run_id] = tenant
     if foreign:
