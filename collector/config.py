@@ -173,6 +173,8 @@ def parse_tenant_tokens(raw: str) -> tuple[tuple[str, str], ...]:
         tenant, sep, token = (part.strip() for part in item.partition("="))
         if not sep or not tenant or not token or TENANT_SEPARATOR in tenant:
             raise ValueError("expected TENANT=TOKEN pairs separated by commas or newlines")
+        if len(tenant) > MAX_TENANT_CHARS:
+            raise ValueError(f"a tenant name is longer than {MAX_TENANT_CHARS} characters")
         if pairs.get(token, tenant) != tenant:
             raise ValueError("one read token is given to two tenants")
         pairs[token] = tenant
@@ -339,6 +341,13 @@ def check(settings: CollectorSettings) -> None:
             f"{BY_NAME['max_inflight_body_bytes'].flag} ({settings.max_inflight_body_bytes}) is "
             f"smaller than {BY_NAME['max_body_bytes'].flag} ({settings.max_body_bytes}): a "
             "request at the body limit could never be decoded"
+        )
+    if settings.tenant_read_tokens and settings.read_token is None \
+            and settings.scrape_token is None:
+        raise SettingsError(
+            f"{BY_NAME['tenant_read_tokens'].env} is set but neither "
+            f"{BY_NAME['read_token'].env} nor {BY_NAME['scrape_token'].env}: /metrics would show "
+            "every tenant's series to anyone; set a scrape token (or an admin read token)"
         )
     if settings.rollup_lookback_seconds > settings.retention_days * 86400:
         raise SettingsError(

@@ -188,6 +188,21 @@ def test_token_scopes_and_tenant_read_tokens_parse_and_refuse_naming_no_token() 
         assert "secret-1" not in str(exc.value)
     with pytest.raises(ValueError, match="two tenants"):
         parse_tenant_tokens("a=same-secret,b=same-secret")
+    with pytest.raises(ValueError, match="longer than 64"):
+        parse_tenant_tokens(f"{'t' * 65}=secret-2")
+
+
+def test_tenant_read_tokens_without_a_scrape_or_admin_token_are_refused_at_start() -> None:
+    """Else /metrics would stay open and show every tenant's series to anyone."""
+    from sparkwatch.collector.config import SettingsError, load_collector_settings
+
+    env = {"SPARKWATCH_COLLECTOR_TOKENS": "a/*=ingest-1",
+           "SPARKWATCH_COLLECTOR_TENANT_READ_TOKENS": "a=read-1"}
+    with pytest.raises(SettingsError, match="SPARKWATCH_COLLECTOR_SCRAPE_TOKEN") as exc:
+        load_collector_settings(env)
+    assert "read-1" not in str(exc.value)
+    settings = load_collector_settings({**env, "SPARKWATCH_COLLECTOR_SCRAPE_TOKEN": "scrape-1"})
+    assert settings.tenant_read_tokens == (("a", "read-1"),)
 
 
 def test_an_id_is_free_again_once_its_query_is_evicted() -> None:
