@@ -87,10 +87,6 @@ class Auth:
             raise AuthError("invalid ingest token")
         return Caller(*split_scope(scope))
 
-    def ingest_app(self, header: str | None) -> str:
-        """The app name the caller may push for (``*``: any)."""
-        return self.ingest_caller(header).app
-
     def read_scope(self, header: str | None) -> str | None:
         """The tenant whose data the caller may read; None (:data:`ALL_TENANTS`) for the admin
         read token, or when reads are open."""

@@ -86,19 +86,17 @@ class Ingestor:
         with self._lock:
             return self._tenants.evict()
 
-    def ingest(self, items: list[Any], caller: Caller | str,
+    def ingest(self, items: list[Any], caller: Caller,
                strict_body: bytes | bytearray | None = None) -> Outcome:
         """Raises :class:`~sparkwatch.spool.SpoolUnavailable` (nothing accepted) when the
         spool has no room or its disk refuses the write. ``strict_body``: the request body, when
         orjson read ``items`` from it (see :func:`.fastjson.decode`): the contract's cheap check
         may then clear it whole; otherwise each event is checked value by value. Empties
         ``items`` once validated (a large request must not hold them twice). ``caller``: the
-        token's tenant and app (a plain app name: tenant ``default``).
+        token's tenant and app.
 
         Raises :class:`~.rates.RateLimited` (nothing accepted) when the caller's tenant is over
         its events-per-second quota."""
-        if isinstance(caller, str):
-            caller = Caller(DEFAULT_TENANT, caller)
         if self._event_rates is not None:
             try:
                 self._event_rates.take(caller.tenant, len(items))
