@@ -86,7 +86,10 @@ def _attaching_call(original: Callable[..., Any]) -> Callable[..., Any]:
 def _detaching_call(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        detach(self)
+        try:
+            detach(self)
+        except Exception as exc:  # noqa: BLE001 - the app's stop() must still stop Spark
+            _say(f"sparkwatch: detach failed: {exc}")
         return original(self, *args, **kwargs)
 
     return wrapper
@@ -108,7 +111,7 @@ def attach_once(session: Any) -> None:
             _attached[session] = _attach(session)
         except Exception as exc:  # noqa: BLE001 - never break the app we watch
             _attached[session] = None
-            print(f"sparkwatch: not attached: {exc}", file=sys.stderr, flush=True)
+            _say(f"sparkwatch: not attached: {exc}")
         finally:
             _attaching.active = False
 
@@ -118,6 +121,16 @@ def detach(session: Any) -> None:
         attachment = _attached.pop(session, None) if _is_key(session) else None
     if attachment is not None:
         attachment.detach()
+
+
+def _say(line: str) -> None:
+    """One line on stderr that can never raise into the app (stderr closed or broken)."""
+    try:
+        from sparkwatch.listener.announce import announce  # lazily: stdlib-only at import
+
+        announce(line)
+    except Exception:  # noqa: BLE001, S110 - nowhere left to say it
+        pass
 
 
 def _is_key(session: Any) -> bool:
@@ -155,7 +168,7 @@ class _PatchingLoader(importlib.abc.Loader):
         try:
             patch(module)
         except Exception as exc:  # noqa: BLE001 - pyspark must import whatever happens here
-            print(f"sparkwatch: cannot attach automatically: {exc}", file=sys.stderr)
+            _say(f"sparkwatch: cannot attach automatically: {exc}")
 
     def __getattr__(self, name: str) -> Any:  # get_filename, get_code, ... of the real loader
         return getattr(self._loader, name)

@@ -168,6 +168,16 @@ def test_a_missing_command_is_one_line_and_127() -> None:
     assert done.stderr.strip() == "sparkwatch run: command not found: no-such-command-sparkwatch"
 
 
+def test_a_file_that_is_no_program_is_one_line_and_126(tmp_path: Path) -> None:
+    garbage = tmp_path / "not-a-program"
+    garbage.write_bytes(b"\x00\x01 no shebang, no ELF")
+    garbage.chmod(0o755)
+    done = subprocess.run([*SPARKWATCH, "run", "--", str(garbage)], env=clean_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 126
+    assert done.stderr.strip() == f"sparkwatch run: cannot execute {garbage}: Exec format error"
+
+
 def test_no_command_is_a_usage_error_naming_the_subcommand() -> None:
     done = subprocess.run([*SPARKWATCH, "run"], env=clean_env(), capture_output=True, text=True,
                           timeout=60)

@@ -65,6 +65,10 @@ def run_command(args: argparse.Namespace) -> int:
     except PermissionError:
         print(f"sparkwatch run: cannot execute: {command[0]}", file=sys.stderr)
         return NOT_EXECUTABLE
+    except OSError as exc:  # not a program (exec format), a path through a file, ...
+        print(f"sparkwatch run: cannot execute {command[0]}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return NOT_EXECUTABLE
     return 0  # not reached: exec replaced this process
 
 

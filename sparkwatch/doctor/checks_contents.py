@@ -12,8 +12,8 @@ from typing import Any
 from sparkwatch.doctor.evidence import count
 from sparkwatch.doctor.model import Finding, Severity
 from sparkwatch.state.model import Growth, OperatorReport, StateReport, StoreReport
-from sparkwatch.state.render import size
 from sparkwatch.state.skew import skew
+from sparkwatch.terminal import fmt_bytes
 
 SKEW_RATIO = 4.0
 """The largest partition holds at least this many times the median partition's bytes."""
@@ -65,7 +65,7 @@ def _finding(inspected: Inspected, op: OperatorReport, store: StoreReport, code:
         code=code, severity=Severity.WARNING, query_id=inspected.report.checkpoint,
         query_name=inspected.name, run_id="", title=title,
         evidence=(f"{where} as of batch {batch}: {count(store.rows)} rows, "
-                  f"{size(store.bytes)}", *evidence),
+                  f"{fmt_bytes(store.bytes)}", *evidence),
         fix=fix, operator_index=op.operator_id, operator=op.operator_name,
         batches=None if batch is None else (batch, batch),
         numbers={"store": store.target.label, **numbers},
@@ -77,11 +77,11 @@ def _partition_skew(inspected: Inspected, op: OperatorReport,
     sk = skew(store.partitions)
     if sk.ratio < SKEW_RATIO or sk.max_rows < MIN_ROWS:
         return None
-    named = ", ".join(f"{p.partition_id} ({count(p.rows)} rows, {size(p.bytes)})"
+    named = ", ".join(f"{p.partition_id} ({count(p.rows)} rows, {fmt_bytes(p.bytes)})"
                       for p in sk.worst)
     evidence = [
-        f"the largest partition holds {size(sk.max_bytes)}, {sk.ratio:.1f}x the median "
-        f"partition's {size(sk.median_bytes)}; largest partitions: {named}",
+        f"the largest partition holds {fmt_bytes(sk.max_bytes)}, {sk.ratio:.1f}x the median "
+        f"partition's {fmt_bytes(sk.median_bytes)}; largest partitions: {named}",
         "each partition's state is one task per batch: the largest sets the batch's duration "
         "and its store needs the most memory while the other cores wait",
     ]
@@ -106,7 +106,7 @@ def _hot_key(inspected: Inspected, op: OperatorReport, store: StoreReport) -> Fi
         return None
     evidence = [
         f"key {top.key} owns {share:.0%} of the store's bytes ({count(top.rows)} rows, "
-        f"{size(top.bytes)}) among {count(store.keys)} keys",
+        f"{fmt_bytes(top.bytes)}) among {count(store.keys)} keys",
         "one key's state lives in one partition: it cannot be spread over more tasks, and "
         "every batch that touches it waits for that task",
     ]

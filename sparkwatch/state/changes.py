@@ -66,5 +66,8 @@ def recent_growth(spark: SparkSession, checkpoint: str, target: Target, last: in
         feed = changes(spark, checkpoint, target, first + 1, last, top=0)
     except StateError:
         return None
-    rows_first = store_frame(spark, checkpoint, target, first).count()
+    try:
+        rows_first = store_frame(spark, checkpoint, target, first).count()
+    except Exception:  # noqa: BLE001 - that batch's state may be cleaned up: no growth to tell
+        return None
     return Growth(rows_first, rows_last, feed)

@@ -8,6 +8,7 @@ from typing import Any
 
 from sparkwatch.state.model import Changes, OperatorReport, StateReport, StoreReport
 from sparkwatch.state.skew import skew
+from sparkwatch.terminal import fmt_bytes
 
 SCHEMA_VERSION = 1
 
@@ -72,14 +73,6 @@ def _changes(c: Changes | None) -> dict[str, Any] | None:
             "keys_removed": list(c.keys_removed)}
 
 
-def size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} GiB"
-
-
 def to_text(report: StateReport) -> str:
     mark = "none" if report.watermark_ms is None else datetime.fromtimestamp(
         report.watermark_ms / 1000, UTC).isoformat(timespec="milliseconds")
@@ -88,7 +81,7 @@ def to_text(report: StateReport) -> str:
         lines.append("  no stateful operator")
     for op in report.operators:
         lines.append(f"operator {op.operator_id} {op.operator_name}: {op.rows:,} rows, "
-                     f"{size(op.bytes)}")
+                     f"{fmt_bytes(op.bytes)}")
         for s in op.stores:
             lines.extend("  " + line for line in _store_lines(s))
     return "\n".join(lines)
@@ -97,14 +90,14 @@ def to_text(report: StateReport) -> str:
 def _store_lines(s: StoreReport) -> list[str]:
     sk = skew(s.partitions)
     kind = "state variable" if s.target.state_var else "store"
-    worst = ", ".join(f"{p.partition_id} ({p.rows:,} rows, {size(p.bytes)})" for p in sk.worst)
+    worst = ", ".join(f"{p.partition_id} ({p.rows:,} rows, {fmt_bytes(p.bytes)})" for p in sk.worst)
     lines = [
-        f"{kind} {s.target.label}: {s.rows:,} rows, {size(s.bytes)} in {len(s.partitions)} "
+        f"{kind} {s.target.label}: {s.rows:,} rows, {fmt_bytes(s.bytes)} in {len(s.partitions)} "
         f"partitions",
         f"  key {s.key_schema}",
         f"  value {s.value_schema}",
-        f"  per partition: max {sk.max_rows:,} rows / {size(sk.max_bytes)}, median "
-        f"{sk.median_rows:,.0f} rows / {size(sk.median_bytes)}, skew {sk.ratio:.1f}x"
+        f"  per partition: max {sk.max_rows:,} rows / {fmt_bytes(sk.max_bytes)}, median "
+        f"{sk.median_rows:,.0f} rows / {fmt_bytes(sk.median_bytes)}, skew {sk.ratio:.1f}x"
         + (f"; largest: {worst}" if worst else ""),
     ]
     if s.expired_rows:
@@ -113,7 +106,7 @@ def _store_lines(s: StoreReport) -> list[str]:
         by = ", ".join(s.key_fields) or "whole key"
         lines.append(f"  top keys by bytes, of {s.keys:,} (grouped by {by}):")
         total = max(1, s.bytes)
-        lines.extend(f"    {k.key}  {k.rows:,} rows  {size(k.bytes)}  {k.bytes / total:.1%}"
+        lines.extend(f"    {k.key}  {k.rows:,} rows  {fmt_bytes(k.bytes)}  {k.bytes / total:.1%}"
                      for k in s.top_keys)
     if s.changes is not None:
         c = s.changes
