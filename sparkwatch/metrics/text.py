@@ -179,6 +179,11 @@ class RowFamily(Metric):
         self.rows: list[tuple[Labels, float]] = []
         self.histograms: list[tuple[Labels, Buckets, float]] = []
 
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """The names of the values in each row (scope labels first, then the family's)."""
+        return self._label_names
+
     @property  # type: ignore[override]
     def samples(self) -> list[Sample]:
         if self._samples is None:

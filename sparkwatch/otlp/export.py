@@ -1,0 +1,196 @@
+"""The periodic OTLP export: collect the families, convert, hand them to the SDK's OTLP exporter.
+
+Why not a ``MeterProvider`` with observable instruments: OpenTelemetry's API has no observable
+histogram, and the state already holds every series' cumulative value; re-recording it through
+instruments would define each metric a second time. Python's SDK has no ``MetricProducer`` hook
+either, so this module does what ``PeriodicExportingMetricReader`` does around its exporter (one
+thread, an interval, a final export at shutdown) over the SDK's public data model
+(``MetricsData``) and its public OTLP exporters, which keep their own configuration, retries and
+encoding.
+
+Export never blocks ingest or the Spark app: it runs on its own thread; a failed export is
+counted (``on_result``) and said once per outage: one line of ours, and the first line the SDK's
+exporter logs about it (its retries log one per attempt, every interval).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from prometheus_client.core import Metric as Family
+
+from sparkwatch.otlp.config import EXTRA, GRPC, OtlpConfig
+from sparkwatch.redact import redact_url
+from sparkwatch.summary import one_line
+from sparkwatch.version import __version__
+from sparkwatch.worker import Worker
+
+log = logging.getLogger(__name__)
+
+SDK_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+)
+"""Where the SDK's OTLP metric exporters log each failed attempt."""
+SCOPE = "sparkwatch"
+
+
+class OtlpUnavailable(RuntimeError):
+    """The OpenTelemetry SDK (the ``otlp`` extra) is not installed; the message says what to run."""
+
+
+def _sdk() -> Any:
+    try:
+        from opentelemetry.sdk.metrics import export
+    except ImportError as exc:
+        raise OtlpUnavailable(f"OTLP export is switched on but {exc.name or 'opentelemetry-sdk'}"
+                              f" is not installed: {EXTRA}") from None
+    return export
+
+
+def _exporter(config: OtlpConfig) -> Any:
+    try:
+        if config.protocol == GRPC:
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+                OTLPMetricExporter,
+            )
+        else:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
+                OTLPMetricExporter,
+            )
+    except ImportError as exc:
+        raise OtlpUnavailable(f"OTLP export over {config.protocol} is switched on but "
+                              f"{exc.name or 'its exporter'} is not installed: {EXTRA}") from None
+    # Headers, timeout, compression and certificates: the SDK reads its OTEL_EXPORTER_OTLP_*.
+    return OTLPMetricExporter(endpoint=config.endpoint)
+
+
+def resource(defaults: Mapping[str, str]) -> Any:
+    """``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME`` (read by the SDK), over
+    ``defaults``: a service name the user gave always wins over ours."""
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
+    created = Resource.create()
+    if str(created.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        return Resource(dict(defaults)).merge(created.merge(
+            Resource({SERVICE_NAME: defaults.get(SERVICE_NAME, "sparkwatch")})))
+    return Resource(dict(defaults)).merge(created)
+
+
+class _SayOnce(logging.Filter):
+    """Lets one record of the SDK's exporter through per outage (it logs every retry)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        if self.said:
+            return False
+        self.said = True
+        return True
+
+
+class OtlpExport:
+    """Exports what ``collect`` returns every ``config.interval_seconds`` until stopped, then once
+    more. ``on_result(ok)`` hears of every export attempt."""
+
+    def __init__(self, config: OtlpConfig, collect: Callable[[], Iterable[Family]],
+                 resource_defaults: Mapping[str, str],
+                 on_result: Callable[[bool], None] | None = None) -> None:
+        export = _sdk()
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        from sparkwatch.otlp.convert import Converter
+
+        self.config = config
+        self._export = export
+        self._exporter = _exporter(config)
+        self._resource = resource(resource_defaults)
+        self._scope = InstrumentationScope(SCOPE, __version__)
+        self._collect = collect
+        self._on_result = on_result
+        self._converter = Converter(time.time_ns())
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._gate = _SayOnce()
+        self.exports = 0
+        self.failures = 0
+        self._failing = False
+        self.worker = Worker("otlp", self._run, "sparkwatch-otlp")
+
+    @property
+    def destination(self) -> str:
+        return f"{redact_url(self.config.endpoint)} ({self.config.protocol})"
+
+    def start(self) -> OtlpExport:
+        for name in SDK_LOGGERS:
+            logging.getLogger(name).addFilter(self._gate)
+        self.worker.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.worker.wait(self.config.interval_seconds, self._stop):
+            self.export_now()
+            self.worker.beat()
+        self.export_now()  # the final export: what changed since the last interval
+
+    def export_now(self) -> bool:
+        """One export of the current state; False when it failed (counted, said once)."""
+        with self._lock:  # never two exports at once (the SDK's exporters are not reentrant)
+            try:
+                metrics = self._converter.metrics(self._collect(), time.time_ns())
+                if not metrics:
+                    return True
+                e = self._export
+                data = e.MetricsData([e.ResourceMetrics(
+                    self._resource, [e.ScopeMetrics(self._scope, metrics, "")], "")])
+                result = self._exporter.export(
+                    data, timeout_millis=self.config.timeout_seconds * 1000)
+                ok, why = result is e.MetricExportResult.SUCCESS, "the endpoint refused it"
+            except Exception as exc:  # noqa: BLE001 - an export never raises into its caller
+                ok, why = False, one_line(exc)
+            self._counted(ok, why)
+            return ok
+
+    def _counted(self, ok: bool, why: str) -> None:
+        self.exports += 1
+        if ok:
+            if self._failing:
+                log.info("sparkwatch: OTLP export to %s works again", self.destination)
+            self._failing = self._gate.said = False
+        else:
+            self.failures += 1
+            if not self._failing:
+                log.warning("sparkwatch: OTLP export to %s failed (%s); retried every %g s, "
+                            "failures counted, said again only once it works", self.destination,
+                            why, self.config.interval_seconds)
+            self._failing = True
+        if self._on_result is not None:
+            self._on_result(ok)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Export once more and stop, within ``timeout``: an export still retrying then is cut
+        short (the SDK exporter's shutdown ends its retries)."""
+        self._stop.set()
+        self.worker.join(timeout)
+        try:
+            self._exporter.shutdown(timeout_millis=max(timeout, 0.1) * 1000)
+        except Exception:  # noqa: BLE001 - a failing shutdown only loses what was unsent
+            log.debug("sparkwatch: OTLP exporter shutdown failed", exc_info=True)
+        self.worker.join(1.0)
+        for name in SDK_LOGGERS:
+            logging.getLogger(name).removeFilter(self._gate)
+
+
+def start_export(config: OtlpConfig, collect: Callable[[], Iterable[Family]],
+                 resource_defaults: Mapping[str, str],
+                 on_result: Callable[[bool], None] | None = None) -> OtlpExport:
+    """A running export; raises :class:`OtlpUnavailable` when the ``otlp`` extra is missing."""
+    return OtlpExport(config, collect, resource_defaults, on_result).start()
