@@ -89,6 +89,7 @@ class CollectorSettings:
     stall_check_seconds: float = 30.0
     evict_interval_seconds: float = 30.0
     worker_deadline_seconds: float = 120.0
+    otlp: bool = False
     replica: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
 
@@ -269,6 +270,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("worker_deadline_seconds", _positive_float,
             "a background worker (the history pump) that shows no progress for this long is "
             "reported hung in /readyz; longer than the slowest history write"),
+    Setting("otlp", _bool,
+            "export the catalogue over OTLP too (the otlp extra), configured by the standard "
+            "OTEL_EXPORTER_OTLP_* variables, OTEL_RESOURCE_ATTRIBUTES and "
+            "OTEL_METRIC_EXPORT_INTERVAL (docs/otlp.md)"),
     Setting("replica", str, "name of this replica in job_runs (default: host-pid)"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}

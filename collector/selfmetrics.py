@@ -65,6 +65,9 @@ class SelfMetrics:
         self.slow_clients = counter(
             "slow_clients_closed", "Connections closed for sending their request headers or body "
             "slower than the deadline (header_timeout_seconds, body_timeout_seconds).", ["phase"])
+        self.otlp_exports = counter(
+            "otlp_exports", "OTLP exports of the catalogue (--otlp), by outcome (ok, failed).",
+            ["outcome"])
         self.token_reloads = counter("token_reloads", "Reloads of the tokens file (SIGHUP), by "
                                      "outcome.", ["outcome"])
         self.worker_progress = Gauge(

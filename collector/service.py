@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
 
 from sparkwatch.collector.auth import Auth
 from sparkwatch.collector.config import CollectorSettings, inflight_bound
@@ -39,6 +42,10 @@ from sparkwatch.spool import Spool
 from sparkwatch.summary import one_line
 from sparkwatch.worker import Backoff, Worker
 
+if TYPE_CHECKING:  # the otlp extra is imported only with --otlp
+    from sparkwatch.otlp.config import OtlpConfig
+    from sparkwatch.otlp.export import OtlpExport
+
 log = logging.getLogger(__name__)
 INFLIGHT_WAIT_SECONDS = 5.0
 """How long a request waits for room under max_inflight_body_bytes before its 503."""
@@ -60,6 +67,7 @@ class Service:
     reads: Reads | None = None
     engine: sa.Engine | None = None
     scheduler: BackgroundScheduler | None = None
+    otlp: OtlpExport | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
@@ -72,11 +80,15 @@ class Service:
             runner = LeasedRunner(self.engine, self.settings.replica, self.metrics)
         self.scheduler = start_scheduler(self.settings, self.ingestor.evict, runner,
                                          self.engine, self.board)
+        if self.otlp is not None:
+            self.otlp.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
+        if self.otlp is not None:  # a final export of what ingest took before the stop
+            self.otlp.stop(timeout)
         if self.pump is not None:
             self.pump.stop(timeout)
         if self.spool is not None:
@@ -105,7 +117,9 @@ class Service:
             self._stop.wait(delay)
 
 
-def build_service(settings: CollectorSettings) -> Service:
+def build_service(settings: CollectorSettings, otlp: OtlpConfig | None = None) -> Service:
+    """The service's parts; ``otlp``: the OTLP export's configuration when ``settings.otlp`` is
+    on (read from the OTEL_* variables at the edge), raising OtlpUnavailable without the extra."""
     selection = profiles.from_settings(settings)
     tenants = Tenants(lambda: MetricState(settings.terminated_grace_seconds,
                                           settings.stale_seconds,
@@ -114,8 +128,13 @@ def build_service(settings: CollectorSettings) -> Service:
     registry = CollectorRegistry(auto_describe=False)
     metrics = SelfMetrics(registry)
     board = StallBoard()
-    registry.register(TenantsCollector(tenants, selection))
-    registry.register(StalledGauge(tenants, board, selection.exports(cat.QUERY_STALLED)))
+    families = TenantsCollector(tenants, selection)
+    stalled = StalledGauge(tenants, board, selection.exports(cat.QUERY_STALLED))
+    registry.register(families)
+    registry.register(stalled)
+    export = None
+    if settings.otlp:
+        export = _otlp_export(otlp, metrics, lambda: [*families.collect(), *stalled.collect()])
     spool = pump = reads = engine = None
     if settings.history_url:
         engine = create_engine(settings.history_url)  # checks URL and driver now, connects later
@@ -149,5 +168,19 @@ def build_service(settings: CollectorSettings) -> Service:
         ingestor=Ingestor(tenants, spool, caps, metrics, event_rates), board=board,
         inflight=inflight, byte_rates=byte_rates,
         spool=spool,
-        pump=pump, reads=reads, engine=engine,
+        pump=pump, reads=reads, engine=engine, otlp=export,
     )
+
+
+def _otlp_export(config: OtlpConfig | None, metrics: SelfMetrics,
+                 collect: Callable[[], Iterable[Metric]]) -> OtlpExport:
+    from sparkwatch.otlp.config import OtlpConfig
+    from sparkwatch.otlp.export import OtlpExport
+
+    def counted(ok: bool) -> None:
+        metrics.otlp_exports.labels("ok" if ok else "failed").inc()
+
+    for outcome in ("ok", "failed"):
+        metrics.otlp_exports.labels(outcome)
+    return OtlpExport(config or OtlpConfig(), collect, {"service.name": "sparkwatch-collector"},
+                      counted)

@@ -25,6 +25,8 @@ class Destinations:
     metrics_port: int | None
     history_url: str | None
     push_url: str | None
+    otlp: str | None = None
+    """where OTLP export goes (endpoint and protocol), None when it is off"""
 
 
 def attach_line(d: Destinations) -> str:
@@ -37,8 +39,10 @@ def attach_line(d: Destinations) -> str:
         metrics = f"metrics http://{host}:{d.metrics_port}/metrics"
     history = f"history {redact_url(d.history_url)}" if d.history_url else "history off"
     push = f"push {redact_url(d.push_url)}" if d.push_url else "push off"
+    # OTLP is named only when on: it is an extra most installs do not have.
+    otlp = f", otlp {d.otlp}" if d.otlp else ""
     return f"sparkwatch {d.version} attached to {d.app_id} ({d.mode} mode): {metrics}, " \
-        f"{history}, {push}"
+        f"{history}, {push}{otlp}"
 
 
 def disabled_line(app_id: str, version: str) -> str:

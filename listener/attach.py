@@ -6,11 +6,11 @@ import atexit
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
@@ -35,6 +35,9 @@ from sparkwatch.metrics.stats import ListenerCounters, ListenerStats
 from sparkwatch.model.events import AppInfo
 from sparkwatch.settings import LISTENER_FIELDS, ListenerSettings, load_listener_settings
 from sparkwatch.version import __version__
+
+if TYPE_CHECKING:  # the otlp extra is imported only when OTLP export is switched on
+    from sparkwatch.otlp.export import OtlpExport
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ class Attachment:
         self.intake: Intake | None = None
         self.server: MetricsServer | None = None
         self.bus: BusSampler | None = None
+        self.otlp: OtlpExport | None = None
         self._announced = False
         self._remove: Callable[[], None] | None = None
 
@@ -77,7 +81,7 @@ class Attachment:
             queues[HistorySink.QUEUE] = self.history.queue_state()
         if self.push is not None:
             queues[PushSink.QUEUE] = self.push.queue_state()
-        parts = (self.intake, self.history, self.push, self.plans, self.bus)
+        parts = (self.intake, self.history, self.push, self.plans, self.bus, self.otlp)
         workers = {p.worker.name: p.worker.last_progress for p in parts if p is not None}
         bus = self.bus.latest if self.bus is not None else None
         return self.counters.snapshot(self.app, self.mode, __version__, queues, workers, bus)
@@ -114,6 +118,9 @@ class Attachment:
         if self.push is not None:
             self.push.stop(left())
             self.push = None
+        if self.otlp is not None:  # after the sinks: the final export has their last counts
+            self.otlp.stop(left())
+            self.otlp = None
         if self.plans is not None:
             self.plans.stop(left())
             self.plans = None
@@ -151,11 +158,12 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
         # Said, not logged: a user who switched it off under spark-submit sees that it is off.
         announce(disabled_line(app.id, __version__))
         return att
-    att.registry.register(
-        SparkwatchCollector(att.state, lambda: [att.stats()], selection=att.selection)
-    )
+    collector = SparkwatchCollector(att.state, lambda: [att.stats()], selection=att.selection)
+    att.registry.register(collector)
     if settings.metrics_enabled:
         att.server = _metrics_server(att)
+    if settings.otlp:
+        att.otlp = _otlp_export(att, collector, os.environ)
     handlers: list[tuple[str, Handler]] = [("metrics", att.state.apply)]
     if settings.history_url:
         att.history = _history_sink(settings, att.counters)
@@ -182,6 +190,7 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
         app.id, att.mode, __version__,
         settings.metrics_address if att.server else None, att.metrics_port,
         settings.history_url, settings.push_url,
+        att.otlp.destination if att.otlp is not None else None,
     )
     att._announced = True
     announce(attach_line(destinations))
@@ -203,6 +212,29 @@ def _metrics_server(att: Attachment) -> MetricsServer | None:
             except ExporterError as again:
                 exc = again
         log.warning("sparkwatch: %s; running without /metrics (history and push go on)", exc)
+        return None
+
+
+def _otlp_export(
+    att: Attachment, collector: SparkwatchCollector, env: Mapping[str, str]
+) -> OtlpExport | None:
+    """The OTLP export of what /metrics shows, or None (one error, counted) when the otlp extra
+    is missing: a monitoring add-on never stops the app it watches. A bad OTEL_* value raises
+    SettingsError, as a bad SPARKWATCH_* value does."""
+    from sparkwatch.otlp.config import otlp_config
+    from sparkwatch.otlp.export import OtlpUnavailable, start_export
+
+    config = otlp_config(env)
+
+    def counted(ok: bool) -> None:
+        if not ok:
+            att.counters.count_delivery_failure("otlp")
+
+    try:
+        return start_export(config, collector.collect, {"service.name": att.app.name}, counted)
+    except OtlpUnavailable as exc:
+        att.counters.count_error("otlp")
+        log.error("sparkwatch: %s; running without OTLP export", exc)
         return None
 
 

@@ -57,6 +57,7 @@ class ListenerSettings:
     push_spool_dir: str | None = None
     push_spool_max_bytes: int = 256 << 20
     listener_bus_sample_seconds: float = 10.0
+    otlp: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +311,14 @@ LISTENER_FIELDS: tuple[Field, ...] = (
         _non_negative_float,
         "How often Spark's listener bus (events dropped per queue, queue sizes) is sampled for "
         "the spark_streaming_listener_bus_* series (classic mode); 0 turns it off.",
+    ),
+    Field(
+        "otlp",
+        "otlp",
+        _bool,
+        "Export the metrics over OTLP too (the otlp extra: pip install 'sparkwatch[otlp]'), "
+        "configured by the standard OTEL_EXPORTER_OTLP_* variables (endpoint, protocol, headers), "
+        "OTEL_RESOURCE_ATTRIBUTES and OTEL_METRIC_EXPORT_INTERVAL; see docs/otlp.md.",
     ),
 )
 

@@ -40,7 +40,7 @@ def lint_imports(layout: Path) -> subprocess.CompletedProcess[str]:
 def test_every_import_contract_is_kept(installed: Path) -> None:
     result = lint_imports(installed)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 3 kept, 0 broken." in result.stdout
+    assert "Contracts: 4 kept, 0 broken." in result.stdout
 
 
 def test_the_shared_model_importing_the_collector_breaks_the_layers(installed: Path) -> None:
@@ -56,6 +56,15 @@ def test_the_listener_importing_the_web_stack_breaks_the_driver_rule(installed: 
     result = lint_imports(installed)
     assert result.returncode != 0
     assert "sparkwatch.listener is not allowed to import fastapi" in result.stdout
+
+
+def test_the_listener_importing_opentelemetry_itself_breaks_the_otlp_rule(installed: Path) -> None:
+    # Only sparkwatch.otlp may import the SDK: the listener reaches it through that room, lazily.
+    (installed / "sparkwatch" / "listener" / "leak.py").write_text(
+        "from opentelemetry.sdk.metrics import export\n")
+    result = lint_imports(installed)
+    assert result.returncode != 0
+    assert "sparkwatch.listener is not allowed to import opentelemetry" in result.stdout
 
 
 def test_a_shared_module_importing_a_room_breaks_its_rule(installed: Path) -> None:

@@ -59,6 +59,16 @@ class _BoolFlag(argparse.BooleanOptionalAction):
         setattr(namespace, self.dest, "false" if option and option.startswith("--no-") else "true")
 
 
+def _otlp_config(on: bool) -> Any:
+    """The OTEL_* variables the OTLP export reads at start (--otlp); raises SettingsError for a
+    bad one and, as CliError, for a missing otlp extra."""
+    if not on:
+        return None
+    from sparkwatch.otlp.config import otlp_config
+
+    return otlp_config(os.environ)
+
+
 def run(args: argparse.Namespace) -> int:
     verbose = getattr(args, "verbose", False)
     if not verbose:  # before the imports: Alembic logs at INFO while loading
@@ -82,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     flags = {s.name: getattr(args, s.name, None) for s in SETTINGS}
     try:
         settings = load_collector_settings(os.environ, flags, args.tokens_file)
-        service = build_service(settings)
+        service = build_service(settings, _otlp_config(settings.otlp))
     except (SettingsError, HistoryUrlError) as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:

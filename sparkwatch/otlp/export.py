@@ -25,6 +25,7 @@ from prometheus_client.core import Metric as Family
 
 from sparkwatch.otlp.config import EXTRA, GRPC, OtlpConfig
 from sparkwatch.redact import redact_url
+from sparkwatch.settings import SettingsError
 from sparkwatch.summary import one_line
 from sparkwatch.version import __version__
 from sparkwatch.worker import Worker
@@ -39,8 +40,10 @@ SDK_LOGGERS = (
 SCOPE = "sparkwatch"
 
 
-class OtlpUnavailable(RuntimeError):
-    """The OpenTelemetry SDK (the ``otlp`` extra) is not installed; the message says what to run."""
+class OtlpUnavailable(SettingsError):
+    """The OpenTelemetry SDK (the ``otlp`` extra) is not installed; the message says what to run
+    (a SettingsError: the collector refuses to start with it, as with any setting it cannot
+    honour)."""
 
 
 def _sdk() -> Any:
