@@ -1,0 +1,361 @@
+"""OTLP export: what a real receiver decodes (``opentelemetry-proto``) equals the progress events
+that were sent, over OTLP/HTTP and OTLP/gRPC, from the bridge and from the listener. The
+collector's side is in tests/test_otlp_collector.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from bench.local import free_port
+from sparkwatch.metrics import catalogue as cat
+from sparkwatch.metrics import profiles
+from sparkwatch.metrics.exposition import SparkwatchCollector
+from sparkwatch.metrics.state import MetricState
+from sparkwatch.otlp.config import OtlpConfig, otlp_config
+from sparkwatch.otlp.convert import Converter, unit_of
+from sparkwatch.otlp.export import OtlpExport, start_export
+from sparkwatch.settings import SettingsError
+from tests.conftest import ROOT
+from tests.otlp_receiver import Point, Received, grpc_receiver, http_receiver
+from tests.test_exposition import APP, fixture, run_events
+from tests.support import wait_for
+
+JOIN = "spark-4.3.0/join_rocksdb.json"
+RECEIVERS = {"http/protobuf": http_receiver, "grpc": grpc_receiver}
+
+
+@contextmanager
+def receiving(protocol: str) -> Iterator[tuple[str, Received]]:
+    with RECEIVERS[protocol]() as (url, received):
+        yield url, received
+
+
+def config_for(url: str, protocol: str, interval_ms: int = 100) -> OtlpConfig:
+    return otlp_config({"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+                        "OTEL_METRIC_EXPORT_INTERVAL": str(interval_ms)})
+
+
+def one(points: list[Point]) -> Point:
+    assert len(points) == 1, points
+    return points[0]
+
+
+# --- configuration and mapping ----------------------------------------------------------------
+
+
+def test_the_standard_variables_choose_protocol_endpoint_interval_and_timeout() -> None:
+    assert otlp_config({}) == OtlpConfig("http/protobuf", "http://localhost:4318/v1/metrics",
+                                         60.0, 30.0)
+    http = otlp_config({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318/",
+                        "OTEL_METRIC_EXPORT_INTERVAL": "15000", "OTEL_METRIC_EXPORT_TIMEOUT": "5000"})
+    assert (http.endpoint, http.interval_seconds, http.timeout_seconds) == (
+        "http://otel:4318/v1/metrics", 15.0, 5.0)
+    grpc = otlp_config({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4317"})
+    assert (grpc.protocol, grpc.endpoint) == ("grpc", "http://otel:4317")
+    assert otlp_config({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}).endpoint == "http://localhost:4317"
+    # The metrics signal's own variables win, and its endpoint is taken as it is.
+    signal = otlp_config({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                          "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf",
+                          "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318",
+                          "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "https://b/custom"})
+    assert (signal.protocol, signal.endpoint) == ("http/protobuf", "https://b/custom")
+
+
+@pytest.mark.parametrize(("env", "names"), [
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "OTEL_EXPORTER_OTLP_PROTOCOL='http/json'"),
+    ({"OTEL_METRIC_EXPORT_INTERVAL": "0"}, "OTEL_METRIC_EXPORT_INTERVAL='0'"),
+    ({"OTEL_METRIC_EXPORT_TIMEOUT": "soon"}, "OTEL_METRIC_EXPORT_TIMEOUT='soon'"),
+])
+def test_a_bad_variable_is_refused_naming_it(env: dict[str, str], names: str) -> None:
+    with pytest.raises(SettingsError, match=names):
+        otlp_config(env)
+
+
+def test_units_are_ucum_derived_from_the_catalogue_names() -> None:
+    assert unit_of(cat.STATE_MEMORY) == "By"
+    assert unit_of(cat.QUERY_BATCH_DURATION) == "s"
+    assert unit_of(cat.STATE_UPDATE_TIME) == "s"  # a counter of seconds
+    assert unit_of(cat.QUERY_WATERMARK) == "s"
+    assert unit_of(cat.QUERY_INPUT_RATE) == "1/s"
+    assert unit_of(cat.STATE_ROWS) == "1"
+    assert unit_of(cat.QUERY_INFO) == "1"
+    rocksdb_bytes = [m for m in cat.ALL if m.name.endswith("_bytes_total")]
+    assert rocksdb_bytes and {unit_of(m) for m in rocksdb_bytes} == {"By"}
+    assert {unit_of(m) for m in cat.ALL} == {"s", "By", "1/s", "1"}
+
+
+def test_a_cumulative_series_keeps_its_start_until_its_value_goes_down() -> None:
+    state = MetricState()
+    collector = SparkwatchCollector(state, selection=profiles.select("full"))
+    converter = Converter(start_ns=1_000)
+    data = fixture(JOIN)
+    events = run_events(data)
+    state.apply_all(events[:3])
+
+    def batches_point(now: int) -> Any:
+        metrics = {m.name: m for m in converter.metrics(collector.collect(), now)}
+        return one(list(metrics[cat.QUERY_BATCHES.name].data.data_points))
+
+    first = batches_point(2_000)
+    assert (first.start_time_unix_nano, first.value) == (1_000, 2)
+    state.apply_all(events[3:])
+    later = batches_point(3_000)
+    assert (later.start_time_unix_nano, later.value) == (1_000, len(data["progress"]))
+    # The query is evicted and seen again: its counter starts over, after the last collection.
+    fresh = MetricState()
+    collector = SparkwatchCollector(fresh, selection=profiles.select("full"))
+    fresh.apply_all(events[:2])
+    restarted = batches_point(4_000)
+    assert (restarted.start_time_unix_nano, restarted.value) == (3_000, 1)
+
+
+# --- the bridge against a real receiver -------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_the_receiver_gets_the_catalogue_with_the_progress_values(
+    protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20otlp-s3cret")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=staging,team=data")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "orders-pipeline")
+    data = fixture(JOIN)
+    state = MetricState()
+    state.apply_all(run_events(data))
+    collector = SparkwatchCollector(state, selection=profiles.select("full"))
+    with receiving(protocol) as (url, received):
+        export = start_export(config_for(url, protocol), collector.collect,
+                              {"service.name": "unused: OTEL_SERVICE_NAME wins"})
+        try:
+            received.wait(lambda: received.count() >= 1)
+        finally:
+            export.stop()
+        points = received.last_points()
+        headers = received.last_headers()
+    assert headers["authorization"] == "Bearer otlp-s3cret"
+    progress = data["progress"]
+    query = {"app_name": APP.name, "app_id": APP.id, "query_id": data["started"]["id"],
+             "query_name": data["started"]["name"]}
+
+    def find(metric: cat.MetricDef, **attrs: Any) -> Point:
+        return one([p for p in points if p.name == metric.name
+                    and p.attributes == {**query, **attrs}])
+
+    rows = find(cat.QUERY_INPUT_ROWS)
+    assert (rows.kind, rows.monotonic, rows.temporality, rows.unit) == ("sum", True, 2, "1")
+    assert rows.value == sum(p["numInputRows"] for p in progress)
+    assert find(cat.QUERY_BATCHES).value == len(progress)
+    op = progress[-1]["stateOperators"][0]
+    operator = {"operator": op["operatorName"], "operator_index": "0"}
+    state_rows = find(cat.STATE_ROWS, **operator)
+    assert (state_rows.kind, state_rows.value) == ("gauge", op["numRowsTotal"])
+    memory = find(cat.STATE_MEMORY, **operator)
+    assert (memory.value, memory.unit) == (op["memoryUsedBytes"], "By")
+    updated = find(cat.STATE_ROWS_UPDATED, **operator)
+    assert updated.value == sum(p["stateOperators"][0]["numRowsUpdated"] for p in progress)
+    commit = find(cat.STATE_COMMIT_TIME, **operator)
+    assert commit.unit == "s" and commit.value == pytest.approx(
+        sum(p["stateOperators"][0]["commitTimeMs"] for p in progress) / 1000)
+    batch = find(cat.QUERY_BATCH_DURATION)
+    assert (batch.kind, batch.unit, batch.temporality) == ("histogram", "s", 2)
+    assert batch.count == len(progress) == sum(batch.bucket_counts)
+    assert batch.sum == pytest.approx(sum(p["batchDuration"] for p in progress) / 1000)
+    assert batch.bounds == cat.BATCH_DURATION_BUCKETS
+    assert len(batch.bucket_counts) == len(cat.BATCH_DURATION_BUCKETS) + 1
+    info = find(cat.QUERY_INFO, run_id=data["started"]["runId"])
+    assert (info.kind, info.value) == ("gauge", 1)
+    phases = [p for p in points if p.name == cat.QUERY_PHASE_DURATION.name]
+    assert {p.attributes["phase"] for p in phases} == set(progress[-1]["durationMs"])
+    assert {p.scope for p in points} == {"sparkwatch"}
+    resource = points[0].resource
+    assert resource["service.name"] == "orders-pipeline"
+    assert (resource["deployment.environment"], resource["team"]) == ("staging", "data")
+
+
+def test_the_metric_profile_decides_what_is_exported(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = MetricState()
+    state.apply_all(run_events(fixture(JOIN)))
+    selection = profiles.select("default", deny=["spark_streaming_state_memory_used_bytes"])
+    collector = SparkwatchCollector(state, selection=selection)
+    with receiving("http/protobuf") as (url, received):
+        export = start_export(config_for(url, "http/protobuf"), collector.collect, {})
+        try:
+            received.wait(lambda: received.count() >= 1)
+        finally:
+            export.stop()
+        names = {p.name for p in received.last_points()}
+    assert names <= selection.names
+    assert cat.STATE_ROWS.name in names and cat.QUERY_BATCH_DURATION.name in names
+    assert cat.STATE_MEMORY.name not in names  # denied
+    assert cat.STATE_LAST_ROWS_UPDATED.name not in names  # full profile only
+
+
+def test_stop_sends_a_final_export_of_what_arrived_since_the_last_one() -> None:
+    data = fixture(JOIN)
+    events = run_events(data)
+    state = MetricState()
+    collector = SparkwatchCollector(state, selection=profiles.select("full"))
+    with receiving("http/protobuf") as (url, received):
+        # An hour's interval: only the final export at stop can carry the events.
+        export = start_export(config_for(url, "http/protobuf", 3_600_000), collector.collect, {})
+        state.apply_all(events)
+        export.stop()
+        assert received.count() == 1
+        batches = [p for p in received.last_points() if p.name == cat.QUERY_BATCHES.name]
+    assert one(batches).value == len(data["progress"])
+
+
+def test_a_down_endpoint_never_blocks_is_counted_and_said_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")  # seconds, as the Python SDK reads it
+    state = MetricState()
+    state.apply_all(run_events(fixture(JOIN)))
+    collector = SparkwatchCollector(state, selection=profiles.select("default"))
+    results: list[bool] = []
+    nobody = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    caplog.set_level(logging.WARNING)
+    export = OtlpExport(config_for(nobody, "http/protobuf", 3_600_000), collector.collect, {},
+                        results.append).start()
+    try:
+        for _ in range(3):
+            started = time.monotonic()
+            assert export.export_now() is False
+            assert time.monotonic() - started < 5  # bounded by the exporter's timeout
+    finally:
+        started = time.monotonic()
+        export.stop(timeout=2)
+        assert time.monotonic() - started < 5
+    assert results[:3] == [False, False, False] and export.failures >= 3
+    ours = [r for r in caplog.records if r.name == "sparkwatch.otlp.export"]
+    assert len(ours) == 1 and "failed" in ours[0].getMessage() and nobody in ours[0].getMessage()
+    sdk = [r for r in caplog.records if r.name.startswith("opentelemetry.exporter")]
+    assert len(sdk) <= 1, [r.getMessage() for r in sdk]
+
+
+def test_an_export_that_works_again_is_said_and_failures_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    state = MetricState()
+    state.apply_all(run_events(fixture(JOIN)))
+    collector = SparkwatchCollector(state)
+    with receiving("grpc") as (url, received):
+        export = OtlpExport(config_for(url, "grpc", 3_600_000), collector.collect, {}).start()
+        try:
+            assert export.export_now() is True
+            assert received.count() == 1
+        finally:
+            export.stop()
+    assert (export.exports, export.failures) == (2, 0)  # one asked for, the final one
+
+
+# --- the listener: importable without the extra, and attached to real Spark -------------------
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def test_the_listener_never_imports_opentelemetry_until_otlp_is_switched_on() -> None:
+    result = _python(
+        "import sys, sparkwatch, sparkwatch.listener.attach, sparkwatch.cli.main\n"
+        "import sparkwatch.collector.service\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('opentelemetry', 'grpc')))")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_without_the_extra_the_error_names_it() -> None:
+    result = _python(
+        "import sys\n"
+        "sys.modules['opentelemetry'] = None  # as if the otlp extra were not installed\n"
+        "import sparkwatch.listener.attach\n"
+        "from sparkwatch.otlp.config import OtlpConfig\n"
+        "from sparkwatch.otlp.export import OtlpUnavailable, start_export\n"
+        "try:\n"
+        "    start_export(OtlpConfig(), lambda: [], {})\n"
+        "except OtlpUnavailable as exc:\n"
+        "    print(exc)\n")
+    assert result.returncode == 0, result.stderr
+    assert "pip install 'sparkwatch[otlp]'" in result.stdout
+    assert "OTLP export is switched on" in result.stdout
+
+
+@pytest.mark.spark
+def test_the_listener_exports_canned_progress_and_its_own_counters(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sparkwatch
+    from sparkwatch.model.events import EventKind
+
+    data = fixture(JOIN)
+    with receiving("http/protobuf") as (url, received):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+        monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "200")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-scope-orgid=tenant-7")
+        att = sparkwatch.attach(spark, metrics_port=0, history_url="off", otlp="on",
+                                metrics_profile="full")
+        try:
+            assert att.otlp is not None
+            # Real progress JSON through the listener's own intake, as Spark's callback hands it.
+            for progress in data["progress"]:
+                att.intake.offer(EventKind.PROGRESS, json.dumps(progress))  # type: ignore[union-attr]
+            assert att.flush(10)
+            want = sum(p["numInputRows"] for p in data["progress"])
+            received.wait(lambda: [p.value for p in received.latest(
+                cat.QUERY_INPUT_ROWS.name, query_id=data["started"]["id"])] == [want])
+        finally:
+            att.detach()
+        assert received.last_headers()["x-scope-orgid"] == "tenant-7"
+        app_id = spark.sparkContext.applicationId
+        rows = one(received.latest(cat.QUERY_INPUT_ROWS.name, query_id=data["started"]["id"]))
+        assert (rows.attributes["app_id"], rows.attributes["app_name"]) == (
+            app_id, spark.conf.get("spark.app.name"))
+        assert rows.resource["service.name"] == spark.conf.get("spark.app.name")
+        # The listener's own series: what /metrics shows of it, the final export too.
+        got = one(received.latest(cat.LISTENER_EVENTS_RECEIVED.name, event="progress"))
+        assert got.value == len(data["progress"])
+    assert f"otlp {url}/v1/metrics (http/protobuf)" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_a_real_query_s_batches_reach_the_receiver_over_grpc(
+    spark: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sparkwatch
+    from tests.test_counters_exact import run_available
+    from tests.workloads import progress_dicts, write_batches
+
+    with receiving("grpc") as (url, received):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+        monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "3600000")
+        att = sparkwatch.attach(spark, metrics_port=0, history_url="off", otlp=True)
+        try:
+            write_batches(tmp_path / "in", batches=2, rows=10)
+            query = run_available(spark, tmp_path / "in", tmp_path / "ckpt")
+            qid = str(query.id)
+            assert att.flush(10)
+            wait_for(lambda: not att.state.query(att.app.id, qid).active, 30, "the run to end")
+        finally:
+            att.detach()  # the final export: the only one within an hour's interval
+        batches = progress_dicts(query)
+        updated = one(received.latest(cat.STATE_ROWS_UPDATED.name, query_id=qid))
+        assert updated.value == sum(b["stateOperators"][0]["numRowsUpdated"] for b in batches)
+        assert updated.attributes["operator_index"] == "0"
+        inputs = one(received.latest(cat.QUERY_INPUT_ROWS.name, query_id=qid))
+        assert inputs.value == sum(b["numInputRows"] for b in batches) == 20
+        active = one(received.latest(cat.QUERY_ACTIVE.name, query_id=qid))
+        assert active.value == 0
