@@ -24,7 +24,8 @@ from tests.support import wait_for
 
 
 def _value(v: AnyValue) -> Any:
-    return getattr(v, v.WhichOneof("value")) if v.WhichOneof("value") else None
+    which = v.WhichOneof("value")
+    return getattr(v, which) if which else None
 
 
 def attributes(kvs: Any) -> dict[str, Any]:

@@ -26,8 +26,8 @@ from sparkwatch.otlp.export import OtlpExport, start_export
 from sparkwatch.settings import SettingsError
 from tests.conftest import ROOT
 from tests.otlp_receiver import Point, Received, grpc_receiver, http_receiver
-from tests.test_exposition import APP, fixture, run_events
 from tests.support import wait_for
+from tests.test_exposition import APP, fixture, run_events
 
 JOIN = "spark-4.3.0/join_rocksdb.json"
 RECEIVERS = {"http/protobuf": http_receiver, "grpc": grpc_receiver}
@@ -56,7 +56,8 @@ def test_the_standard_variables_choose_protocol_endpoint_interval_and_timeout() 
     assert otlp_config({}) == OtlpConfig("http/protobuf", "http://localhost:4318/v1/metrics",
                                          60.0, 30.0)
     http = otlp_config({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318/",
-                        "OTEL_METRIC_EXPORT_INTERVAL": "15000", "OTEL_METRIC_EXPORT_TIMEOUT": "5000"})
+                        "OTEL_METRIC_EXPORT_INTERVAL": "15000",
+                        "OTEL_METRIC_EXPORT_TIMEOUT": "5000"})
     assert (http.endpoint, http.interval_seconds, http.timeout_seconds) == (
         "http://otel:4318/v1/metrics", 15.0, 5.0)
     grpc = otlp_config({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
@@ -104,7 +105,9 @@ def test_a_cumulative_series_keeps_its_start_until_its_value_goes_down() -> None
 
     def batches_point(now: int) -> Any:
         metrics = {m.name: m for m in converter.metrics(collector.collect(), now)}
-        return one(list(metrics[cat.QUERY_BATCHES.name].data.data_points))
+        points: list[Any] = list(metrics[cat.QUERY_BATCHES.name].data.data_points)
+        assert len(points) == 1, points
+        return points[0]
 
     first = batches_point(2_000)
     assert (first.start_time_unix_nano, first.value) == (1_000, 2)
@@ -280,7 +283,8 @@ def test_the_listener_never_imports_opentelemetry_until_otlp_is_switched_on() ->
 def test_without_the_extra_the_error_names_it() -> None:
     result = _python(
         "import sys\n"
-        "sys.modules['opentelemetry'] = None  # as if the otlp extra were not installed\n"
+        "# As if the otlp extra were not installed (FastAPI brings opentelemetry-api itself).\n"
+        "sys.modules['opentelemetry.sdk'] = sys.modules['opentelemetry.exporter'] = None\n"
         "import sparkwatch.listener.attach\n"
         "from sparkwatch.otlp.config import OtlpConfig\n"
         "from sparkwatch.otlp.export import OtlpUnavailable, start_export\n"
@@ -291,6 +295,29 @@ def test_without_the_extra_the_error_names_it() -> None:
     assert result.returncode == 0, result.stderr
     assert "pip install 'sparkwatch[otlp]'" in result.stdout
     assert "OTLP export is switched on" in result.stdout
+
+
+def test_a_listener_without_the_extra_runs_on_and_counts_the_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from sparkwatch.listener.attach import Attachment, _otlp_export
+    from sparkwatch.settings import load_listener_settings
+
+    for name in list(sys.modules):
+        if name.startswith(("opentelemetry.sdk", "opentelemetry.exporter")):
+            monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)
+    settings = load_listener_settings({"SPARKWATCH_OTLP": "on"}, {})
+    att = Attachment(settings, APP, CollectorRegistry(auto_describe=False))
+    collector = SparkwatchCollector(att.state, lambda: [att.stats()])
+    assert _otlp_export(att, collector, {}) is None
+    assert att.stats().errors == {"otlp": 1}
+    said = [r.getMessage() for r in caplog.records if r.name == "sparkwatch.listener.attach"]
+    assert said == ["sparkwatch: OTLP export is switched on but the OpenTelemetry SDK is not "
+                    "installed (no module opentelemetry.sdk.metrics): pip install "
+                    "'sparkwatch[otlp]'; running without OTLP export"]
 
 
 @pytest.mark.spark

@@ -50,8 +50,8 @@ def _sdk() -> Any:
     try:
         from opentelemetry.sdk.metrics import export
     except ImportError as exc:
-        raise OtlpUnavailable(f"OTLP export is switched on but {exc.name or 'opentelemetry-sdk'}"
-                              f" is not installed: {EXTRA}") from None
+        raise OtlpUnavailable("OTLP export is switched on but the OpenTelemetry SDK is not "
+                              f"installed (no module {exc.name}): {EXTRA}") from None
     return export
 
 
@@ -66,8 +66,9 @@ def _exporter(config: OtlpConfig) -> Any:
                 OTLPMetricExporter,
             )
     except ImportError as exc:
-        raise OtlpUnavailable(f"OTLP export over {config.protocol} is switched on but "
-                              f"{exc.name or 'its exporter'} is not installed: {EXTRA}") from None
+        raise OtlpUnavailable(
+            f"OTLP export over {config.protocol} is switched on but its exporter is not "
+            f"installed (no module {exc.name}): {EXTRA}") from None
     # Headers, timeout, compression and certificates: the SDK reads its OTEL_EXPORTER_OTLP_*.
     return OTLPMetricExporter(endpoint=config.endpoint)
 
