@@ -72,6 +72,31 @@ def test_the_standard_variables_choose_protocol_endpoint_interval_and_timeout() 
     assert (signal.protocol, signal.endpoint) == ("http/protobuf", "https://b/custom")
 
 
+def test_one_setting_switches_it_on_in_the_listener_and_the_collector() -> None:
+    import argparse
+
+    from sparkwatch.cli.collector import register
+    from sparkwatch.collector.config import SETTINGS, load_collector_settings
+    from sparkwatch.settings import load_listener_settings
+
+    assert load_listener_settings({}, {}).otlp is False
+    assert load_listener_settings({"SPARKWATCH_OTLP": "on"}, {}).otlp is True
+    assert load_listener_settings({}, {"spark.sparkwatch.otlp": "true"}).otlp is True
+    assert load_listener_settings({}, {}, otlp="off").otlp is False
+
+    def collector(env: dict[str, str], *argv: str) -> bool:
+        parser = argparse.ArgumentParser()
+        register(parser.add_subparsers())
+        args = parser.parse_args(["collector", "--no-auth", *argv])
+        flags = {s.name: getattr(args, s.name, None) for s in SETTINGS}
+        return load_collector_settings(env, flags).otlp
+
+    assert collector({}) is False
+    assert collector({}, "--otlp") is True
+    assert collector({"SPARKWATCH_COLLECTOR_OTLP": "true"}) is True
+    assert collector({"SPARKWATCH_COLLECTOR_OTLP": "true"}, "--no-otlp") is False
+
+
 @pytest.mark.parametrize(("env", "names"), [
     ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "OTEL_EXPORTER_OTLP_PROTOCOL='http/json'"),
     ({"OTEL_METRIC_EXPORT_INTERVAL": "0"}, "OTEL_METRIC_EXPORT_INTERVAL='0'"),
