@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from bench.local import free_port
 from sparkwatch.metrics import catalogue as cat
@@ -383,6 +384,37 @@ def test_the_listener_exports_canned_progress_and_its_own_counters(
 
 
 @pytest.mark.spark
+def test_a_listener_whose_receiver_is_down_serves_metrics_and_counts_the_failures(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sparkwatch
+    from sparkwatch.model.events import EventKind
+
+    data = fixture(JOIN)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "100")
+    att = sparkwatch.attach(spark, metrics_port=0, history_url="off", otlp=True)
+    try:
+        started = time.monotonic()
+        for progress in data["progress"]:
+            att.intake.offer(EventKind.PROGRESS, json.dumps(progress))  # type: ignore[union-attr]
+        assert att.flush(10) and time.monotonic() - started < 5
+        query = att.state.query(att.app.id, data["started"]["id"])
+        assert query is not None and query.batches == len(data["progress"])
+        wait_for(lambda: att.stats().delivery_failures.get("otlp", 0) >= 2, 30,
+                 "two failed OTLP exports counted")
+        assert "otlp" in att.stats().workers  # its heartbeat series, as every worker's
+        text = generate_latest(att.registry).decode()
+        assert 'spark_streaming_listener_delivery_failures_total{app_id="' in text
+        assert 'sink="otlp"}' in text
+    finally:
+        started = time.monotonic()
+        att.detach()
+        assert time.monotonic() - started < 10
+
+
+@pytest.mark.spark
 def test_a_real_query_s_batches_reach_the_receiver_over_grpc(
     spark: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -396,7 +428,7 @@ def test_a_real_query_s_batches_reach_the_receiver_over_grpc(
         monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "3600000")
         att = sparkwatch.attach(spark, metrics_port=0, history_url="off", otlp=True)
         try:
-            write_batches(tmp_path / "in", batches=2, rows=10)
+            write_batches(tmp_path / "in", batches=1, rows=10)
             query = run_available(spark, tmp_path / "in", tmp_path / "ckpt")
             qid = str(query.id)
             assert att.flush(10)
@@ -408,6 +440,6 @@ def test_a_real_query_s_batches_reach_the_receiver_over_grpc(
         assert updated.value == sum(b["stateOperators"][0]["numRowsUpdated"] for b in batches)
         assert updated.attributes["operator_index"] == "0"
         inputs = one(received.latest(cat.QUERY_INPUT_ROWS.name, query_id=qid))
-        assert inputs.value == sum(b["numInputRows"] for b in batches) == 20
+        assert inputs.value == sum(b["numInputRows"] for b in batches) == 10
         active = one(received.latest(cat.QUERY_ACTIVE.name, query_id=qid))
         assert active.value == 0

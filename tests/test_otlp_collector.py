@@ -66,6 +66,23 @@ def test_pushed_events_reach_the_receiver_with_app_and_tenant_attributes(
         assert stalled.attributes["tenant"] == "default"
 
 
+def test_sigterm_sends_a_final_export_of_what_ingest_took(tmp_path: Path) -> None:
+    data = recorded("window_agg_hdfs")
+    with http_receiver() as (url, received):
+        # An hour's interval: only the export at shutdown can carry the events.
+        collector = Collector("off", tmp_path / "spool", "--otlp", env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_METRIC_EXPORT_INTERVAL": "3600000"}).start()
+        try:
+            response = collector.post(run_events("window_agg_hdfs", terminated=False))
+            assert response.status_code == 200, response.text
+            assert received.count() == 0
+        finally:
+            collector.stop()  # SIGTERM, waits for the exit
+        assert received.count() == 1
+        batches = received.latest(cat.QUERY_BATCHES.name, query_id=data["started"]["id"])
+    assert [p.value for p in batches] == [len(data["progress"])]
+
+
 def test_a_down_receiver_never_slows_ingest_and_failures_are_counted_and_said_once(
     tmp_path: Path,
 ) -> None:
