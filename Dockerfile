@@ -2,7 +2,8 @@
 # The sparkwatch collector image (what helm/sparkwatch deploys by default):
 #   docker build -t ghcr.io/sparkwatch/sparkwatch:0.1.0 .
 # Stage 1 builds wheels for sparkwatch and its [collector] extra (FastAPI, uvicorn, APScheduler,
-# psycopg); stage 2 installs only those wheels on a slim base and runs as a non-root user.
+# psycopg) and [otlp] extra (so that --otlp / config.otlp works in the chart); stage 2 installs
+# only those wheels on a slim base and runs as a non-root user.
 
 ARG PYTHON_VERSION=3.11
 
@@ -15,7 +16,7 @@ COPY listener ./listener
 COPY collector ./collector
 COPY dashboards ./dashboards
 COPY migrations ./migrations
-RUN pip wheel --wheel-dir /wheels '.[collector]'
+RUN pip wheel --wheel-dir /wheels '.[collector,otlp]'
 
 FROM python:${PYTHON_VERSION}-slim
 ARG UID=10001
@@ -27,7 +28,7 @@ RUN groupadd --system --gid ${UID} sparkwatch \
  && mkdir -p /var/lib/sparkwatch/spool /var/lib/sparkwatch/history \
  && chown -R ${UID}:${UID} /var/lib/sparkwatch
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links /wheels 'sparkwatch[collector]'
+    pip install --no-index --find-links /wheels 'sparkwatch[collector,otlp]'
 USER ${UID}:${UID}
 WORKDIR /var/lib/sparkwatch
 EXPOSE 9751
