@@ -78,11 +78,11 @@ def resource(defaults: Mapping[str, str]) -> Any:
     ``defaults``: a service name the user gave always wins over ours."""
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
-    created = Resource.create()
-    if str(created.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        return Resource(dict(defaults)).merge(created.merge(
-            Resource({SERVICE_NAME: defaults.get(SERVICE_NAME, "sparkwatch")})))
-    return Resource(dict(defaults)).merge(created)
+    merged = Resource(dict(defaults)).merge(Resource.create())  # the SDK's and the user's win
+    if str(merged.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        # No name given: the SDK's placeholder says nothing, ours names the app or the collector.
+        merged = merged.merge(Resource({SERVICE_NAME: defaults.get(SERVICE_NAME, SCOPE)}))
+    return merged
 
 
 class _SayOnce(logging.Filter):
