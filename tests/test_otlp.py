@@ -121,6 +121,17 @@ def test_units_are_ucum_derived_from_the_catalogue_names() -> None:
     assert {unit_of(m) for m in cat.ALL} == {"s", "By", "1/s", "1"}
 
 
+def test_the_attach_line_names_the_export_without_its_secrets() -> None:
+    from sparkwatch.listener.announce import Destinations, attach_line
+
+    config = otlp_config({"OTEL_EXPORTER_OTLP_ENDPOINT": "https://bob:s3cret@otel:4318"})
+    export = OtlpExport(config, lambda: [], {})  # built, never started
+    line = attach_line(Destinations("app-1", "jvm", "0.1.0", None, None, None, None,
+                                    export.destination))
+    assert line.endswith("push off, otlp https://bob:***@otel:4318/v1/metrics (http/protobuf)")
+    assert "s3cret" not in line
+
+
 def test_a_cumulative_series_keeps_its_start_until_its_value_goes_down() -> None:
     state = MetricState()
     collector = SparkwatchCollector(state, selection=profiles.select("full"))
