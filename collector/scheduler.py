@@ -19,7 +19,7 @@ from sparkwatch.collector.config import CollectorSettings
 from sparkwatch.collector.leases import Job, LeasedRunner
 from sparkwatch.collector.retention import Retention
 from sparkwatch.collector.rollups import Rollups
-from sparkwatch.collector.stalls import StallBoard, StallDetection
+from sparkwatch.collector.stalls import LostRuns, StallBoard, StallDetection
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ def leased_jobs(settings: CollectorSettings) -> list[Job]:
         Job("stalls", settings.stall_check_seconds,
             StallDetection(settings.stall_intervals, settings.stall_min_seconds,
                            settings.retention_days)),
+        Job("lost-runs", settings.stall_check_seconds, LostRuns(settings.lost_after_seconds)),
     ]
 
 

@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sparkwatch.collector.tenants import TENANT_LABEL, Tenants
+from sparkwatch.history import lost
 from sparkwatch.history.schema import Batch, QueryRun, QueryStall
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.state import MetricState
@@ -66,6 +67,17 @@ class StallDetection:
 
     def threshold(self, interval: float | None) -> float:
         return max(self.min_seconds, self.intervals * interval) if interval else self.min_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class LostRuns:
+    """Runs silent for ``silent_seconds`` end as lost (:mod:`sparkwatch.history.lost`): a stall
+    that long is a driver that died without saying so."""
+
+    silent_seconds: float
+
+    def __call__(self, conn: sa.Connection, now: datetime) -> tuple[int, int]:
+        return lost.end_silent(conn, now, self.silent_seconds), 0
 
 
 def _active_runs(horizon: datetime) -> sa.Select[Any]:

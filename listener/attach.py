@@ -263,7 +263,8 @@ def _history_sink(settings: ListenerSettings, counters: ListenerCounters) -> His
     from sparkwatch.history.writer import HistoryWriter
 
     assert settings.history_url is not None
-    writer = HistoryWriter(settings.history_url, migrate=settings.history_migrate)
+    writer = HistoryWriter(settings.history_url, migrate=settings.history_migrate,
+                           lost_after_seconds=settings.history_lost_after_seconds)
     seconds = settings.history_rollup_seconds
 
     def roll_up() -> bool:

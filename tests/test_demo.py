@@ -7,9 +7,11 @@ import io
 import json
 import re
 import socket
+import sqlite3
 import threading
 import urllib.request
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -450,6 +452,9 @@ def test_demo_end_to_end(tmp_path: Path, promtool: str) -> None:
         assert re.search(rf"^{name}\s+terminated\b", final, re.MULTILINE), final
     assert "all queries reported state" in final
     assert "Traceback" not in err_path.read_text()
+    with closing(sqlite3.connect(tmp_path / "history.db")) as db:
+        statuses = {status for (status,) in db.execute("select status from query_runs")}
+    assert statuses and "running" not in statuses, statuses  # no ghost left running
 
 
 @pytest.mark.spark

@@ -38,6 +38,8 @@ NAMING_CONVENTION = {
 RUNNING = "running"
 TERMINATED = "terminated"
 FAILED = "failed"
+LOST = "lost"
+"""A run whose driver stopped reporting without a terminated event (:mod:`.lost`)."""
 
 
 class Base(DeclarativeBase):

@@ -18,11 +18,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from sparkwatch.history import counts, migrate, rollups, tenancy
+from sparkwatch.history import counts, lost, migrate, rollups, tenancy
 from sparkwatch.history.copy import copy_batches, is_duplicate, supports_copy
 from sparkwatch.history.engine import create_engine
 from sparkwatch.history.rows import Row, Rows, plan_rows, rows_for
 from sparkwatch.history.schema import (
+    LOST,
     Batch,
     OperatorBatch,
     OperatorPlan,
@@ -44,9 +45,11 @@ class HistoryWriter:
     upgrades the schema to head (once per writer). Not thread-safe: one writer thread owns it.
     """
 
-    def __init__(self, url: str, migrate: bool = True) -> None:
+    def __init__(self, url: str, migrate: bool = True,
+                 lost_after_seconds: float = lost.DEFAULT_SILENT_SECONDS) -> None:
         self.url = url
         self._migrate = migrate
+        self._lost_after_seconds = lost_after_seconds
         self._engine: sa.Engine | None = None
         self._migrated = False
         self._copy: bool | None = None
@@ -78,6 +81,7 @@ class HistoryWriter:
             return
         with engine.begin() as conn:
             _upsert_runs(conn, rows.runs)
+            lost.end_replaced(conn, rows.runs)
             counts.add(conn, _insert_new_batches(conn, rows.batches))
             _insert_new(conn, OperatorBatch, rows.operators)
             _insert_new(conn, SourceBatch, rows.sources)
@@ -94,6 +98,7 @@ class HistoryWriter:
                     return False
                 # COPY writes every batch or none: each run gains all of its batches here.
                 _upsert_runs(conn, rows.runs, counts.per_run(row["run_id"] for row in rows.batches))
+                lost.end_replaced(conn, rows.runs)
                 copy_batches(conn, rows)
         except Exception as exc:
             if not is_duplicate(exc):
@@ -117,12 +122,16 @@ class HistoryWriter:
             conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=values), rows)
 
     def roll_up(self, now: datetime, interval_seconds: float) -> bool:
-        """Recompute the recent rollups (:mod:`sparkwatch.history.rollups`) unless a collector or
-        another driver did for this slot; nothing before this writer's first write."""
+        """Recompute the recent rollups (:mod:`sparkwatch.history.rollups`) and end the runs
+        silent too long (:mod:`.lost`), unless a collector or another driver did for this slot;
+        nothing before this writer's first write."""
         if self._engine is None or not self._migrated and self._migrate:
             return False
         with self._engine.begin() as conn:
-            return rollups.recompute_once_per_slot(conn, now, interval_seconds, self._replica)
+            if not rollups.recompute_once_per_slot(conn, now, interval_seconds, self._replica):
+                return False
+            lost.end_silent(conn, now, self._lost_after_seconds)
+            return True
 
     def close(self) -> None:
         if self._engine is not None:
@@ -169,6 +178,7 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
     stmt = _insert(conn, QueryRun)
     new, old = stmt.excluded, QueryRun.__table__.c
     ended = new.ended_at.is_not(None)
+    newer = new.last_event_at > old.last_event_at
     values = {
         "name": sa.func.coalesce(new.name, old.name),
         "app_name": new.app_name,
@@ -176,11 +186,11 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
         "spark_version": new.spark_version,
         "job_tags": sa.func.coalesce(new.job_tags, old.job_tags),
         "started_at": sa.func.coalesce(new.started_at, old.started_at),
-        # A run ends once; a replayed QueryStarted or progress must not make it running again.
-        **{c: sa.case((ended, new[c]), else_=old[c]) for c in _END_COLUMNS},
-        "last_event_at": sa.case(
-            (new.last_event_at > old.last_event_at, new.last_event_at), else_=old.last_event_at
-        ),
+        # A run ends once; a replayed QueryStarted or progress must not make it running again,
+        # except a run ended as lost that speaks again: it was alive after all (lost.py).
+        **{c: sa.case((ended, new[c]), ((old.status == LOST) & newer, new[c]), else_=old[c])
+           for c in _END_COLUMNS},
+        "last_event_at": sa.case((newer, new.last_event_at), else_=old.last_event_at),
         "batches": old.batches + new.batches,
     }
     # A run is only ever updated by its own tenant (tenancy.owned leaves the others out first;

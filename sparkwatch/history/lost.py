@@ -1,0 +1,51 @@
+"""Runs whose driver died: ended as ``lost`` instead of staying "running" for ever.
+
+A driver killed without a ``QueryTerminated`` (SIGKILL, an OOM, a lost node) leaves its runs
+running in the history. Two rules end them, at the time of their last event:
+
+- **replaced**: a query runs once at a time, so when a new run of a query starts, every earlier
+  run of it that is still running is over (exact, applied by the writer with the new run);
+- **silent**: a run with no event for ``silent_seconds`` (a day by default: far beyond Spark's
+  idle events, every 10 s, and any usual trigger interval) is lost. A run that speaks again
+  after all is running again (the writer's upsert revives it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from sparkwatch.history.rows import Row
+from sparkwatch.history.schema import LOST, RUNNING, QueryRun
+
+DEFAULT_SILENT_SECONDS = 86_400.0
+
+
+def end_replaced(conn: sa.Connection, runs: Iterable[Row]) -> int:
+    """End, as lost, the running runs of each query that one of ``runs`` (a run's row, as the
+    writer builds them) starts anew; returns how many."""
+    ended = 0
+    r = QueryRun.__table__.c
+    for run in runs:
+        if run["started_at"] is None:
+            continue
+        ended += conn.execute(
+            sa.update(QueryRun).where(
+                r.tenant == run["tenant"], r.query_id == run["query_id"],
+                r.run_id != run["run_id"], r.status == RUNNING,
+                r.last_event_at <= run["started_at"],
+            ).values(status=LOST, ended_at=r.last_event_at)
+        ).rowcount
+    return ended
+
+
+def end_silent(conn: sa.Connection, now: datetime, silent_seconds: float) -> int:
+    """End, as lost, the running runs with no event for ``silent_seconds``; returns how many."""
+    r = QueryRun.__table__.c
+    return conn.execute(
+        sa.update(QueryRun).where(
+            r.status == RUNNING, r.last_event_at < now - timedelta(seconds=silent_seconds)
+        ).values(status=LOST, ended_at=r.last_event_at)
+    ).rowcount
