@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sparkwatch.history.columns import UtcDateTime, batch_json_type, json_type
+from sparkwatch.model.fields import OPERATOR_FIELDS
 from sparkwatch.model.tenant import DEFAULT_TENANT
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
@@ -138,16 +139,10 @@ class OperatorBatch(Base):
     query_id: Mapped[str]
     timestamp: Mapped[datetime]
     operator_name: Mapped[str]
-    num_rows_total: Mapped[int]
-    num_rows_updated: Mapped[int]
-    all_updates_time_ms: Mapped[int]
-    num_rows_removed: Mapped[int]
-    all_removals_time_ms: Mapped[int]
-    commit_time_ms: Mapped[int]
-    memory_used_bytes: Mapped[int]
-    num_rows_dropped_by_watermark: Mapped[int]
-    num_shuffle_partitions: Mapped[int]
-    num_state_store_instances: Mapped[int]
+    # One column per field of the table, named by its attribute (read through __table__.c,
+    # so no typed attribute is needed); in the class namespace, so before custom_metrics.
+    vars().update({f.attr: mapped_column(Base.type_annotation_map[f.type], nullable=False)
+                   for f in OPERATOR_FIELDS})
     # Whole, unknown keys included: new keys arrive with almost every Spark release.
     custom_metrics: Mapped[dict[str, Any]] = mapped_column(batch_json_type())
 
