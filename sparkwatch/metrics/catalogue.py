@@ -12,7 +12,7 @@ value is a gauge too; durations are histograms. A run id appears only in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -375,36 +375,45 @@ STATE_OPERATOR_INFO = _def(
 )
 
 
-def _state_families(
-    group: tuple[OperatorField, ...], name: Callable[[OperatorField, str], str], kind: Kind,
-    help: Callable[[OperatorField], str],
-) -> tuple[tuple[OperatorField, MetricDef], ...]:
-    def unit(f: OperatorField) -> str:
-        return f"_{f.base_unit}" if f.base_unit else ""
-
-    return tuple((f, _def(name(f, unit(f)), kind, help(f), O, f.json)) for f in group)
+StateFamilies = tuple[tuple[OperatorField, MetricDef], ...]
+"""(field, family) pairs of one group of state families."""
 
 
-# The operator field table's families (sparkwatch.model.fields), in this order: the state's
-# size (levels in rows or bytes); each counter's _total, then its last-batch gauge (amounts in
-# rows before times); the operator's layout (the other levels).
-_COUNTER_FIELDS = tuple(sorted((f for f in OPERATOR_FIELDS if f.counter),
-                               key=lambda f: f.unit != "rows"))
+def _state_families(kind: Kind, fields: Iterable[OperatorField], name: str,
+                    help: Callable[[OperatorField], str]) -> StateFamilies:
+    """One family per field, named ``name`` with ``{stem}`` and ``{unit}`` (the base unit's
+    suffix, e.g. ``_seconds`` for milliseconds) filled in; Spark's JSON name is its source."""
+    out = []
+    for f in fields:
+        unit = f"_{f.base_unit}" if f.base_unit else ""
+        out.append((f, _def(name.format(stem=f.metric, unit=unit), kind, help(f), O, f.json)))
+    return tuple(out)
+
+
+def _level_help(f: OperatorField) -> str:
+    return f.metric_help or f.help
+
+
+def _last_help(f: OperatorField) -> str:
+    return f.last_help or f.help
+
+
+# The operator field table's families (sparkwatch.model.fields), in this order: the state's size
+# (levels in rows or bytes), the counters' totals, the counters' last-batch gauges (amounts in
+# rows before times), the operator's layout (the other levels).
+_SIZE_UNITS = ("rows", "bytes")
+_COUNTER_FIELDS = sorted((f for f in OPERATOR_FIELDS if f.counter), key=lambda f: f.unit != "rows")
 STATE_SIZES = _state_families(
-    tuple(f for f in OPERATOR_FIELDS if not f.counter and f.unit in ("rows", "bytes")),
-    lambda f, unit: f"state_{f.metric}{unit}", G, lambda f: f.metric_help or f.help)
-STATE_TOTALS = _state_families(
-    _COUNTER_FIELDS, lambda f, unit: f"state_{f.metric}{unit}_total", C,
-    lambda f: f.metric_help or f.help)
-STATE_LASTS = _state_families(
-    _COUNTER_FIELDS, lambda f, unit: f"state_last_batch_{f.metric}{unit}", G,
-    lambda f: f.last_help or f.help)
+    G, (f for f in OPERATOR_FIELDS if not f.counter and f.unit in _SIZE_UNITS),
+    "state_{stem}{unit}", _level_help)
+STATE_TOTALS = _state_families(C, _COUNTER_FIELDS, "state_{stem}{unit}_total", _level_help)
+STATE_LASTS = _state_families(G, _COUNTER_FIELDS, "state_last_batch_{stem}{unit}", _last_help)
 STATE_LAYOUT = _state_families(
-    tuple(f for f in OPERATOR_FIELDS if not f.counter and f.unit not in ("rows", "bytes")),
-    lambda f, unit: f"state_{f.metric}{unit}", G, lambda f: f.metric_help or f.help)
+    G, (f for f in OPERATOR_FIELDS if not f.counter and f.unit not in _SIZE_UNITS),
+    "state_{stem}{unit}", _level_help)
 
 
-def state_metric(group: tuple[tuple[OperatorField, MetricDef], ...], attr: str) -> MetricDef:
+def state_metric(group: StateFamilies, attr: str) -> MetricDef:
     """The family of field ``attr`` in ``group`` (one of the four above)."""
     for f, metric in group:
         if f.attr == attr:

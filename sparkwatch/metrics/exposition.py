@@ -28,7 +28,6 @@ from sparkwatch.metrics.state import MetricState, QueryState
 from sparkwatch.metrics.stats import ListenerStats
 from sparkwatch.metrics.text import RowFamily
 from sparkwatch.model.events import QueryProgress, SourceProgress, StateOperator
-from sparkwatch.model.fields import OperatorField
 from sparkwatch.plan.describe import label_values
 
 MAX_SOURCE_LABEL = 120
@@ -309,8 +308,7 @@ def _in_base(value: int, per_base: float) -> float:
     return value if per_base == 1 else value / per_base
 
 
-def _field_families(group: tuple[tuple[OperatorField, MetricDef], ...]
-                    ) -> tuple[tuple[str, float, MetricDef], ...]:
+def _field_families(group: cat.StateFamilies) -> tuple[tuple[str, float, MetricDef], ...]:
     """(attribute, amount per base unit, family) of each of a catalogue group's fields."""
     return tuple((f.attr, float(f.per_base_unit), metric) for f, metric in group)
 
