@@ -122,6 +122,7 @@ def test_late_rows_without_a_plan_estimate_the_delay_from_the_progress() -> None
     [found] = check_late_rows(record(points, batches))
     assert found.numbers["delay_ms"] == 2000
     assert 'withWatermark("<event-time column>", "2 minutes")' in found.fix
+    assert found.fix.endswith("alert on spark_streaming_state_rows_dropped_by_watermark_total.")
     assert found.severity is Severity.WARNING  # 5 of 50 input rows
 
 

@@ -87,7 +87,8 @@ def operator_cells(q: QueryState, op: StateOperator) -> list[str]:
         fmt_count(op.num_rows_total),
         fmt_count(op.num_rows_updated),
         fmt_count(op.num_rows_removed),
-        fmt_count(totals.rows_dropped if totals is not None else op.num_rows_dropped_by_watermark),
+        fmt_count(totals.amounts["num_rows_dropped_by_watermark"] if totals is not None
+                  else op.num_rows_dropped_by_watermark),
         fmt_bytes(op.memory_used_bytes),
         fmt_seconds(op.commit_time_ms / 1000),
     ]

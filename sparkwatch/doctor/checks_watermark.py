@@ -13,6 +13,7 @@ from sparkwatch.doctor.evidence import (
 )
 from sparkwatch.doctor.findings import event_time_column, finding
 from sparkwatch.doctor.model import Finding, QueryRecord, Severity
+from sparkwatch.metrics.catalogue import STATE_ROWS_DROPPED
 from sparkwatch.plan.describe import delay_text
 
 ERROR_SHARE = 0.10
@@ -53,7 +54,7 @@ def check_late_rows(record: QueryRecord) -> list[Finding]:
         fix = (
             f'Wait longer for late rows: withWatermark("{event_time_column(op)}", '
             f'"{suggestion}") (state is then kept that much longer); or accept the loss and '
-            f"alert on spark_streaming_state_rows_dropped_by_watermark_total."
+            f"alert on {STATE_ROWS_DROPPED.name}."
         )
         severity = Severity.ERROR if share > ERROR_SHARE else Severity.WARNING
         out.append(

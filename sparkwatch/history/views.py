@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, make_dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sparkwatch.model.fields import OPERATOR_FIELDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,26 +46,40 @@ class RunSummary:
     last_batch_id: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class StatePoint:
-    """One state operator in one batch."""
+if TYPE_CHECKING:
+    # What mypy sees of the class built below from the field table; tests/test_fields.py
+    # proves the two have the same fields in the same order.
+    @dataclass(frozen=True, slots=True)
+    class StatePoint:
+        """One state operator in one batch."""
 
-    timestamp: datetime
-    run_id: str
-    batch_id: int
-    operator_index: int
-    operator_name: str
-    num_rows_total: int
-    num_rows_updated: int
-    all_updates_time_ms: int
-    num_rows_removed: int
-    all_removals_time_ms: int
-    commit_time_ms: int
-    memory_used_bytes: int
-    num_rows_dropped_by_watermark: int
-    num_shuffle_partitions: int
-    num_state_store_instances: int
-    custom_metrics: dict[str, Any] = field(default_factory=dict)
+        timestamp: datetime
+        run_id: str
+        batch_id: int
+        operator_index: int
+        operator_name: str
+        num_rows_total: int
+        num_rows_updated: int
+        all_updates_time_ms: int
+        num_rows_removed: int
+        all_removals_time_ms: int
+        commit_time_ms: int
+        memory_used_bytes: int
+        num_rows_dropped_by_watermark: int
+        num_shuffle_partitions: int
+        num_state_store_instances: int
+        custom_metrics: dict[str, Any] = field(default_factory=dict)
+else:
+    StatePoint = make_dataclass(
+        "StatePoint",
+        [("timestamp", datetime), ("run_id", str), ("batch_id", int), ("operator_index", int),
+         ("operator_name", str), *((f.attr, f.type) for f in OPERATOR_FIELDS),
+         ("custom_metrics", dict[str, Any], field(default_factory=dict))],
+        frozen=True, slots=True,
+    )
+    StatePoint.__module__ = __name__
+    StatePoint.__doc__ = ("One state operator in one batch (its ``operator_batches`` row; the "
+                          "fields after operator_name are the field table's).")
 
 
 def to_dict(view: QuerySummary | RunSummary | StatePoint) -> dict[str, Any]:

@@ -12,9 +12,11 @@ value is a gauge too; durations are histograms. A run id appears only in
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sparkwatch.model.fields import OPERATOR_FIELDS, OperatorField
 from sparkwatch.plan.describe import OPERATOR_IDENTITY_LABELS
 
 PREFIX = "spark_streaming_"
@@ -371,112 +373,71 @@ STATE_OPERATOR_INFO = _def(
     O + OPERATOR_IDENTITY_LABELS,
     "executed plan of the run (listener, classic mode); operatorName otherwise",
 )
-STATE_ROWS = _def("state_rows", G, "Rows held in the operator's state.", O, "numRowsTotal")
-STATE_MEMORY = _def(
-    "state_memory_used_bytes",
-    G,
-    "Memory used by the operator's state stores.",
-    O,
-    "memoryUsedBytes",
-)
-STATE_ROWS_UPDATED = _def(
-    "state_rows_updated_total",
-    C,
-    "State rows updated, summed over batches.",
-    O,
-    "numRowsUpdated",
-)
-STATE_ROWS_REMOVED = _def(
-    "state_rows_removed_total",
-    C,
-    "State rows removed (evicted), summed over batches.",
-    O,
-    "numRowsRemoved",
-)
-STATE_ROWS_DROPPED = _def(
-    "state_rows_dropped_by_watermark_total",
-    C,
-    "Late input rows dropped by the watermark, summed over batches.",
-    O,
-    "numRowsDroppedByWatermark",
-)
-STATE_UPDATE_TIME = _def(
-    "state_update_time_seconds_total",
-    C,
-    "Time spent updating state, summed over batches.",
-    O,
-    "allUpdatesTimeMs",
-)
-STATE_REMOVAL_TIME = _def(
-    "state_removal_time_seconds_total",
-    C,
-    "Time spent removing state, summed over batches.",
-    O,
-    "allRemovalsTimeMs",
-)
-STATE_COMMIT_TIME = _def(
-    "state_commit_time_seconds_total",
-    C,
-    "Time spent committing state, summed over batches.",
-    O,
-    "commitTimeMs",
-)
-STATE_LAST_ROWS_UPDATED = _def(
-    "state_last_batch_rows_updated",
-    G,
-    "State rows updated in the last batch.",
-    O,
-    "numRowsUpdated",
-)
-STATE_LAST_ROWS_REMOVED = _def(
-    "state_last_batch_rows_removed",
-    G,
-    "State rows removed in the last batch.",
-    O,
-    "numRowsRemoved",
-)
-STATE_LAST_ROWS_DROPPED = _def(
-    "state_last_batch_rows_dropped_by_watermark",
-    G,
-    "Late rows dropped in the last batch.",
-    O,
-    "numRowsDroppedByWatermark",
-)
-STATE_LAST_UPDATE_TIME = _def(
-    "state_last_batch_update_time_seconds",
-    G,
-    "Time updating state in the last batch.",
-    O,
-    "allUpdatesTimeMs",
-)
-STATE_LAST_REMOVAL_TIME = _def(
-    "state_last_batch_removal_time_seconds",
-    G,
-    "Time removing state in the last batch.",
-    O,
-    "allRemovalsTimeMs",
-)
-STATE_LAST_COMMIT_TIME = _def(
-    "state_last_batch_commit_time_seconds",
-    G,
-    "Time committing state in the last batch.",
-    O,
-    "commitTimeMs",
-)
-STATE_SHUFFLE_PARTITIONS = _def(
-    "state_shuffle_partitions",
-    G,
-    "Shuffle partitions of the operator.",
-    O,
-    "numShufflePartitions",
-)
-STATE_STORE_INSTANCES = _def(
-    "state_store_instances",
-    G,
-    "State store instances (4 per partition for a stream-stream join).",
-    O,
-    "numStateStoreInstances",
-)
+
+
+StateFamilies = tuple[tuple[OperatorField, MetricDef], ...]
+"""(field, family) pairs of one group of state families."""
+
+
+def _state_families(kind: Kind, fields: Iterable[OperatorField], name: str,
+                    help: Callable[[OperatorField], str]) -> StateFamilies:
+    """One family per field, named ``name`` with ``{stem}`` and ``{unit}`` (the base unit's
+    suffix, e.g. ``_seconds`` for milliseconds) filled in; Spark's JSON name is its source."""
+    out = []
+    for f in fields:
+        unit = f"_{f.base_unit}" if f.base_unit else ""
+        out.append((f, _def(name.format(stem=f.metric, unit=unit), kind, help(f), O, f.json)))
+    return tuple(out)
+
+
+def _level_help(f: OperatorField) -> str:
+    return f.metric_help or f.help
+
+
+def _last_help(f: OperatorField) -> str:
+    return f.last_help or f.help
+
+
+# The operator field table's families (sparkwatch.model.fields), in this order: the state's size
+# (levels in rows or bytes), the counters' totals, the counters' last-batch gauges (amounts in
+# rows before times), the operator's layout (the other levels).
+_SIZE_UNITS = ("rows", "bytes")
+_COUNTER_FIELDS = sorted((f for f in OPERATOR_FIELDS if f.counter), key=lambda f: f.unit != "rows")
+STATE_SIZES = _state_families(
+    G, (f for f in OPERATOR_FIELDS if not f.counter and f.unit in _SIZE_UNITS),
+    "state_{stem}{unit}", _level_help)
+STATE_TOTALS = _state_families(C, _COUNTER_FIELDS, "state_{stem}{unit}_total", _level_help)
+STATE_LASTS = _state_families(G, _COUNTER_FIELDS, "state_last_batch_{stem}{unit}", _last_help)
+STATE_LAYOUT = _state_families(
+    G, (f for f in OPERATOR_FIELDS if not f.counter and f.unit not in _SIZE_UNITS),
+    "state_{stem}{unit}", _level_help)
+
+
+def state_metric(group: StateFamilies, attr: str) -> MetricDef:
+    """The family of field ``attr`` in ``group`` (one of the four above)."""
+    for f, metric in group:
+        if f.attr == attr:
+            return metric
+    raise KeyError(f"no {attr} in this group of state families")
+
+
+# The fields dashboards, rules, profiles and `top` read by name.
+STATE_ROWS = state_metric(STATE_SIZES, "num_rows_total")
+STATE_MEMORY = state_metric(STATE_SIZES, "memory_used_bytes")
+STATE_ROWS_UPDATED = state_metric(STATE_TOTALS, "num_rows_updated")
+STATE_ROWS_REMOVED = state_metric(STATE_TOTALS, "num_rows_removed")
+STATE_ROWS_DROPPED = state_metric(STATE_TOTALS, "num_rows_dropped_by_watermark")
+STATE_UPDATE_TIME = state_metric(STATE_TOTALS, "all_updates_time_ms")
+STATE_REMOVAL_TIME = state_metric(STATE_TOTALS, "all_removals_time_ms")
+STATE_COMMIT_TIME = state_metric(STATE_TOTALS, "commit_time_ms")
+STATE_LAST_ROWS_UPDATED = state_metric(STATE_LASTS, "num_rows_updated")
+STATE_LAST_ROWS_REMOVED = state_metric(STATE_LASTS, "num_rows_removed")
+STATE_LAST_ROWS_DROPPED = state_metric(STATE_LASTS, "num_rows_dropped_by_watermark")
+STATE_LAST_UPDATE_TIME = state_metric(STATE_LASTS, "all_updates_time_ms")
+STATE_LAST_REMOVAL_TIME = state_metric(STATE_LASTS, "all_removals_time_ms")
+STATE_LAST_COMMIT_TIME = state_metric(STATE_LASTS, "commit_time_ms")
+STATE_SHUFFLE_PARTITIONS = state_metric(STATE_LAYOUT, "num_shuffle_partitions")
+STATE_STORE_INSTANCES = state_metric(STATE_LAYOUT, "num_state_store_instances")
 STATE_CUSTOM_METRIC = _def(
     "state_custom_metric",
     G,

@@ -285,19 +285,17 @@ def add_operator(out: Families, q: QueryState, op: StateOperator, labels: tuple[
     if out.wants(cat.STATE_OPERATOR_INFO):
         identity = label_values(q.identity(op), q.plan_source())
         out.add(cat.STATE_OPERATOR_INFO, (*labels, *identity), 1)
-    out.add(cat.STATE_ROWS, labels, op.num_rows_total)
-    out.add(cat.STATE_MEMORY, labels, op.memory_used_bytes)
+    for attr, per_base, metric in _SIZES:
+        out.add(metric, labels, _in_base(getattr(op, attr), per_base))
     if out.wants_any(_OPERATOR_LAST_BATCH):
-        _add_operator_last_batch(out, op, labels)
+        for attr, per_base, metric in _LASTS:
+            out.add(metric, labels, _in_base(getattr(op, attr), per_base))
     totals = q.operators.get((op.index, op.name))
     if totals is not None:
-        out.add(cat.STATE_ROWS_UPDATED, labels, totals.rows_updated)
-        out.add(cat.STATE_ROWS_REMOVED, labels, totals.rows_removed)
-        out.add(cat.STATE_ROWS_DROPPED, labels, totals.rows_dropped)
-        if out.wants_any(_OPERATOR_TIMES):
-            out.add(cat.STATE_UPDATE_TIME, labels, totals.update_ms / 1000.0)
-            out.add(cat.STATE_REMOVAL_TIME, labels, totals.removal_ms / 1000.0)
-            out.add(cat.STATE_COMMIT_TIME, labels, totals.commit_ms / 1000.0)
+        if out.wants_any(_OPERATOR_TOTALS):
+            amounts = totals.amounts
+            for attr, per_base, metric in _TOTALS:
+                out.add(metric, labels, _in_base(amounts[attr], per_base))
         if out.wants_any(_CUSTOM_TOTALS):
             for key, total in totals.custom.items():
                 out.add(KNOWN[key].metric, labels, total)
@@ -305,29 +303,23 @@ def add_operator(out: Families, q: QueryState, op: StateOperator, labels: tuple[
         _add_custom_levels(out, op, labels)
 
 
-def _add_operator_last_batch(out: Families, op: StateOperator, labels: tuple[str, ...]) -> None:
-    out.add(cat.STATE_LAST_ROWS_UPDATED, labels, op.num_rows_updated)
-    out.add(cat.STATE_LAST_ROWS_REMOVED, labels, op.num_rows_removed)
-    out.add(cat.STATE_LAST_ROWS_DROPPED, labels, op.num_rows_dropped_by_watermark)
-    out.add(cat.STATE_LAST_UPDATE_TIME, labels, op.all_updates_time_ms / 1000.0)
-    out.add(cat.STATE_LAST_REMOVAL_TIME, labels, op.all_removals_time_ms / 1000.0)
-    out.add(cat.STATE_LAST_COMMIT_TIME, labels, op.commit_time_ms / 1000.0)
-    out.add(cat.STATE_SHUFFLE_PARTITIONS, labels, op.num_shuffle_partitions)
-    out.add(cat.STATE_STORE_INSTANCES, labels, op.num_state_store_instances)
+def _in_base(value: int, per_base: float) -> float:
+    """A field's value in its metric's base unit (ms / 1000.0: seconds); counts as they are."""
+    return value if per_base == 1 else value / per_base
 
 
+def _field_families(group: cat.StateFamilies) -> tuple[tuple[str, float, MetricDef], ...]:
+    """(attribute, amount per base unit, family) of each of a catalogue group's fields."""
+    return tuple((f.attr, float(f.per_base_unit), metric) for f, metric in group)
+
+
+_SIZES = _field_families(cat.STATE_SIZES)
+_TOTALS = _field_families(cat.STATE_TOTALS)
+# The last batch's values: the counters' last-batch gauges and the operator's layout.
+_LASTS = _field_families(cat.STATE_LASTS + cat.STATE_LAYOUT)
 # Groups of families a profile takes or leaves together: one check skips the lot.
-_OPERATOR_LAST_BATCH = (
-    cat.STATE_LAST_ROWS_UPDATED,
-    cat.STATE_LAST_ROWS_REMOVED,
-    cat.STATE_LAST_ROWS_DROPPED,
-    cat.STATE_LAST_UPDATE_TIME,
-    cat.STATE_LAST_REMOVAL_TIME,
-    cat.STATE_LAST_COMMIT_TIME,
-    cat.STATE_SHUFFLE_PARTITIONS,
-    cat.STATE_STORE_INSTANCES,
-)
-_OPERATOR_TIMES = (cat.STATE_UPDATE_TIME, cat.STATE_REMOVAL_TIME, cat.STATE_COMMIT_TIME)
+_OPERATOR_LAST_BATCH = tuple(metric for _, _, metric in _LASTS)
+_OPERATOR_TOTALS = tuple(metric for _, _, metric in _TOTALS)
 _CUSTOM_TOTALS = tuple(m.metric for m in KNOWN.values() if m.per_batch)
 _CUSTOM_LEVELS = (
     *(m.metric for m in KNOWN.values() if not m.per_batch),

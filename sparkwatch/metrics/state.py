@@ -25,6 +25,7 @@ from sparkwatch.model.events import (
     QueryTerminated,
     StateOperator,
 )
+from sparkwatch.model.fields import OPERATOR_FIELDS
 from sparkwatch.plan.kinds import kind_of
 from sparkwatch.plan.model import OperatorIdentity, QueryPlan, Source
 
@@ -79,16 +80,16 @@ def _bound_labels(bounds: tuple[float, ...]) -> tuple[str, ...]:
     return labels
 
 
+COUNTER_FIELDS: tuple[str, ...] = tuple(f.attr for f in OPERATOR_FIELDS if f.counter)
+"""The field table's per-batch amounts (attributes), which the totals sum."""
+
+
 @dataclass(slots=True)
 class OperatorTotals:
     """Counters of one state operator (identified by plan position and name)."""
 
-    rows_updated: int = 0
-    rows_removed: int = 0
-    rows_dropped: int = 0
-    update_ms: int = 0
-    removal_ms: int = 0
-    commit_ms: int = 0
+    amounts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTER_FIELDS, 0))
+    """Each of :data:`COUNTER_FIELDS` summed over batches, in Spark's unit, by attribute."""
     custom: dict[str, float] = field(default_factory=dict)
 
 
@@ -327,12 +328,9 @@ def _apply_progress(state: QueryState, p: QueryProgress) -> bool:
             totals = state.operators[(op.index, op.name)] = OperatorTotals()
         # A counter only grows: a negative amount (refused by the contract at the door, so only
         # from a caller that bypassed it) adds nothing.
-        totals.rows_updated += max(op.num_rows_updated, 0)
-        totals.rows_removed += max(op.num_rows_removed, 0)
-        totals.rows_dropped += max(op.num_rows_dropped_by_watermark, 0)
-        totals.update_ms += max(op.all_updates_time_ms, 0)
-        totals.removal_ms += max(op.all_removals_time_ms, 0)
-        totals.commit_ms += max(op.commit_time_ms, 0)
+        amounts = totals.amounts
+        for attr in COUNTER_FIELDS:
+            amounts[attr] += max(getattr(op, attr), 0)
         accumulated, custom = totals.custom, op.custom_metrics
         # Only the per-batch keys (a handful of ~40 on RocksDB), found by a set intersection in C.
         for key in PER_BATCH_KEYS.intersection(custom):

@@ -11,9 +11,11 @@ Times are UTC epoch seconds (float); durations keep Spark's milliseconds, named 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sparkwatch.model.fields import OPERATOR_FIELDS
 
 JsonValue = Any
 
@@ -44,23 +46,37 @@ class EventTime:
     watermark: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class StateOperator:
-    """One ``StateOperatorProgress``; ``index`` is its position in the plan (stable identity)."""
+if TYPE_CHECKING:
+    # What mypy sees of the class built below from the field table; tests/test_fields.py
+    # proves the two have the same fields in the same order.
+    @dataclass(frozen=True, slots=True)
+    class StateOperator:
+        """One ``StateOperatorProgress``; ``index`` is its position in the plan."""
 
-    index: int
-    name: str
-    num_rows_total: int
-    num_rows_updated: int
-    all_updates_time_ms: int
-    num_rows_removed: int
-    all_removals_time_ms: int
-    commit_time_ms: int
-    memory_used_bytes: int
-    num_rows_dropped_by_watermark: int
-    num_shuffle_partitions: int
-    num_state_store_instances: int
-    custom_metrics: Mapping[str, int | float] = field(default_factory=dict)
+        index: int
+        name: str
+        num_rows_total: int
+        num_rows_updated: int
+        all_updates_time_ms: int
+        num_rows_removed: int
+        all_removals_time_ms: int
+        commit_time_ms: int
+        memory_used_bytes: int
+        num_rows_dropped_by_watermark: int
+        num_shuffle_partitions: int
+        num_state_store_instances: int
+        custom_metrics: Mapping[str, int | float] = field(default_factory=dict)
+else:
+    StateOperator = make_dataclass(
+        "StateOperator",
+        [("index", int), ("name", str), *((f.attr, f.type) for f in OPERATOR_FIELDS),
+         ("custom_metrics", Mapping[str, int | float], field(default_factory=dict))],
+        frozen=True, slots=True,
+    )
+    StateOperator.__module__ = __name__  # pickles as sparkwatch.model.events.StateOperator
+    StateOperator.__doc__ = ("One ``StateOperatorProgress``; ``index`` is its position in the "
+                             "plan (stable identity). Its fields after index and name are "
+                             ":data:`~sparkwatch.model.fields.OPERATOR_FIELDS`.")
 
 
 @dataclass(frozen=True, slots=True)
