@@ -8,6 +8,7 @@ overview reads one page of queries and, per query, its newest batches; a query p
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -35,8 +36,11 @@ T = TypeVar("T")
 MAX_QUERIES = 200
 """Queries on the overview (the most recently active)."""
 SPARK_POINTS = 30
-MAX_POINTS = 500
-"""Points per series on a query page: the newest of the selected range."""
+MAX_POINTS = 360
+"""Points per series on a query page: the newest of the selected range (an hour of 10 s
+triggers; a chart is 490 pixels wide)."""
+FINDINGS_SECONDS = 30.0
+"""doctor's findings of a query are recomputed at most this often (they look at 200 batches)."""
 TABLE_PAGE = 50
 
 
@@ -49,6 +53,7 @@ class HistoryData:
         self._lock = threading.Lock()
         self._reader: HistoryReader | None = None
         self._engine: sa.Engine | None = None
+        self._findings_cache: dict[str, tuple[float, list[FindingLink]]] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -123,7 +128,19 @@ class HistoryData:
         return self._guard(read)
 
     def _findings(self, query_id: str, notes: list[str]) -> list[FindingLink]:
-        """doctor's checks over the query's newest run, each linked to the chart showing it."""
+        """doctor's checks over the query's newest run, each linked to the chart showing it
+        (kept :data:`FINDINGS_SECONDS`: an auto-refreshing page does not rerun them each time)."""
+        now = time.monotonic()
+        cached = self._findings_cache.get(query_id)
+        if cached is not None and now - cached[0] < FINDINGS_SECONDS:
+            return cached[1]
+        links = self._diagnose(query_id, notes)
+        if len(self._findings_cache) > 1000:
+            self._findings_cache.clear()
+        self._findings_cache[query_id] = (now, links)
+        return links
+
+    def _diagnose(self, query_id: str, notes: list[str]) -> list[FindingLink]:
         from sparkwatch.doctor.diagnose import diagnose
         from sparkwatch.doctor.history_source import load_records
 

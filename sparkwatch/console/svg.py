@@ -88,7 +88,8 @@ def line_chart(title: str, unit: str, series: Sequence[Series], width: int = 560
                    f'font-size="11" fill="#555">{fmt_time(t)}</text>')
     for i, s in enumerate(drawn):
         colour = PALETTE[i % len(PALETTE)]
-        pts = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in s.points)
+        # Whole pixels: finer is invisible, and formatting is most of a page's time.
+        pts = " ".join(f"{round(x(t))},{round(y(v))}" for t, v in s.points)
         last_t, last_v = s.points[-1]
         label = f"{s.label}: last {fmt_unit(last_v, unit)}"
         out.append(f'<g class="series" data-points="{len(s.points)}">'
