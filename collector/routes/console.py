@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 
@@ -70,7 +71,7 @@ def router(service: Service, console: Console) -> APIRouter:
 
     @routes.get("/queries/{query:path}")
     def query_page(request: Request, query: str) -> Response:
-        return answer(request, request.url.path)
+        return answer(request, "/queries/" + quote(query, safe=""))
 
     @routes.get("/console.css")
     def css(request: Request) -> Response:

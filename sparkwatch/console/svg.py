@@ -55,7 +55,7 @@ def line_chart(title: str, unit: str, series: Sequence[Series], width: int = 560
     """
     drawn = [Series(s.label, sorted(_finite(s.points))) for s in series]
     drawn = [s for s in drawn if s.points]
-    left, right, top, bottom = 64, 8, 8, 22
+    left, right, top, bottom = 78, 8, 8, 22
     plot_w, plot_h = width - left - right, height - top - bottom
     out = [f'<svg class="chart" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img" '
