@@ -38,7 +38,9 @@ HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 
 def _agg(run_id: str, batch_id: int, minute: int) -> dict[str, Any]:
     raw = batch_of(AGG, batch_id, f"2026-11-21T09:{minute:02d}:00.000Z", runId=run_id)
-    raw["stateOperators"] = [{**raw["stateOperators"][0], "numRowsTotal": 10 * (batch_id + 1)}]
+    # Batch 5 drops late rows: doctor reports it, the page links the finding to its chart.
+    raw["stateOperators"] = [{**raw["stateOperators"][0], "numRowsTotal": 10 * (batch_id + 1),
+                              "numRowsDroppedByWatermark": 4 if batch_id == 5 else 0}]
     return raw
 
 
@@ -145,7 +147,15 @@ def test_live_points_newer_than_the_history_are_drawn(console: Console) -> None:
     assert 'data-points="7"' in rows_chart and "last 70" in rows_chart
 
 
-def test_doctor_findings_link_to_charts_that_exist() -> None:
+def test_a_doctor_finding_links_to_the_chart_that_shows_it(console: Console) -> None:
+    html = _html(console, f"/queries/{QUERY}", range="all")
+    link = re.search(r'<section id="findings">.*?<a href="#([^"]+)">[^<]*late-rows-dropped', html)
+    assert link is not None and link.group(1) == "op-0-dropped"
+    chart = html[html.index('id="op-0-dropped"'):]
+    assert "last 4" in chart[:chart.index("</figure>")]
+
+
+def test_doctor_findings_map_to_chart_anchors() -> None:
     assert anchor_of("late-rows-dropped", 1) == "op-1-dropped"
     assert anchor_of("rocksdb-write-stalls", 0) == "op-0-rocksdb"
     assert anchor_of("watermark-delay-excessive", 0) == "watermark"
