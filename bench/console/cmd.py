@@ -5,6 +5,7 @@ on SQLite and on PostgreSQL (target: p95 under 200 ms)."""
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -117,13 +118,15 @@ def main(ns: argparse.Namespace, argv: list[str]) -> int:
         for r in measure(url, population, ns.requests):
             rows.append([backend, r["page"], r["n"], r["p50"], r["p95"], r["max"],
                          "yes" if r["p95"] < GOAL_MS else "NO"])
+    load = os.getloadavg()[0]
     result = table(["history", "page", "requests", "p50 ms", "p95 ms", "max ms",
                     f"p95 < {GOAL_MS:.0f} ms"], rows)
     print(result)
     if ns.record:
         m = describe()
         body = (f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {m['nproc']} cores "
-                f"({m['cpu']}), {m['ram']} RAM, Python {m['python']}, code {m['code']}; "
+                f"({m['cpu']}), {m['ram']} RAM, Python {m['python']}, code {m['code']}, "
+                f"load average {load:.1f} at the end (the machine is shared); "
                 f"`python -m bench {' '.join(argv)}`. {population.operator_rows:,} operator rows "
                 f"({population.batches_per_query:,} batches x 2 operators x "
                 f"{population.queries} queries, one batch every {population.interval_s:g} s), "

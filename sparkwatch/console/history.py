@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 MAX_QUERIES = 200
 """Queries on the overview (the most recently active)."""
-SPARK_POINTS = 30
+SPARK_POINTS = 20
 MAX_POINTS = 360
 """Points per series on a query page: the newest of the selected range (an hour of 10 s
 triggers; a chart is 490 pixels wide)."""
@@ -82,12 +82,18 @@ class HistoryData:
 
         def read() -> list[QueryRow]:
             queries = reader.queries(MAX_QUERIES, 0, tenant)
-            rows = []
+            rows = [QueryRow(q.query_id, q.name, q.app_name, q.status) for q in queries]
+            latest = [(q.latest_run_id, q.last_batch_id) for q in queries
+                      if q.last_batch_id is not None]
             with connect(engine) as conn:
-                for q in queries:
-                    row = QueryRow(q.query_id, q.name, q.app_name, q.status)
-                    _fill_latest(conn, row, q.latest_run_id, q.last_batch_id)
-                    rows.append(row)
+                newest = {r["query_id"]: _batch(r) for r in series.batches_at(conn, latest)}
+                ops = series.runs_operators(
+                    conn, [(run, last - SPARK_POINTS + 1, last) for run, last in latest])
+            per_run: dict[str, dict[int, dict[str, Any]]] = {}
+            for r in ops:
+                per_run.setdefault(r["run_id"], {})[r["batch_id"]] = r
+            for row, q in zip(rows, queries, strict=True):
+                _fill_latest(row, newest.get(q.query_id), per_run.get(q.latest_run_id, {}))
             return rows
 
         return self._guard(read)
@@ -142,10 +148,13 @@ class HistoryData:
 
     def _diagnose(self, query_id: str, notes: list[str]) -> list[FindingLink]:
         from sparkwatch.doctor.diagnose import diagnose
-        from sparkwatch.doctor.history_source import load_records
+        from sparkwatch.doctor.history_source import load_record
 
+        reader, engine = self._ready()
         try:
-            found = diagnose(load_records(self.url, query_id))
+            with connect(engine) as conn:
+                record = load_record(conn, reader, query_id)
+            found = diagnose([record] if record is not None else [])
         except HistoryError as exc:
             notes.append(f"doctor could not read the history: {exc}")
             return []
@@ -176,25 +185,19 @@ def _epoch(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
-def _fill_latest(conn: sa.Connection, row: QueryRow, run_id: str,
-                 last_batch: int | None) -> None:
-    newest = series.batches(conn, row.query_id, limit=1)
-    if newest:
-        b = _batch(newest[0])
+def _fill_latest(row: QueryRow, b: BatchRow | None,
+                 per_batch: dict[int, dict[str, Any]]) -> None:
+    """The latest run's last batch (rates, watermark lag) and its operators' rows over the
+    run's last batches (the sparkline; the last one's state rows and memory)."""
+    if b is not None:
         row.input_rate, row.processed_rate = b.input_rate, b.processed_rate
         row.watermark_lag, row.last_batch_id, row.last_batch_at = (
             b.watermark_lag, b.batch_id, b.timestamp)
-    if last_batch is None:
-        return
-    per_batch: dict[int, list[dict[str, Any]]] = {}
-    for r in series.run_operators(conn, run_id, last_batch - SPARK_POINTS + 1, last_batch):
-        per_batch.setdefault(r["batch_id"], []).append(r)
-    row.spark = [float(sum(r["num_rows_total"] for r in rs)) for _, rs in
-                 sorted(per_batch.items())]
-    last = per_batch.get(last_batch) or (per_batch[max(per_batch)] if per_batch else None)
-    if last:
-        row.state_rows = sum(r["num_rows_total"] for r in last)
-        row.state_memory = sum(r["memory_used_bytes"] for r in last)
+    row.spark = [float(r["num_rows_total"]) for _, r in sorted(per_batch.items())]
+    if per_batch:
+        last = per_batch[max(per_batch)]
+        row.state_rows = int(last["num_rows_total"])
+        row.state_memory = int(last["memory_used_bytes"])
 
 
 def _batch(r: dict[str, Any]) -> BatchRow:

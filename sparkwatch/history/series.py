@@ -91,13 +91,29 @@ def source_series(conn: sa.Connection, query_id: str, since: datetime | None = N
     return _rows(conn, _newest(stmt, table, since, until, limit))
 
 
-def run_operators(conn: sa.Connection, run_id: str, first_batch: int,
-                  last_batch: int) -> list[dict[str, Any]]:
-    """Every operator row of one run's batches first_batch..last_batch: a primary key range."""
+def batches_at(conn: sa.Connection, keys: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    """The batches (run_id, batch_id) of ``keys``, in one statement: a primary key probe each
+    (one round trip for a page of queries instead of one per query)."""
+    if not keys:
+        return []
+    b = Batch.__table__.c
+    # OR of equalities, not a row-value IN: SQLite scans the whole table for the latter.
+    stmt = sa.select(*(b[c] for c in BATCH_COLUMNS), b.query_id).where(
+        sa.or_(*(sa.and_(b.run_id == run, b.batch_id == batch) for run, batch in keys)))
+    return _rows(conn, stmt)
+
+
+def runs_operators(conn: sa.Connection,
+                   ranges: list[tuple[str, int, int]]) -> list[dict[str, Any]]:
+    """State rows and memory (every operator's, summed) of each batch in the (run, first batch,
+    last batch) ranges, in one statement: a primary key range scan each."""
+    if not ranges:
+        return []
     ops = OperatorBatch.__table__.c
-    stmt = (sa.select(ops.batch_id, ops.operator_index, ops.num_rows_total,
-                      ops.memory_used_bytes, ops.timestamp)
-            .where(ops.run_id == run_id, ops.batch_id >= first_batch,
-                   ops.batch_id <= last_batch)
-            .order_by(ops.batch_id, ops.operator_index))
+    stmt = (sa.select(ops.run_id, ops.batch_id,
+                      sa.func.sum(ops.num_rows_total).label("num_rows_total"),
+                      sa.func.sum(ops.memory_used_bytes).label("memory_used_bytes"))
+            .where(sa.or_(*(sa.and_(ops.run_id == run, ops.batch_id >= first,
+                                    ops.batch_id <= last) for run, first, last in ranges)))
+            .group_by(ops.run_id, ops.batch_id))
     return _rows(conn, stmt)
