@@ -37,7 +37,7 @@ def test_a_small_run_times_both_pages_on_both_databases(pg_admin_url: str,
     assert done.returncode in (0, 1), done.stderr[-3000:]
     begin, end = markers("console")
     block = doc.read_text().split(begin, 1)[1].split(end, 1)[0]
-    assert "4,000 operator rows (1,000 batches x 2 operators x 4 queries" in block
+    assert "4,000 operator rows (500 batches x 2 operators x 4 queries" in block
     for backend in ("sqlite", "postgresql"):
         for page in ("/ (every query)", "/queries/<id>, last hour"):
             assert f"| {backend} | {page} | 5 |" in block
