@@ -33,6 +33,7 @@ JOIN = load_sample("stream_stream_join_rocksdb")
 QUERY, JOIN_QUERY = AGG["id"], JOIN["id"]
 OLD_RUN, NEW_RUN = "00000000-0000-4000-8000-000000000001", AGG["runId"]
 HOSTILE_ID = "e0000000-0000-4000-8000-00000000000e"
+FAILED_ID = "f0000000-0000-4000-8000-00000000000f"
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 
 
@@ -57,6 +58,10 @@ def history_db(request: pytest.FixtureRequest) -> Iterator[str]:
             progress(JOIN),
             progress(batch_of(JOIN, 1, "2026-11-21T08:00:00.000Z", id=HOSTILE_ID,
                               runId=HOSTILE_ID, name=HOSTILE)),
+            started(FAILED_ID, FAILED_ID, "broken", "2026-11-21T07:00:00.000Z"),
+            progress(batch_of(JOIN, 1, "2026-11-21T07:00:05.000Z", id=FAILED_ID,
+                              runId=FAILED_ID, name="broken")),
+            terminated(FAILED_ID, FAILED_ID, "2026-11-21T07:00:09.000Z", "boom", "FAILED_Y"),
         )
         yield url
 
@@ -78,8 +83,11 @@ def _html(console: Console, path: str, **params: str) -> str:
 def test_overview_lists_every_query_with_a_link_and_marks_the_failed_one(
         console: Console) -> None:
     html = _html(console, "/")
-    for qid in (QUERY, JOIN_QUERY, HOSTILE_ID):
+    for qid in (QUERY, JOIN_QUERY, HOSTILE_ID, FAILED_ID):
         assert f'href="/queries/{qid}"' in html
+    assert f'<tr class="status-failed" data-query-id="{FAILED_ID}">' in html
+    assert f'<tr class="status-running" data-query-id="{QUERY}">' in html
+    assert "4 queries, 3 active, 1 failed" in html
     # window_agg's latest run is running: its row shows the state rows of batch 5 (60) and a
     # sparkline over the run's batches 3-5 (the sparkline reads the latest run only).
     row = re.search(rf'<tr class="status-(\w+)" data-query-id="{QUERY}">(.*?)</tr>', html).group(2)
@@ -135,7 +143,7 @@ def test_the_overview_sorts_by_the_chosen_column(console: Console) -> None:
         # The sixth cell of each row is its state rows.
         shown = [int(m) for m in re.findall(r"<tr class=[^>]*>(?:<td>.*?</td>){5}<td>(\d+)</td>",
                                             html)]
-        assert len(shown) == 3 and shown == sorted(shown, reverse=order == "desc")
+        assert len(shown) == 4 and shown == sorted(shown, reverse=order == "desc")
 
 
 def test_live_points_newer_than_the_history_are_drawn(console: Console) -> None:
@@ -188,6 +196,16 @@ def test_the_driver_port_serves_metrics_and_pages_and_refuses_writes(console: Co
     finally:
         server.stop()
     assert not any(t.name == "sparkwatch-http" and t.is_alive() for t in threading.enumerate())
+
+
+def test_without_a_history_the_live_state_is_shown() -> None:
+    state = MetricState()
+    state.apply(progress(_agg(NEW_RUN, 6, 16)))
+    live = Console(None, lambda _tenant: [state])
+    assert f'href="/queries/{QUERY}"' in _html(live, "/")
+    html = _html(live, f"/queries/{QUERY}")
+    assert "no history configured" in html and 'id="op-0-rows"' in html
+    assert "last 70" in html
 
 
 def test_the_app_name_comes_from_the_history(console: Console) -> None:
