@@ -170,6 +170,13 @@ def test_doctor_findings_map_to_chart_anchors() -> None:
     assert anchor_of("state-growing-without-removals", 2) == "op-2-rows"
 
 
+def test_a_url_password_in_an_exception_is_not_shown() -> None:
+    from sparkwatch.console.history import _first_line
+
+    line = _first_line("java.sql.SQLException: jdbc:postgresql://etl:hunter2@db/x refused\n\tat")
+    assert line == "java.sql.SQLException: jdbc:postgresql://***@db/x refused"
+
+
 def test_backlog_is_the_offsets_behind_latest() -> None:
     assert offsets_behind({"t": {"0": 5, "1": 7}}, {"t": {"0": 9, "1": 7}}) == 4
     assert offsets_behind(10, 25) == 15

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 
@@ -71,7 +70,7 @@ def router(service: Service, console: Console) -> APIRouter:
 
     @routes.get("/queries/{query:path}")
     def query_page(request: Request, query: str) -> Response:
-        return answer(request, "/queries/" + quote(query, safe=""))
+        return answer(request, "/queries/" + query)
 
     @routes.get("/console.css")
     def css(request: Request) -> Response:

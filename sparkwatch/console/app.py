@@ -8,7 +8,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from urllib.parse import unquote
 
 from sparkwatch.console import pages
 from sparkwatch.console.assets import CSS, JS
@@ -76,6 +75,7 @@ class Console:
         self.findings = findings
 
     def handle(self, path: str, params: Mapping[str, str], tenant: str | None) -> Response:
+        """``path`` percent-decoded already (as WSGI's PATH_INFO and FastAPI's paths are)."""
         try:
             if path == "/console.css":
                 return Response(200, CSS.encode(), "text/css; charset=utf-8")
@@ -84,7 +84,7 @@ class Console:
             if path == "/":
                 return self._overview(params, tenant)
             if path.startswith("/queries/") and len(path) > len("/queries/"):
-                return self._query(unquote(path[len("/queries/"):]), params, tenant)
+                return self._query(path[len("/queries/"):], params, tenant)
             return _error(404, f"no page at {path[:100]}")
         except BadParameter as exc:
             return _error(400, str(exc))

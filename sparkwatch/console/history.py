@@ -7,6 +7,7 @@ overview reads one page of queries and, per query, its newest batches; a query p
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -225,8 +226,15 @@ def _run(r: Any) -> RunRow:
                   r.first_batch_id, r.last_batch_id, r.error_class or _first_line(r.exception))
 
 
+_CREDENTIALS = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
+
+
 def _first_line(text: str | None) -> str | None:
-    return text.strip().splitlines()[0][:300] if text and text.strip() else None
+    """An exception's first line, with any user:password of a URL in it hidden (the page may
+    be open to whoever can reach the driver's port)."""
+    if not text or not text.strip():
+        return None
+    return _CREDENTIALS.sub("://***@", text.strip().splitlines()[0][:300])
 
 
 def offsets_behind(end: Any, latest: Any) -> float | None:
