@@ -3,12 +3,14 @@ writes are batched, and all there is when the history is switched off)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 
 from sparkwatch.console.model import (
     FAILED,
     IDLE,
     RUNNING,
+    SILENT,
     TERMINATED,
     BatchRow,
     OperatorRow,
@@ -56,8 +58,19 @@ def operators_of(p: QueryProgress) -> list[OperatorRow]:
         custom=dict(op.custom_metrics)) for op in p.state_operators]
 
 
-def merge_overview(rows: list[QueryRow], live: list[QueryState]) -> list[QueryRow]:
-    """History rows updated with what the live state knows newer; live-only queries added."""
+SILENT_SECONDS = 600.0
+
+
+def merge_overview(rows: list[QueryRow], live: list[QueryState],
+                   now: float | None = None) -> list[QueryRow]:
+    """History rows updated with what the live state knows newer; live-only queries added;
+    history-only "running" queries without a batch for :data:`SILENT_SECONDS` marked silent."""
+    now = time.time() if now is None else now
+    known = {q.query_id for q in live}
+    for r in rows:
+        if r.query_id not in known and r.status in (RUNNING, IDLE) and \
+                (r.last_batch_at is None or now - r.last_batch_at > SILENT_SECONDS):
+            r.status = SILENT
     by_id = {r.query_id: r for r in rows}
     for q in live:
         row = by_id.get(q.query_id)

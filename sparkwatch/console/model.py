@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 RUNNING, IDLE, TERMINATED, FAILED = "running", "idle", "terminated", "failed"
+SILENT = "silent"
+"""Running by the history, unknown to the live state and without a batch for a while: its
+driver most likely died without a termination event."""
 
 
 @dataclass(slots=True)
