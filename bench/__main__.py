@@ -17,6 +17,7 @@ COMMANDS = {
     "memory": "bench.memory.cmd",
     "pushfault": "bench.pushfault.cmd",
     "state": "bench.state.cmd",
+    "console": "bench.console.cmd",
 }
 
 

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 
 from sparkwatch.collector.auth import AuthError
 from sparkwatch.collector.request_context import RequestContext
-from sparkwatch.collector.routes import ingest, operations, reads
+from sparkwatch.collector.routes import console, ingest, operations, reads
 from sparkwatch.collector.routes.common import error, read_auth, read_scope, scrape_auth
 from sparkwatch.collector.routes.ingest import INGEST_PATH
 from sparkwatch.collector.service import Service
@@ -26,6 +26,8 @@ __all__ = ["INGEST_PATH", "create_app"]
 
 
 def create_app(service: Service) -> FastAPI:
+    pages = console.make_console(service)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         service.start()
@@ -33,6 +35,8 @@ def create_app(service: Service) -> FastAPI:
             yield
         finally:
             service.stop()
+            if pages.history is not None:
+                pages.history.close()
 
     app = FastAPI(  # (wrapped in RequestContext below: request ids and security headers)
         title="sparkwatch collector", version=__version__, lifespan=lifespan,
@@ -54,4 +58,6 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(operations.router(service, scrape_auth(service)))
     if service.reads is not None:
         app.include_router(reads.router(service.reads, read_auth(service), read_scope(service)))
+    # The browser console: HTML pages behind a read token (collector/routes/console.py).
+    app.include_router(console.router(service, pages))
     return app

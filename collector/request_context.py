@@ -58,7 +58,9 @@ class RequestContext:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", ()))
                 headers += [(HEADER, request_id.encode()), *BASE_HEADERS]
-                if any(k == b"content-type" and v.startswith(b"text/html") for k, v in headers):
+                # The console's pages bring their own, stricter policy (no inline code at all).
+                if any(k == b"content-type" and v.startswith(b"text/html") for k, v in headers) \
+                        and not any(k == b"content-security-policy" for k, _ in headers):
                     headers += HTML_HEADERS
                 message = {**message, "headers": headers}
             await send(message)

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
+from sparkwatch.console.app import Console
+from sparkwatch.console.history import HistoryData
 from sparkwatch.listener.announce import (
     Destinations,
     announce,
@@ -64,6 +66,7 @@ class Attachment:
         self.plans: PlanReader | None = None
         self.intake: Intake | None = None
         self.server: MetricsServer | None = None
+        self.console: Console | None = None
         self.bus: BusSampler | None = None
         self.otlp: OtlpExport | None = None
         self._announced = False
@@ -127,6 +130,9 @@ class Attachment:
         if self.server is not None:
             self.server.stop()
             self.server = None
+        if self.console is not None and self.console.history is not None:
+            self.console.history.close()
+            self.console = None
         atexit.unregister(self.detach)
         self._announce_stop()
 
@@ -201,14 +207,19 @@ def _metrics_server(att: Attachment) -> MetricsServer | None:
     """The /metrics endpoint, or None (one warning, counted) when its port cannot be had: a
     monitoring add-on never stops the app it watches."""
     settings = att.settings
+    # The browser console on the same port: the history this driver writes (read-only), and
+    # the live state for what the history has not written yet.
+    history = HistoryData(settings.history_url) if settings.history_url else None
+    att.console = Console(history, lambda _tenant: [att.state])
     try:
-        return serve_metrics(att.registry, settings.metrics_address, settings.metrics_port)
+        return serve_metrics(att.registry, settings.metrics_address, settings.metrics_port,
+                             att.console)
     except ExporterError as exc:
         att.counters.count_error("metrics_server")
         if settings.metrics_port_fallback and settings.metrics_port != 0:
             log.warning("sparkwatch: %s; serving /metrics on a free port instead", exc)
             try:
-                return serve_metrics(att.registry, settings.metrics_address, 0)
+                return serve_metrics(att.registry, settings.metrics_address, 0, att.console)
             except ExporterError as again:
                 exc = again
         log.warning("sparkwatch: %s; running without /metrics (history and push go on)", exc)

@@ -81,11 +81,18 @@ def header(opts: DemoOptions, att: Attachment, progress: Progress, reporting: in
         f"sparkwatch demo   {fmt_seconds(elapsed)}{total}   Ctrl-C stops",
         f"{n_queries} queries on local[2], {opts.state_store} state store, "
         f"{opts.rows_per_second} rows/s per source, trigger {opts.trigger_seconds:g}s",
-        f"metrics: {metrics_url(opts, att)}   history: {history_text(opts.history_url)}",
+        f"console: {console_url(opts, att)}   metrics: {metrics_url(opts, att)}   "
+        f"history: {history_text(opts.history_url)}",
         f"listener: {stats.mode} mode, {received} events received, {dropped} dropped - {ready}",
     ]
     lines.extend(notes[-3:])
     return [*lines, ""]
+
+
+def console_url(opts: DemoOptions, att: Attachment) -> str:
+    """The browser console, served beside /metrics (sparkwatch/console)."""
+    port = att.metrics_port
+    return f"http://{opts.metrics_host}:{port}/" if port else "off"
 
 
 def metrics_url(opts: DemoOptions, att: Attachment) -> str:

@@ -31,6 +31,12 @@ def load_records(
     return [r for r in records if r is not None]
 
 
+def load_record(conn: sa.Connection, reader: HistoryReader, query_id: str,
+                batches: int = DEFAULT_BATCHES) -> QueryRecord | None:
+    """One query's record on a connection the caller holds (the console reads it per page)."""
+    return _record(conn, reader, query_id, batches)
+
+
 def _record(
     conn: sa.Connection, reader: HistoryReader, query_id: str, limit: int
 ) -> QueryRecord | None:

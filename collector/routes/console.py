@@ -1,0 +1,83 @@
+"""The browser console's pages (``/``, ``/queries/<id>``) in the collector: every app it
+receives, or a tenant's only, behind a read token.
+
+A browser cannot send a bearer token by itself, so the pages also take HTTP Basic credentials
+whose password is the read token (the browser asks for it after the 401); the user name is not
+looked at. Pages are GET only and answer from readers: none can write anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from fastapi import APIRouter, Request, Response
+
+from sparkwatch.collector.auth import AuthError
+from sparkwatch.collector.service import Service
+from sparkwatch.console.app import SECURITY_HEADERS, Console
+from sparkwatch.console.history import HistoryData
+from sparkwatch.console.pages import error_page
+from sparkwatch.metrics.state import MetricState
+
+CHALLENGE = 'Basic realm="sparkwatch console", charset="UTF-8"'
+
+
+def make_console(service: Service) -> Console:
+    url = service.settings.history_url if service.reads is not None else None
+    history = HistoryData(url) if url else None
+
+    def states(tenant: str | None) -> list[MetricState]:
+        return [state for name, state in service.tenants.items()
+                if tenant is None or name == tenant]
+
+    return Console(history, states)
+
+
+def bearer_of(header: str | None) -> str | None:
+    """``Authorization`` as a bearer header: Basic credentials become their password."""
+    if not header or not header.lower().startswith("basic "):
+        return header
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise AuthError("malformed Basic credentials") from None
+    _, _, password = decoded.partition(":")
+    return f"Bearer {password}" if password else None
+
+
+def router(service: Service, console: Console) -> APIRouter:
+    routes = APIRouter(include_in_schema=False)
+
+    def answer(request: Request, path: str) -> Response:
+        try:
+            if not service.auth.reads_protected:
+                raise AuthError("the console needs a read token: start the collector with "
+                                "a read token (or tenant read tokens)")
+            tenant = service.auth.read_scope(bearer_of(request.headers.get("authorization")))
+        except AuthError as exc:
+            return Response(error_page(401, str(exc)), 401, media_type="text/html",
+                            headers={"WWW-Authenticate": CHALLENGE, **dict(SECURITY_HEADERS)})
+        page = console.handle(path, dict(request.query_params), tenant)
+        # (nosniff is added to every answer by the request context middleware.)
+        headers = {k: v for k, v in page.headers if k != "X-Content-Type-Options"}
+        return Response(page.body, page.status, headers=headers,
+                        media_type=page.content_type)
+
+    @routes.get("/")
+    def overview(request: Request) -> Response:
+        return answer(request, "/")
+
+    @routes.get("/queries/{query:path}")
+    def query_page(request: Request, query: str) -> Response:
+        return answer(request, "/queries/" + query)
+
+    @routes.get("/console.css")
+    def css(request: Request) -> Response:
+        return answer(request, "/console.css")
+
+    @routes.get("/console.js")
+    def js(request: Request) -> Response:
+        return answer(request, "/console.js")
+
+    return routes

@@ -1,0 +1,1 @@
+"""The browser console: server-rendered pages with SVG charts over the history and live state."""

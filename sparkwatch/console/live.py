@@ -1,0 +1,127 @@
+"""The console's live points: the in-memory :class:`MetricState` (newer than the history, whose
+writes are batched, and all there is when the history is switched off)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from sparkwatch.console.model import (
+    FAILED,
+    IDLE,
+    RUNNING,
+    SILENT,
+    TERMINATED,
+    BatchRow,
+    OperatorRow,
+    QueryDetail,
+    QueryRow,
+)
+from sparkwatch.metrics.state import MetricState, QueryState
+from sparkwatch.model.events import QueryProgress
+
+States = Callable[[str | None], Iterable[MetricState]]
+"""The metric states a caller may see: the driver's one, or the collector's tenant(s)."""
+
+
+def status_of(q: QueryState) -> str:
+    if q.failed:
+        return FAILED
+    if not q.active:
+        return TERMINATED
+    return IDLE if q.idle else RUNNING
+
+
+def snapshot(states: Iterable[MetricState]) -> list[QueryState]:
+    out: list[QueryState] = []
+    for state in states:
+        with state.read() as (_, queries):
+            out.extend(queries)
+    return out
+
+
+def batch_of(p: QueryProgress) -> BatchRow:
+    return BatchRow(
+        timestamp=p.timestamp, run_id=p.run_id, batch_id=p.batch_id,
+        duration_ms=p.batch_duration_ms, input_rows=p.num_input_rows,
+        input_rate=p.input_rows_per_second, processed_rate=p.processed_rows_per_second,
+        phases=dict(p.duration_ms), watermark=p.event_time.watermark)
+
+
+def operators_of(p: QueryProgress) -> list[OperatorRow]:
+    return [OperatorRow(
+        timestamp=p.timestamp, run_id=p.run_id, batch_id=p.batch_id, index=op.index,
+        name=op.name, rows_total=op.num_rows_total, rows_updated=op.num_rows_updated,
+        rows_removed=op.num_rows_removed, rows_dropped=op.num_rows_dropped_by_watermark,
+        memory_bytes=op.memory_used_bytes, commit_ms=op.commit_time_ms,
+        update_ms=op.all_updates_time_ms, removal_ms=op.all_removals_time_ms,
+        custom=dict(op.custom_metrics)) for op in p.state_operators]
+
+
+SILENT_SECONDS = 600.0
+
+
+def merge_overview(rows: list[QueryRow], live: list[QueryState],
+                   now: float | None = None) -> list[QueryRow]:
+    """History rows updated with what the live state knows newer; live-only queries added;
+    history-only "running" queries without a batch for :data:`SILENT_SECONDS` marked silent."""
+    now = time.time() if now is None else now
+    known = {q.query_id for q in live}
+    for r in rows:
+        if r.query_id not in known and r.status in (RUNNING, IDLE) and \
+                (r.last_batch_at is None or now - r.last_batch_at > SILENT_SECONDS):
+            r.status = SILENT
+    by_id = {r.query_id: r for r in rows}
+    for q in live:
+        row = by_id.get(q.query_id)
+        if row is None:
+            row = by_id[q.query_id] = QueryRow(q.query_id, q.name or None, q.app.name,
+                                               status_of(q))
+            rows.append(row)
+        row.status = status_of(q)
+        if q.name:
+            row.name = q.name
+        p = q.last_progress
+        if p is None or (row.last_batch_at is not None and p.timestamp < row.last_batch_at):
+            continue
+        b = batch_of(p)
+        rows_total = sum(op.num_rows_total for op in p.state_operators)
+        if row.last_batch_id != p.batch_id or not row.spark:
+            row.spark.append(float(rows_total))
+        row.input_rate, row.processed_rate = b.input_rate, b.processed_rate
+        row.watermark_lag, row.last_batch_id, row.last_batch_at = (
+            b.watermark_lag, b.batch_id, b.timestamp)
+        if p.state_operators:
+            row.state_rows = rows_total
+            row.state_memory = sum(op.memory_used_bytes for op in p.state_operators)
+    return rows
+
+
+def merge_detail(detail: QueryDetail, q: QueryState | None) -> QueryDetail:
+    """The live batch appended to the history's series when the history has not written it."""
+    if q is None:
+        return detail
+    detail.status = status_of(q)
+    p = q.last_progress
+    if p is None:
+        return detail
+    last = detail.batches[-1] if detail.batches else None
+    if last is None or (last.run_id, last.batch_id) != (p.run_id, p.batch_id) and \
+            p.timestamp >= last.timestamp:
+        detail.batches.append(batch_of(p))
+        for op in operators_of(p):
+            detail.operators.setdefault(op.index, []).append(op)
+            detail.operator_names.setdefault(op.index, op.name)
+    for state_op in p.state_operators:
+        known = q.identity(state_op)
+        if known.node is not None and state_op.index not in detail.operator_names:
+            detail.operator_names[state_op.index] = known.operator
+    return detail
+
+
+def live_detail(q: QueryState) -> QueryDetail:
+    """A query page from the live state alone (no history configured)."""
+    detail = QueryDetail(q.query_id, q.name or None, q.app.name, status_of(q), [], {}, {}, [],
+                         [], [])
+    detail.notes.append("no history configured: only the latest batch is shown")
+    return merge_detail(detail, q)

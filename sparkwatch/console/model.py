@@ -1,0 +1,120 @@
+"""What the console's pages show, as plain data: filled from the history and the live state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+RUNNING, IDLE, TERMINATED, FAILED = "running", "idle", "terminated", "failed"
+SILENT = "silent"
+"""Running by the history, unknown to the live state and without a batch for a while: its
+driver most likely died without a termination event."""
+
+
+@dataclass(slots=True)
+class QueryRow:
+    """One query on the overview page (``/``)."""
+
+    query_id: str
+    name: str | None
+    app_name: str
+    status: str
+    input_rate: float | None = None
+    processed_rate: float | None = None
+    state_rows: int | None = None
+    state_memory: int | None = None
+    watermark_lag: float | None = None
+    """Seconds between the last batch's trigger time and its watermark."""
+    last_batch_id: int | None = None
+    last_batch_at: float | None = None
+    spark: list[float] = field(default_factory=list)
+    """State rows (every operator's, summed) of the last batches, oldest first."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRow:
+    timestamp: float
+    run_id: str
+    batch_id: int
+    duration_ms: int
+    input_rows: int
+    input_rate: float | None
+    processed_rate: float | None
+    phases: Mapping[str, float]
+    watermark: float | None
+
+    @property
+    def watermark_lag(self) -> float | None:
+        if self.watermark is None or self.watermark <= 0:
+            return None  # no watermark yet (Spark reports the epoch)
+        return self.timestamp - self.watermark
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorRow:
+    timestamp: float
+    run_id: str
+    batch_id: int
+    index: int
+    name: str
+    rows_total: int
+    rows_updated: int
+    rows_removed: int
+    rows_dropped: int
+    memory_bytes: int
+    commit_ms: int
+    update_ms: int
+    removal_ms: int
+    custom: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogPoint:
+    timestamp: float
+    behind: float
+    """Offsets between the end of the batch and the latest the source reported (summed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    run_id: str
+    status: str
+    started_at: float | None
+    ended_at: float | None
+    batches: int
+    first_batch_id: int | None
+    last_batch_id: int | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FindingLink:
+    code: str
+    severity: str
+    title: str
+    anchor: str
+    """The id of the chart that shows the finding on the query page."""
+    operator: str | None
+
+
+@dataclass(slots=True)
+class QueryDetail:
+    """Everything the query page (``/queries/<id>``) draws."""
+
+    query_id: str
+    name: str | None
+    app_name: str
+    status: str
+    batches: list[BatchRow]
+    """Oldest first (the charts' order)."""
+    operators: dict[int, list[OperatorRow]]
+    """Per operator position, oldest first."""
+    operator_names: dict[int, str]
+    """What each operator is, from the plan when it was read, else its progress name."""
+    backlog: list[BacklogPoint]
+    runs: list[RunRow]
+    table: list[BatchRow]
+    """The page of the batches table, newest first."""
+    findings: list[FindingLink] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
