@@ -87,7 +87,6 @@ class CollectorSettings:
     stall_intervals: int = 5
     stall_min_seconds: float = 60.0
     stall_check_seconds: float = 30.0
-    lost_after_seconds: float = 86_400.0
     evict_interval_seconds: float = 30.0
     worker_deadline_seconds: float = 120.0
     otlp: bool = False
@@ -267,9 +266,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("stall_min_seconds", _non_negative_float,
             "a run is never stalled before this many seconds without events"),
     Setting("stall_check_seconds", _positive_float, "how often stall detection runs"),
-    Setting("lost_after_seconds", _positive_float,
-            "a run with no event for this long is ended as lost (its driver died without a "
-            "terminated event); checked with stall detection"),
     Setting("evict_interval_seconds", _positive_float, "how often stale series are evicted"),
     Setting("worker_deadline_seconds", _positive_float,
             "a background worker (the history pump) that shows no progress for this long is "

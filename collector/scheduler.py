@@ -33,7 +33,8 @@ def leased_jobs(settings: CollectorSettings) -> list[Job]:
         Job("stalls", settings.stall_check_seconds,
             StallDetection(settings.stall_intervals, settings.stall_min_seconds,
                            settings.retention_days)),
-        Job("lost-runs", settings.stall_check_seconds, LostRuns(settings.lost_after_seconds)),
+        Job("lost-runs", settings.stall_check_seconds,
+            LostRuns(settings.retention_days * 86_400.0)),
     ]
 
 

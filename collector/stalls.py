@@ -71,8 +71,9 @@ class StallDetection:
 
 @dataclass(frozen=True, slots=True)
 class LostRuns:
-    """Runs silent for ``silent_seconds`` end as lost (:mod:`sparkwatch.history.lost`): a stall
-    that long is a driver that died without saying so."""
+    """Runs silent for ``silent_seconds`` end as lost (:mod:`sparkwatch.history.lost`): the
+    collector passes the stall horizon (``--retention-days``), beyond which a silent run is no
+    longer a stall but a driver that died without saying so."""
 
     silent_seconds: float
 

@@ -44,7 +44,7 @@ class ListenerSettings:
     history_flush_seconds: float = 1.0
     history_queue_capacity: int = 10_000
     history_rollup_seconds: float = 60.0
-    history_lost_after_seconds: float = 86_400.0
+    history_lost_after_seconds: float = 7 * 86_400.0
     queue_capacity: int = 10_000
     terminated_grace_seconds: float = 300.0
     app_name: str | None = None
@@ -245,7 +245,8 @@ LISTENER_FIELDS: tuple[Field, ...] = (
         "history.lostAfterSeconds",
         _positive_float,
         "A run with no event for this long is ended as lost (its driver died without saying "
-        "so); checked on the rollups interval. A run that speaks again is running again.",
+        "so; the collector's stall horizon, --retention-days, by default); checked on the "
+        "rollups interval. A run that speaks again is running again.",
     ),
     Field(
         "queue_capacity",

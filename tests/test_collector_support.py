@@ -70,7 +70,10 @@ class Collector:
         args = [
             sys.executable, "-m", "sparkwatch.cli.main", "collector", "--host", "127.0.0.1",
             "--port", str(self.port), "--history-url", self.history_url,
-            "--spool-dir", str(self.spool_dir), *self.flags,
+            "--spool-dir", str(self.spool_dir),
+            # Recorded runs carry the dates they were recorded on: kept by retention and within
+            # the stall horizon whatever today is (a test's own --retention-days, later, wins).
+            "--retention-days", "3650", *self.flags,
         ]
         env = {**os.environ, **self.env}
         with open(self.log, "ab") as log:

@@ -15,8 +15,9 @@ vertical-align:middle}th a{color:#222}
 .status{padding:1px 6px;border-radius:8px;background:#e6f4ea;font-size:12px}
 .status-failed .status,.status.status-failed{background:#fce8e6;color:#a50e0e;font-weight:600}
 .status-terminated .status,.status.status-terminated,.status-silent .status,.status-lost .status,
-.status.status-lost{background:#eee;color:#555}.status-silent .status,.status-lost .status{font-style:
-italic}tr.status-silent,tr.status-lost{color:#777}
+.status.status-lost{background:#eee;color:#555}
+.status-silent .status,.status-lost .status{font-style:italic}
+tr.status-silent,tr.status-lost{color:#777}
 .status-idle .status,.status.status-idle{background:#fef7e0}
 tr.status-failed{background:#fff5f5}tr.status-terminated{color:#777}
 .charts{display:flex;flex-wrap:wrap;gap:12px}figure.chart{margin:0}

@@ -5,9 +5,10 @@ running in the history. Two rules end them, at the time of their last event:
 
 - **replaced**: a query runs once at a time, so when a new run of a query starts, every earlier
   run of it that is still running is over (exact, applied by the writer with the new run);
-- **silent**: a run with no event for ``silent_seconds`` (a day by default: far beyond Spark's
-  idle events, every 10 s, and any usual trigger interval) is lost. A run that speaks again
-  after all is running again (the writer's upsert revives it).
+- **silent**: a run with no event for ``silent_seconds`` is lost: the collector's stall horizon
+  (``--retention-days``, 7 by default), until which such a run is reported stalled; the same 7
+  days in a driver's own history. A run that speaks again after all is running again (the
+  writer's upsert revives it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sqlalchemy as sa
 from sparkwatch.history.rows import Row
 from sparkwatch.history.schema import LOST, RUNNING, QueryRun
 
-DEFAULT_SILENT_SECONDS = 86_400.0
+DEFAULT_SILENT_SECONDS = 7 * 86_400.0
 
 
 def end_replaced(conn: sa.Connection, runs: Iterable[Row]) -> int:
