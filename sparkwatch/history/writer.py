@@ -103,13 +103,21 @@ class HistoryWriter:
             return False
         return True
 
-    def write_plans(self, plans: Sequence[QueryPlan]) -> None:
+    def write_plans(self, plans: Sequence[QueryPlan], tenants: Sequence[str] | None = None) -> None:
         """Write operator identities, replacing what an earlier read of the same run said (a
-        plan read later may know more than a fallback to the progress)."""
+        plan read later may know more than a fallback to the progress). ``tenants``: the tenant
+        of each plan (pushed to a collector); then only plans of runs their tenant owns in the
+        history are written (a plan claims no run: its events did). Without, every plan is
+        written (the listener's own history, where a plan may come before its run's row)."""
+        if not plans:
+            return
+        engine = self._ready_engine()
+        if tenants is not None:
+            with engine.connect() as conn:
+                plans = tenancy.owned_plans(conn, plans, tenants)
         rows = [row for plan in plans for row in plan_rows(plan)]
         if not rows:
             return
-        engine = self._ready_engine()
         with engine.begin() as conn:
             stmt = _insert(conn, OperatorPlan)
             keys = ("run_id", "operator_index")
