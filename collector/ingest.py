@@ -162,7 +162,7 @@ class Ingestor:
         if not valid:
             return []
         index = SeriesIndex(self._tenants.state(tenant))
-        admitted = []
+        admitted: list[tuple[int, Item, bytes | None]] = []
         for i, parsed, encoded in valid:
             foreign = self._tenants.foreign(tenant, parsed)
             if foreign is not None:
