@@ -35,6 +35,7 @@ from sparkwatch.model.contract import (
 from sparkwatch.model.events import AppInfo
 from sparkwatch.plan.codec import identity_from_dict, plan_to_dict
 from sparkwatch.plan.model import QueryPlan, Source
+from sparkwatch.plan.trigger import KINDS
 
 PLAN_KIND = "plan"
 
@@ -161,11 +162,21 @@ def _plan(data: Mapping[str, Any]) -> QueryPlan:
         read_at=float(read_at),
         note=_text(data, "note", where, LIMITS.text_chars),
         settings=dict(settings),
+        trigger=_trigger_kind(data, where),
+        trigger_interval_ms=_int(data, "trigger_interval_ms", where),
     )
     indexes = [op.index for op in plan.operators]
     if len(set(indexes)) != len(indexes):
         raise fail(child(where, "operators"), "two operators have the same index")
     return plan
+
+
+def _trigger_kind(data: Mapping[str, Any], where: str) -> str | None:
+    kind = _text(data, "trigger", where, 64)
+    if kind is not None and kind not in KINDS:
+        raise fail(child(where, "trigger"), f"expected one of {', '.join(KINDS)}, got "
+                   f"{_shown(kind)}")
+    return kind
 
 
 def _operator(data: Any, where: str, position: int) -> Any:
@@ -239,6 +250,8 @@ def plan_schema() -> dict[str, Any]:
                 "source": {"type": "string", "enum": [s.value for s in Source]},
                 "batch_id": count, "read_at": {"type": "number", "minimum": 0},
                 "note": optional,
+                "trigger": {"type": "string", "enum": list(KINDS), "nullable": True},
+                "trigger_interval_ms": count,
                 "settings": {"type": "object", "maxProperties": LIMITS.map_entries},
                 "operators": {"type": "array", "maxItems": LIMITS.operators,
                               "items": operator},
