@@ -8,7 +8,7 @@ from sparkwatch.doctor.checks_cost import check_state_time, check_store_count
 from sparkwatch.doctor.checks_events import check_lost_events
 from sparkwatch.doctor.checks_rocksdb import check_rocksdb
 from sparkwatch.doctor.checks_state import check_unbounded_state
-from sparkwatch.doctor.checks_trigger import check_batch_overrun
+from sparkwatch.doctor.checks_trigger import check_real_time_overrun
 from sparkwatch.doctor.checks_watermark import check_excessive_delay, check_late_rows
 from sparkwatch.doctor.model import Finding, QueryRecord, Severity
 
@@ -22,9 +22,9 @@ CHECKS: tuple[Check, ...] = (
     check_store_count,
     check_rocksdb,
     check_lost_events,
-    check_batch_overrun,
+    check_real_time_overrun,
 )
-STATELESS: frozenset[Check] = frozenset({check_batch_overrun})
+STATELESS: frozenset[Check] = frozenset({check_real_time_overrun})
 """Checks that look at the batches alone: they run for stateless queries too."""
 
 
