@@ -44,8 +44,6 @@ NOT_RUN = {
     "starts the same collector command",
     "SPARKWATCH_METRICS_PORT=9750 SPARKWATCH_HISTORY_URL=off sparkwatch run -- spark-submit "
     "app.py": "needs the user's app.py; tests/test_run.py runs it on an unmodified app",
-    "helm install sparkwatch helm/sparkwatch": "needs a Kubernetes cluster; "
-    "tests/test_helm_chart.py renders and validates the chart offline",
 }
 """README commands this test does not run, and why."""
 
