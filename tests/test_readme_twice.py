@@ -28,8 +28,9 @@ from tests.support import create_database, drop_database, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
-DEMO_SECONDS = "30"
-"""The README's demo runs until Ctrl-C or ``--duration``: short here, long enough for batches."""
+DEMO_SECONDS = "60"
+"""The README's demo runs until Ctrl-C or ``--duration``: short here, long enough for its queries
+to report state (about 30 s on two busy cores) and for `curl` and `top` to read it meanwhile."""
 STATE_DEMO_SECONDS = "40"
 """The README says 75 for its state example; enough batches for skewed_keys' state here."""
 
@@ -151,7 +152,8 @@ def _live_demo_and_then(clone: Clone, round_: int) -> None:
     try:
         # "Then:" in another terminal, while the demo serves.
         curl = "curl -s localhost:9750/metrics | grep spark_streaming_state_rows"
-        wait_for(lambda: _serves_state(clone, curl), 120, "the demo's /metrics with state rows")
+        wait_for(lambda: _serves_state(clone, curl, demo), 120,
+                 "the demo's /metrics with state rows")
         top = clone.sh("sparkwatch top --metrics localhost:9750")  # not a terminal: one frame
         assert "sparkwatch top - " in top and "window_agg" in top, top
         out, _ = demo.communicate(timeout=300)
@@ -172,7 +174,11 @@ def _live_demo_and_then(clone: Clone, round_: int) -> None:
     assert re.search(r"^checked \d+ queries", doctor, re.M), doctor
 
 
-def _serves_state(clone: Clone, curl: str) -> bool:
+def _serves_state(clone: Clone, curl: str, demo: subprocess.Popen[str]) -> bool:
+    if demo.poll() is not None:
+        out, _ = demo.communicate()
+        raise AssertionError(f"the demo ended (exit {demo.returncode}) before `{curl}` saw "
+                             f"state:\n{out[-3000:]}")
     done = subprocess.run(["bash", "-c", curl], cwd=clone.root, capture_output=True,
                           text=True, timeout=30, env=clone.env)
     return done.returncode == 0 and "spark_streaming_state_rows{" in done.stdout
