@@ -19,7 +19,6 @@ from sparkwatch.collector.ingest import check_events
 from sparkwatch.model.contract import LIMITS, ContractViolation
 from sparkwatch.model.events import AppInfo
 from sparkwatch.model.parse import envelope_to_dict
-from sparkwatch.plan.codec import plan_to_dict
 from sparkwatch.plan.model import QueryPlan
 from sparkwatch.plan.wire import plan_event_to_dict, plan_from_wire, plan_to_wire
 from tests.doctor_support import events_of as recorded_events
