@@ -36,6 +36,7 @@ from sparkwatch.collector.quarantine import (
 from sparkwatch.history.errors import HistoryUrlError
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.logs import LOG_FORMAT
+from sparkwatch.model.contract import ContractViolation
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import (
     EventParseError,
@@ -43,13 +44,14 @@ from sparkwatch.model.parse import (
     envelope_to_dict,
     parse_envelope,
 )
+from sparkwatch.plan.wire import PlanEvent, is_plan_item, plan_event_to_dict, plan_from_wire
 from sparkwatch.spool import Position, read_span
 from sparkwatch.summary import one_line
 
 log = logging.getLogger(__name__)
 
-Tenanted = tuple[str, ParsedEvent]
-"""An event with the tenant of the token that pushed it."""
+Tenanted = tuple[str, ParsedEvent | PlanEvent]
+"""An event (or a run's plan) with the tenant of the token that pushed it."""
 CHILD = f"import sys; from {__name__} import main; main(sys.argv[1:])"
 """The child's program: this module imported under its own name (not run as ``__main__``)."""
 
@@ -253,9 +255,11 @@ class SpanReader:
 
 def decode_records(records: list[Any], unreadable: list[tuple[Any, str]] | None = None
                    ) -> list[ParsedEvent]:
-    """The events of spooled records, their tenants left out (see :func:`decode_tenant_records`)."""
+    """The events of spooled records, their tenants and plans left out (see
+    :func:`decode_tenant_records`)."""
     failed: list[tuple[Any, str, str]] = []
-    events = [event for _, event in decode_tenant_records(records, failed)]
+    events = [event for _, event in decode_tenant_records(records, failed)
+              if isinstance(event, ParsedEvent)]
     if unreadable is not None:
         unreadable.extend((item, reason) for item, reason, _ in failed)
     return events
@@ -274,12 +278,33 @@ def decode_tenant_records(records: list[Any],
         tenant, items = _tenant_items(record)
         for item in items:
             try:
-                events.append((tenant, parse_envelope(envelope_from_dict(item))))
-            except EventParseError as exc:
+                events.append((tenant, _decoded(item)))
+            except (EventParseError, ContractViolation) as exc:
                 log.error("a spooled event no longer parses: %s", exc)
                 if unreadable is not None:
                     unreadable.append((item, f"unreadable: {exc}", tenant))
     return events
+
+
+def _decoded(item: Any) -> ParsedEvent | PlanEvent:
+    if is_plan_item(item):
+        return plan_from_wire(item)
+    return parse_envelope(envelope_from_dict(item))
+
+
+def _wire(item: ParsedEvent | PlanEvent) -> dict[str, Any]:
+    if isinstance(item, PlanEvent):
+        return plan_event_to_dict(item)
+    return envelope_to_dict(item.envelope)
+
+
+def _write(writer: HistoryWriter, items: list[Tenanted]) -> None:
+    """Events, then the plans among them (after: a plan names a run its events wrote)."""
+    events = [(t, e) for t, e in items if isinstance(e, ParsedEvent)]
+    plans = [(t, p) for t, p in items if isinstance(p, PlanEvent)]
+    writer.write([e for _, e in events], [t for t, _ in events])
+    if plans:
+        writer.write_plans([p.plan for _, p in plans], [t for t, _ in plans])
 
 
 def _tenant_items(record: Any) -> tuple[str, list[Any]]:
@@ -296,7 +321,7 @@ def _write_or_isolate(writer: HistoryWriter, events: list[Tenanted],
     them one by one and return those that still fail, with the reason. Raises while the
     database is unavailable: the span is then retried whole."""
     try:
-        writer.write([e for _, e in events], [t for t, _ in events])
+        _write(writer, events)
         return []
     except Exception as exc:
         if not is_data_error(exc):
@@ -308,13 +333,15 @@ def _write_or_isolate(writer: HistoryWriter, events: list[Tenanted],
     bad = []
     for tenant, event in events:
         try:
-            writer.write([event], [tenant])
+            _write(writer, [(tenant, event)])
         except Exception as exc:
             if is_unavailable(exc):
                 raise
-            log.error("quarantined a %s event of query %s: %s", event.kind.value,
-                      getattr(event.event, "query_id", "?"), one_line(exc))
-            bad.append((envelope_to_dict(event.envelope), one_line(exc), tenant))
+            kind = "plan" if isinstance(event, PlanEvent) else event.kind.value
+            query_id = event.query_id if isinstance(event, PlanEvent) else getattr(
+                event.event, "query_id", "?")
+            log.error("quarantined a %s event of query %s: %s", kind, query_id, one_line(exc))
+            bad.append((_wire(event), one_line(exc), tenant))
     return bad
 
 

@@ -35,6 +35,7 @@ from sparkwatch.model.contract import (
 )
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_from_dict, envelope_to_dict, parse_envelope
+from sparkwatch.plan.wire import PlanEvent, is_plan_item, plan_event_to_dict, plan_from_wire
 from sparkwatch.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,10 @@ INVALID = "invalid"
 FORBIDDEN = "forbidden_app"
 LIMIT = "limit"
 SPOOL_RECORD_EVENTS = 500
+
+Item = ParsedEvent | PlanEvent
+"""An entry of a push: an event, or a run's plan (operator identity, see
+:mod:`sparkwatch.plan.wire`), which names a query but never creates one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +120,13 @@ class Ingestor:
                 # Events checked value by value were not kept encoded (a large body would be
                 # held twice): encoded again here, one record at a time, as it is written.
                 self._spool.append_all(
-                    spool_record(caller.tenant, [
-                        encoded or encode(envelope_to_dict(parsed.envelope))
-                        for _, parsed, encoded in part])
+                    spool_record(caller.tenant, [encoded or encode(wire_of(parsed))
+                                                 for _, parsed, encoded in part])
                     for part in _parts(admitted, SPOOL_RECORD_EVENTS))
             for _, parsed, _ in admitted:
-                if not state.apply(parsed):
+                if isinstance(parsed, PlanEvent):
+                    state.apply_plan(parsed.app, parsed.plan)
+                elif not state.apply(parsed):
                     outcome.duplicates += 1
         outcome.accepted = len(admitted)
         outcome.rejected.sort(key=lambda r: r.index)
@@ -131,7 +137,7 @@ class Ingestor:
     def _validate(
         self, items: list[Any], allowed_app: str, strict_body: bytes | bytearray | None,
         outcome: Outcome,
-    ) -> list[tuple[int, ParsedEvent, bytes | None]]:
+    ) -> list[tuple[int, Item, bytes | None]]:
         valid = []
         for index, result in enumerate(check_events(items, strict_body)):
             if isinstance(result, ContractViolation):
@@ -148,17 +154,22 @@ class Ingestor:
         return valid
 
     def _admit(
-        self, tenant: str, valid: list[tuple[int, ParsedEvent, bytes | None]], outcome: Outcome
-    ) -> list[tuple[int, ParsedEvent, bytes | None]]:
-        """The events within the tenant's quotas whose ids the tenant owns (or now claims)."""
+        self, tenant: str, valid: list[tuple[int, Item, bytes | None]], outcome: Outcome
+    ) -> list[tuple[int, Item, bytes | None]]:
+        """The events within the tenant's quotas whose ids the tenant owns (or now claims);
+        plans whose ids no other tenant owns (a plan creates no series: it only names the
+        operators of a query its tenant already has, and claims nothing)."""
         if not valid:
             return []
         index = SeriesIndex(self._tenants.state(tenant))
-        admitted = []
+        admitted: list[tuple[int, Item, bytes | None]] = []
         for i, parsed, encoded in valid:
             foreign = self._tenants.foreign(tenant, parsed)
             if foreign is not None:
                 outcome.rejected.append(Rejection(i, FORBIDDEN, foreign))
+                continue
+            if isinstance(parsed, PlanEvent):
+                admitted.append((i, parsed, encoded))
                 continue
             refusal = index.refusal(parsed, self._caps)
             if refusal is not None:
@@ -179,9 +190,16 @@ def spool_record(tenant: str, encoded: list[bytes]) -> bytes:
     return b'{"tenant":' + encode(tenant) + b',"events":' + events + b"}"
 
 
+def wire_of(item: Item) -> dict[str, Any]:
+    """The wire form of an accepted entry, as it is spooled."""
+    if isinstance(item, PlanEvent):
+        return plan_event_to_dict(item)
+    return envelope_to_dict(item.envelope)
+
+
 def check_events(
     items: list[Any], strict_body: bytes | bytearray | None
-) -> list[tuple[ParsedEvent, bytes | None] | ContractViolation]:
+) -> list[tuple[Item, bytes | None] | ContractViolation]:
     """Each event of a request through the contract: parsed and encoded as it will be spooled,
     or the violation naming its field. ``strict_body``: see :meth:`Ingestor.ingest`."""
     if strict_body is not None:
@@ -192,7 +210,7 @@ def check_events(
     return [_one(index, item) for index, item in enumerate(items)]
 
 
-def _one(index: int, item: Any) -> tuple[ParsedEvent, bytes | None] | ContractViolation:
+def _one(index: int, item: Any) -> tuple[Item, bytes | None] | ContractViolation:
     try:
         parsed, _ = _checked(item, False)  # the encoding only measured: written later
         return parsed, None
@@ -203,7 +221,7 @@ def _one(index: int, item: Any) -> tuple[ParsedEvent, bytes | None] | ContractVi
         return ContractViolation(f"event: could not be read ({type(exc).__name__})")
 
 
-def _cleared(items: list[Any], body: bytes | bytearray) -> list[tuple[ParsedEvent, bytes]] | None:
+def _cleared(items: list[Any], body: bytes | bytearray) -> list[tuple[Item, bytes]] | None:
     """Every event parsed and encoded, when the body is the canonical encoding of what was
     parsed (see :func:`~sparkwatch.model.contract.canonical_is_clean`): the common case, whose
     values then need no check one by one. None when any event or the body falls short."""
@@ -215,20 +233,26 @@ def _cleared(items: list[Any], body: bytes | bytearray) -> list[tuple[ParsedEven
     return checked if canonical_is_clean(body, canonical) else None
 
 
-def _checked(item: Any, clean: bool) -> tuple[ParsedEvent, bytes]:
+def _checked(item: Any, clean: bool) -> tuple[Item, bytes]:
     """One wire event through the whole contract: parsed, and encoded as it will be spooled.
     Raises :class:`ContractViolation` naming the field (or the event's size)."""
+    if is_plan_item(item):
+        plan = plan_from_wire(item)  # checks every value itself, clean body or not
+        return plan, _within_size(encode(plan_event_to_dict(plan)))
     if not clean:
         payload = item.get("payload") if isinstance(item, dict) else None
         normalize_rates(payload)
     parsed = parse_envelope(envelope_from_dict(item))  # first: its messages are the most exact
     if not clean:
         check_envelope(item)
-    encoded = encode(envelope_to_dict(parsed.envelope))
+    return parsed, _within_size(encode(envelope_to_dict(parsed.envelope)))
+
+
+def _within_size(encoded: bytes) -> bytes:
     if len(encoded) > LIMITS.event_bytes:
         raise ContractViolation(f"event: {len(encoded)} bytes encoded is over the limit of "
                                 f"{LIMITS.event_bytes} bytes for one event")
-    return parsed, encoded
+    return encoded
 
 
 def _parts(items: list[Any], size: int) -> Iterator[list[Any]]:

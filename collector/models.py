@@ -13,6 +13,7 @@ from sparkwatch.history.views import QuerySummary as QuerySummary
 from sparkwatch.history.views import RunSummary as RunSummary
 from sparkwatch.history.views import StatePoint as StatePoint
 from sparkwatch.model.contract import envelope_schema
+from sparkwatch.plan.wire import plan_schema
 
 
 class Error(BaseModel):
@@ -109,6 +110,40 @@ class Rollup(BaseModel):
     commit_time_ms: int | None = None
 
 
+class PlanOperator(BaseModel):
+    """What state operator ``index`` of a run is in the executed plan."""
+
+    index: int
+    operator: str
+    kind: str
+    node: str | None = None
+    operator_id: int | None = None
+    keys: list[str] = Field(default_factory=list)
+    event_time_keys: list[str] = Field(default_factory=list)
+    output_mode: str | None = None
+    watermark_column: str | None = None
+    watermark_delay_ms: int | None = None
+    watermarks: list[dict[str, Any]] = Field(default_factory=list)
+    num_state_stores: int | None = None
+    state_store_provider: str | None = None
+    checkpoint_location: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class QueryPlan(BaseModel):
+    """Operator identity of one run, as the listener read it (source plan) or as only the
+    progress said (source progress, ``note`` saying why)."""
+
+    query_id: str
+    run_id: str
+    source: Literal["plan", "progress"]
+    batch_id: int | None = None
+    read_at: float
+    note: str | None = None
+    settings: dict[str, str] = Field(default_factory=dict)
+    operators: list[PlanOperator]
+
+
 class Stall(BaseModel):
     run_id: str
     query_id: str
@@ -136,7 +171,7 @@ INGEST_BODY_SCHEMA: dict[str, Any] = {
             ),
             # The contract's schema documents a valid event; anything else is still a valid
             # request, answered 200 with the event listed in `rejected`.
-            "items": {"anyOf": [envelope_schema(), {
+            "items": {"anyOf": [envelope_schema(), plan_schema(), {
                 "description": "Any other JSON value: refused on its own (see rejected)."}]},
         }
     },

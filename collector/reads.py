@@ -19,6 +19,7 @@ from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.schema import Batch, OperatorRollup, QueryRollup, QueryStall
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
+from sparkwatch.plan.codec import plan_to_dict
 from sparkwatch.summary import one_line
 
 T = TypeVar("T")
@@ -76,6 +77,13 @@ class Reads:
         _check_text(query)
         return self._with(lambda r: r.state(query, operator, since, until, limit, offset,
                                              tenant))
+
+    def plans(self, query: str, limit: int, offset: int,
+              tenant: str | None = None) -> list[dict[str, Any]]:
+        """Operator identity of the query's runs, latest read first."""
+        _check_text(query)
+        plans = self._with(lambda r: r.plans(query, tenant=tenant))
+        return [plan_to_dict(p) for p in plans[offset:offset + limit]]
 
     def resolve(self, query: str, tenant: str | None = None) -> str:
         _check_text(query)

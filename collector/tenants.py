@@ -22,6 +22,7 @@ from sparkwatch.metrics.exposition import Families, add_state
 from sparkwatch.metrics.profiles import FULL, Selection
 from sparkwatch.metrics.state import MetricState, QueryState
 from sparkwatch.model.events import ParsedEvent
+from sparkwatch.plan.wire import PlanEvent
 
 TENANT_LABEL = "tenant"
 
@@ -47,7 +48,7 @@ class Tenants:
         with self._lock:
             return sorted(self._states.items())
 
-    def foreign(self, tenant: str, parsed: ParsedEvent) -> str | None:
+    def foreign(self, tenant: str, parsed: ParsedEvent | PlanEvent) -> str | None:
         """Why the event cannot be ``tenant``'s: the field (``payload.id``, ``payload.runId``)
         naming an id another tenant owns; None when the tenant owns them or they are new."""
         with self._lock:
@@ -64,11 +65,15 @@ class Tenants:
             for _, value in _event_ids(parsed):
                 self._owners.setdefault(value, tenant)
 
-    def apply(self, tenant: str, parsed: ParsedEvent) -> bool:
-        """Fold an event into its tenant's state, unless another tenant owns its ids (events
-        restored from the spool: they were admitted, but a replay must not mix tenants either)."""
+    def apply(self, tenant: str, parsed: ParsedEvent | PlanEvent) -> bool:
+        """Fold an event (or a plan) into its tenant's state, unless another tenant owns its ids
+        (events restored from the spool: they were admitted, but a replay must not mix tenants
+        either). A plan claims nothing: it names the operators of a query the tenant has."""
         if self.foreign(tenant, parsed) is not None:
             return False
+        if isinstance(parsed, PlanEvent):
+            self.state(tenant).apply_plan(parsed.app, parsed.plan)
+            return True
         self.claim(tenant, parsed)
         return self.state(tenant).apply(parsed)
 
@@ -87,8 +92,10 @@ class Tenants:
         return evicted
 
 
-def _event_ids(parsed: ParsedEvent) -> tuple[tuple[str, str], tuple[str, str]]:
+def _event_ids(parsed: ParsedEvent | PlanEvent) -> tuple[tuple[str, str], tuple[str, str]]:
     """(field, owner key) of the event's query id and run id."""
+    if isinstance(parsed, PlanEvent):
+        return ("plan.query_id", "q:" + parsed.query_id), ("plan.run_id", "r:" + parsed.run_id)
     event = parsed.event
     return ("payload.id", "q:" + event.query_id), ("payload.runId", "r:" + event.run_id)
 

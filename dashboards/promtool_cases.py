@@ -191,12 +191,30 @@ def batch_duration(c: AlertConfig) -> list[Case]:
             Series(h, QUERY, f"0+1x{n}", "_count"),
         )
 
+    # Real-time mode: each batch lasts its whole interval by design (here four times the
+    # configured limit), which the listener reads from the JVM.
+    interval, ratio = limit * 4, c.param("real_time_max_ratio")
+
+    def real_time(seconds: float) -> tuple[Series, Series]:
+        return (Series(cat.QUERY_TRIGGER_INFO, {**QUERY, "trigger": "real_time"}, f"1x{n}"),
+                Series(cat.QUERY_TRIGGER_INTERVAL, QUERY, f"{seconds:g}x{n}"))
+
     return [
         fires("fires when batches take twice the trigger interval", *batches(limit * 2), at=1),
         silent(
             "silent when batches take half the trigger interval",
             *batches(limit / 2),
             at=(n // 2, n),
+        ),
+        silent(
+            "silent when real-time batches last their own interval, far above the limit",
+            *batches(interval), *real_time(interval),
+            at=(1, n // 2, n),
+        ),
+        fires(
+            "fires when real-time batches overrun their own interval",
+            *batches(interval * ratio * 2), *real_time(interval),
+            at=1,
         ),
     ]
 

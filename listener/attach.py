@@ -27,7 +27,7 @@ from sparkwatch.listener.bus_sampler import BusSampler, make_bus_sampler
 from sparkwatch.listener.exporter import ExporterError, MetricsServer, serve_metrics
 from sparkwatch.listener.history_sink import HistorySink
 from sparkwatch.listener.intake import Handler, Intake
-from sparkwatch.listener.plan_reader import PlanReader, make_plan_reader
+from sparkwatch.listener.plan_reader import Deliver, PlanReader, make_plan_reader
 from sparkwatch.listener.push_sink import Endpoint, PushSink
 from sparkwatch.listener.receivers import JvmReceiver, make_public_listener, register_jvm
 from sparkwatch.metrics import profiles
@@ -35,6 +35,8 @@ from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.metrics.stats import ListenerCounters, ListenerStats
 from sparkwatch.model.events import AppInfo
+from sparkwatch.plan.model import QueryPlan
+from sparkwatch.plan.wire import plan_to_wire
 from sparkwatch.settings import LISTENER_FIELDS, ListenerSettings, load_listener_settings
 from sparkwatch.version import __version__
 
@@ -95,6 +97,9 @@ class Attachment:
         left = _countdown(timeout)
         if self.intake is None or not self.intake.flush(left()):
             return self.intake is None
+        # Plans read so far go to the sinks before these are drained.
+        if self.plans is not None and not self.plans.flush(left()):
+            return False
         if self.push is not None and not self.push.flush(left()):
             return False
         return self.history is None or self.history.flush(left())
@@ -115,6 +120,9 @@ class Attachment:
         if self.bus is not None:
             self.bus.stop(left())
             self.bus.sample_now()  # the final count of Spark's drops, for the stop line
+        if self.plans is not None:  # first: a plan read by now still reaches the push sink
+            self.plans.stop(left())
+            self.plans = None
         if self.history is not None:
             self.history.stop(left())
             self.history = None
@@ -124,9 +132,6 @@ class Attachment:
         if self.otlp is not None:  # after the sinks: the final export has their last counts
             self.otlp.stop(left())
             self.otlp = None
-        if self.plans is not None:
-            self.plans.stop(left())
-            self.plans = None
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -177,8 +182,9 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
     if settings.push_url:
         att.push = _push_sink(settings, att.counters)
         handlers.append(("push", att.push))
-    # Operator identity from each run's executed plan, read on the reader's own thread.
-    att.plans = make_plan_reader(spark, app, att.state, settings)
+    # Operator identity from each run's executed plan, read on the reader's own thread; pushed
+    # with the events, so that a collector names operators as this driver does.
+    att.plans = make_plan_reader(spark, app, att.state, settings, _push_plans(att.push, app))
     att.plans.on_error = partial(att.counters.count_error, "plans")
     handlers.append(("plans", att.plans))
     att.intake = Intake(app, settings.queue_capacity, att.counters, handlers)
@@ -290,6 +296,16 @@ def _history_sink(settings: ListenerSettings, counters: ListenerCounters) -> His
         maintenance=roll_up if seconds > 0 else None,
         maintenance_seconds=seconds,
     )
+
+
+def _push_plans(push: PushSink | None, app: AppInfo) -> list[tuple[str, Deliver]]:
+    if push is None:
+        return []
+
+    def deliver(plan: QueryPlan) -> None:
+        push.offer_wire(plan_to_wire(app, plan, time.time()))
+
+    return [("push", deliver)]
 
 
 def _push_sink(settings: ListenerSettings, counters: ListenerCounters) -> PushSink:

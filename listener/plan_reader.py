@@ -243,9 +243,13 @@ class PlanHistory:
         self._writer.close()
 
 
-def make_plan_reader(spark: Any, app: AppInfo, state: MetricState, settings: Any) -> PlanReader:
-    """The reader for ``attach()``: plans go to the exporter's state and the history."""
-    deliver: list[tuple[str, Deliver]] = [("metrics", partial(state.apply_plan, app))]
+def make_plan_reader(
+    spark: Any, app: AppInfo, state: MetricState, settings: Any,
+    more: Sequence[tuple[str, Deliver]] = (),
+) -> PlanReader:
+    """The reader for ``attach()``: plans go to the exporter's state, the history and ``more``
+    (the push sink, which sends them to the collector with the events)."""
+    deliver: list[tuple[str, Deliver]] = [("metrics", partial(state.apply_plan, app)), *more]
     history = None
     if settings.history_url:
         history = PlanHistory(settings.history_url, settings.history_migrate)

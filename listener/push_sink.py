@@ -103,6 +103,14 @@ class PushSink:
         elif evicted := self._queue.offer_evicting(envelope_to_dict(event.envelope)):
             self._counters.count_dropped(self.QUEUE, evicted)
 
+    def offer_wire(self, item: Wire) -> None:
+        """Queue an entry already in its wire form (a run's plan, see
+        :mod:`sparkwatch.plan.wire`) behind the events; never blocks, as :meth:`__call__`."""
+        if self._deadline is not None:
+            self._counters.count_dropped(self.QUEUE)
+        elif evicted := self._queue.offer_evicting(item):
+            self._counters.count_dropped(self.QUEUE, evicted)
+
     def queue_state(self) -> tuple[int, int]:
         return self._queue.size(), self._queue.capacity
 

@@ -81,6 +81,51 @@ def test_pushed_events_become_app_labelled_metrics_and_one_history_row_per_batch
         _history_matches(url, str(query.runId), progress, last, name)
 
 
+def test_pushed_plans_name_operators_at_the_collector_as_the_driver_does(
+    spark: Any, collector: Collector, tmp_path_factory: Any
+) -> None:
+    """Operator identity in push mode: the plan each run's driver read from its executed plan
+    reaches the collector's /metrics and history, label for label."""
+    from sparkwatch.plan.describe import OPERATOR_IDENTITY_LABELS, label_values
+
+    att = attach_pushing(spark, collector)
+    try:
+        queries = run_to_completion(spark, ["window_agg", "stream_join"],
+                                    tmp_path_factory.mktemp)
+        for name, query in queries.items():
+            wait_for(lambda q=query: _ended(att, str(q.id)), 30, f"{name} terminated event")
+        assert att.flush(60), "the push sink did not deliver everything"
+    finally:
+        att.detach()
+    text = collector.metrics()
+    for name, query in queries.items():
+        qid, run_id = str(query.id), str(query.runId)
+        driver = att.state.query(att.app.id, qid)
+        assert driver is not None and driver.plan is not None, name
+        assert driver.plan.source.value == "plan", (name, driver.plan.note)
+        served = {labels["operator_index"]: labels
+                  for labels, _ in samples(text, "spark_streaming_state_operator_info")
+                  if labels["query_id"] == qid}
+        assert len(served) == len(driver.plan.operators) > 0, name
+        for op in driver.plan.operators:
+            got = tuple(served[str(op.index)][k] for k in OPERATOR_IDENTITY_LABELS)
+            assert got == label_values(op, driver.plan.source), (name, op.index)
+        wait_for(lambda r=run_id, n=len(driver.plan.operators): count_rows(
+            collector.history_url, "select count(*) from operator_plans where run_id = :r "
+            "and source = 'plan'", r=r) == n, 30, f"{name}'s plan in the collector's history")
+        engine = sa.create_engine(collector.history_url)
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text(
+                "select operator_index, operator_name, kind, keys from operator_plans "
+                "where run_id = :r order by operator_index"), {"r": run_id}).all()
+        engine.dispose()
+        assert [(r.operator_index, r.operator_name, r.kind, list(r.keys)) for r in rows] == [
+            (op.index, op.operator, op.kind, list(op.keys)) for op in driver.plan.operators]
+    kinds = {served_kind for labels, _ in samples(text, "spark_streaming_state_operator_info")
+             if (served_kind := labels["kind"])}
+    assert {"aggregation", "stream_stream_join"} <= kinds
+
+
 def _ended(att: Any, query_id: str) -> bool:
     state = att.state.query(att.app.id, query_id)
     return state is not None and not state.active

@@ -57,9 +57,26 @@ def test_angle_brackets_and_pipes_cannot_break_the_tables() -> None:
     prose = re.sub(r"`[^`]*`", "", text.split("-->", 1)[1])
     assert "<" not in prose and ">" not in prose.replace("→", "")
     assert docs._cell("a|b<c>") == "a\\|b&lt;c&gt;"
-    for line in text.splitlines():
+    metrics, idle = text.split("## While a query is idle", 1)
+    for line in metrics.splitlines():
         if line.startswith("| `spark_streaming_"):
             assert line.count(" | ") == 5, line  # six columns
+    for line in idle.split("\n## ", 1)[0].splitlines():
+        if line.startswith("| `spark_streaming_"):
+            assert line.count(" | ") == 1, line  # name, while idle
+
+
+def test_every_last_batch_gauge_says_what_it_shows_while_idle() -> None:
+    from sparkwatch.metrics.catalogue import Kind
+
+    last_batch = [m for m in cat.ALL if m.kind is Kind.GAUGE and (
+        "last_batch" in m.name or "per_second" in m.name or "(last batch)" in m.help)]
+    assert len(last_batch) >= 12
+    assert [m.name for m in last_batch if not m.idle] == []
+    section = docs.render_metrics_markdown().split("## While a query is idle", 1)[1]
+    for m in last_batch:
+        assert f"| `{m.name}` | {docs._cell(m.idle)} |" in section
+    assert "| `spark_streaming_query_input_rows_per_second` | 0, as Spark's own" in section
 
 
 def test_check_fails_on_a_stale_file_and_passes_on_a_fresh_one(

@@ -66,6 +66,12 @@ def router(reads: Reads, read_auth: list[Any], Scope: Any) -> APIRouter:  # noqa
         return reads.rollups(query, resolution, operator, _utc(since), _utc(until), limit,
                              offset, tenant)
 
+    @get("/api/v1/queries/{query}/plans", list[models.QueryPlan],
+         "Operator identity of each run of one query (from its executed plan), latest first")
+    def plans(query: str, limit: int = Limit, offset: int = Offset,
+              tenant: str | None = Scope) -> Any:
+        return reads.plans(query, limit, offset, tenant)
+
     @get("/api/v1/stalls", list[models.Stall], "Stall marks, newest first")
     def stalls(open: bool = Query(False, description="only stalls not yet cleared"),
                limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:

@@ -1,7 +1,8 @@
 """Doctor's input from a sparkwatch collector's read API (``/api/v1/queries...``).
 
-The collector records what the listeners push: progress, not plans, so findings from it name
-operators by their progress names and cannot tell why state grows.
+The collector records what the listeners push: progress, and each run's plan (operator identity,
+pushed with the events), so findings from it name operators as the driver does. A run whose plan
+was not pushed (Spark Connect, an older listener or collector) is named by its progress names.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from sparkwatch.doctor.history_source import operator_point
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
 from sparkwatch.httpopen import open_http
+from sparkwatch.plan.codec import plan_from_dict
+from sparkwatch.plan.model import QueryPlan
 from sparkwatch.redact import redact_url
 
 PAGE = 1000
@@ -101,7 +104,17 @@ def _record(api: Api, query_id: str, limit: int) -> QueryRecord | None:
         run_id=run["run_id"],
         batches=tuple(_batch_point(p) for p in rows),
         operators={i: tuple(sorted(ps, key=lambda o: o.batch_id)) for i, ps in operators.items()},
+        plan=_plan(api, query_id, run["run_id"]),
     )
+
+
+def _plan(api: Api, query_id: str, run_id: str) -> QueryPlan | None:
+    """The run's plan, None when none was pushed (or the collector predates plans: 404)."""
+    try:
+        plans = api.get(f"/api/v1/queries/{_quote(query_id)}/plans", limit=PAGE)
+    except UnknownQuery:
+        return None
+    return next((plan_from_dict(p) for p in plans if p["run_id"] == run_id), None)
 
 
 def _epoch(value: str | None) -> float | None:

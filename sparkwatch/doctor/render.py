@@ -27,6 +27,8 @@ def _checked(record: QueryRecord) -> dict[str, Any]:
         "last_batch": record.batches[-1].batch_id if record.batches else None,
         "operators": len(record.operators),
         "plan": plan_status(record),
+        "trigger": record.plan.trigger if record.plan is not None else None,
+        "trigger_interval_ms": record.plan.trigger_interval_ms if record.plan else None,
     }
 
 
@@ -105,8 +107,16 @@ def _query_line(record: QueryRecord, findings: Sequence[Finding]) -> str:
     verdict = f"{own} finding{'s' if own != 1 else ''}" if own else "ok"
     return (
         f"{record.title} ({record.query_id[:8]}): {verdict} - run {record.run_id[:8]}, "
-        f"{batch_range(first, last)}, {_PLAN_TEXT[plan_status(record)]}"
+        f"{batch_range(first, last)}, {_PLAN_TEXT[plan_status(record)]}{_trigger_text(record)}"
     )
+
+
+def _trigger_text(record: QueryRecord) -> str:
+    plan = record.plan
+    if plan is None or plan.trigger is None:
+        return ""
+    interval = plan.trigger_interval_ms
+    return f", trigger {plan.trigger}" + ("" if interval is None else f" {interval / 1000:g}s")
 
 
 def _state_line(i: Inspected, findings: Sequence[Finding]) -> str:

@@ -6,8 +6,9 @@ dataclasses from :mod:`sparkwatch.history.views`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +17,7 @@ import sqlalchemy as sa
 from sparkwatch.history.engine import connect, create_engine, describe_url
 from sparkwatch.history.errors import UnknownOperator, UnknownQuery
 from sparkwatch.history.revision import check_schema
-from sparkwatch.history.schema import Batch, OperatorBatch, OperatorPlan, QueryRun
+from sparkwatch.history.schema import Batch, OperatorBatch, OperatorPlan, QueryRun, RunTrigger
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
 from sparkwatch.plan.codec import identity_from_dict
 from sparkwatch.plan.model import QueryPlan, Source
@@ -116,7 +117,12 @@ class HistoryReader:
             if run_id is not None:
                 stmt = stmt.where(plans.run_id == run_id)
             rows = conn.execute(stmt.order_by(plans.read_at.desc(), plans.operator_index)).all()
-            return plans_from_rows([dict(row._mapping) for row in rows])
+            t = RunTrigger.__table__.c
+            triggers = sa.select(RunTrigger.__table__).where(t.query_id == query_id)
+            if run_id is not None:
+                triggers = triggers.where(t.run_id == run_id)
+            return plans_from_rows([dict(row._mapping) for row in rows],
+                                   [dict(row._mapping) for row in conn.execute(triggers)])
 
     def resolve_query(self, query: str, tenant: str | None = None) -> str:
         """The query id for an id, a name or a unique id prefix; :class:`UnknownQuery` if none
@@ -311,12 +317,23 @@ def _check_operator(conn: sa.Connection, query_id: str, operator: int) -> None:
     )
 
 
-def plans_from_rows(rows: list[dict[str, Any]]) -> list[QueryPlan]:
-    """``operator_plans`` rows (ordered latest read first) grouped back into plans, per run."""
+def plans_from_rows(rows: list[dict[str, Any]],
+                    triggers: Sequence[dict[str, Any]] = ()) -> list[QueryPlan]:
+    """``operator_plans`` rows (ordered latest read first) grouped back into plans, per run,
+    with each run's ``run_triggers`` row; a run with a trigger and no state operator (a
+    stateless query) is a plan without operators. Latest read first."""
     by_run: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_run.setdefault(row["run_id"], []).append(row)
-    return [_plan_of(run_rows) for run_rows in by_run.values()]
+    plans = {run_id: _plan_of(run_rows) for run_id, run_rows in by_run.items()}
+    for t in triggers:
+        plan = plans.get(t["run_id"])
+        if plan is None:
+            plan = QueryPlan(t["query_id"], t["run_id"], Source.PLAN, (),
+                             read_at=t["read_at"].timestamp())
+        plans[t["run_id"]] = replace(plan, trigger=t["trigger_kind"],
+                                     trigger_interval_ms=t["trigger_interval_ms"])
+    return sorted(plans.values(), key=lambda p: -p.read_at)
 
 
 def _plan_of(rows: list[dict[str, Any]]) -> QueryPlan:

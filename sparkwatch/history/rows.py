@@ -250,6 +250,15 @@ def _clean(value: str) -> str:
 # --- operator plans (migration 0003) --------------------------------------------------------
 
 
+def trigger_rows(plan: QueryPlan) -> list[Row]:
+    """The ``run_triggers`` row of the plan's run (none when its trigger is unknown)."""
+    if plan.trigger is None:
+        return []
+    return [{"run_id": plan.run_id, "query_id": plan.query_id,
+             "read_at": from_epoch(plan.read_at), "trigger_kind": plan.trigger,
+             "trigger_interval_ms": plan.trigger_interval_ms}]
+
+
 def plan_rows(plan: QueryPlan) -> list[Row]:
     """One ``operator_plans`` row per operator of the plan's run."""
     return [

@@ -23,7 +23,7 @@ from sparkwatch.model.fields import OPERATOR_FIELDS, OperatorField
 from sparkwatch.model.tenant import DEFAULT_TENANT
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0008"
+SCHEMA_REVISION = "0009"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -327,5 +327,21 @@ class OperatorPlan(Base):
     details: Mapped[dict[str, Any]]
     settings: Mapped[dict[str, Any]]
 
+
+
+class RunTrigger(Base):
+    """The trigger of a run (migration 0009): its kind (``processing_time``, ``available_now``,
+    ``once``, ``continuous``, ``real_time``) and interval, read by the listener with the plan
+    (Spark's events do not carry it). One row per run whose trigger was read, stateless runs
+    included; no foreign key, like ``operator_plans``."""
+
+    __tablename__ = "run_triggers"
+    __table_args__ = (sa.Index(None, "query_id"),)
+
+    run_id: Mapped[str] = mapped_column(primary_key=True)
+    query_id: Mapped[str]
+    read_at: Mapped[datetime]
+    trigger_kind: Mapped[str]
+    trigger_interval_ms: Mapped[int | None]
 
 metadata = Base.metadata

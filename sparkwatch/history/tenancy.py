@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from sparkwatch.history.schema import QueryRun
 from sparkwatch.model.events import ParsedEvent
+from sparkwatch.plan.model import QueryPlan
 
 log = logging.getLogger(__name__)
 CHUNK = 500
@@ -40,6 +41,18 @@ def owned(conn: sa.Connection, events: Sequence[ParsedEvent], tenants: Sequence[
     if foreign:
         log.warning("left out %d events naming a run or query of another tenant", foreign)
     return kept, runs
+
+
+def owned_plans(conn: sa.Connection, plans: Sequence[QueryPlan], tenants: Sequence[str]
+                ) -> list[QueryPlan]:
+    """The plans whose run (and query) the history holds for their own tenant."""
+    owners = _known_owners(conn, {p.run_id for p in plans}, {p.query_id for p in plans})
+    kept = [plan for plan, tenant in zip(plans, tenants, strict=True)
+            if owners.get(plan.run_id) == tenant and owners.get("q:" + plan.query_id) == tenant]
+    if len(kept) < len(plans):
+        log.warning("left out %d plans of runs the history does not hold for their tenant",
+                    len(plans) - len(kept))
+    return kept
 
 
 def _known_owners(conn: sa.Connection, run_ids: Iterable[str], query_ids: Iterable[str]

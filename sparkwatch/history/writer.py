@@ -21,13 +21,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sparkwatch.history import counts, lost, migrate, rollups, tenancy
 from sparkwatch.history.copy import copy_batches, is_duplicate, supports_copy
 from sparkwatch.history.engine import create_engine
-from sparkwatch.history.rows import Row, Rows, plan_rows, rows_for
+from sparkwatch.history.rows import Row, Rows, plan_rows, rows_for, trigger_rows
 from sparkwatch.history.schema import (
     LOST,
     Batch,
     OperatorBatch,
     OperatorPlan,
     QueryRun,
+    RunTrigger,
     SinkBatch,
     SourceBatch,
 )
@@ -108,18 +109,25 @@ class HistoryWriter:
             return False
         return True
 
-    def write_plans(self, plans: Sequence[QueryPlan]) -> None:
+    def write_plans(self, plans: Sequence[QueryPlan], tenants: Sequence[str] | None = None) -> None:
         """Write operator identities, replacing what an earlier read of the same run said (a
-        plan read later may know more than a fallback to the progress)."""
-        rows = [row for plan in plans for row in plan_rows(plan)]
-        if not rows:
+        plan read later may know more than a fallback to the progress). ``tenants``: the tenant
+        of each plan (pushed to a collector); then only plans of runs their tenant owns in the
+        history are written (a plan claims no run: its events did). Without, every plan is
+        written (the listener's own history, where a plan may come before its run's row)."""
+        if not plans:
             return
         engine = self._ready_engine()
+        if tenants is not None:
+            with engine.connect() as conn:
+                plans = tenancy.owned_plans(conn, plans, tenants)
+        rows = [row for plan in plans for row in plan_rows(plan)]
+        triggers = [row for plan in plans for row in trigger_rows(plan)]
+        if not rows and not triggers:
+            return
         with engine.begin() as conn:
-            stmt = _insert(conn, OperatorPlan)
-            keys = ("run_id", "operator_index")
-            values = {c: stmt.excluded[c] for c in rows[0] if c not in keys}
-            conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=values), rows)
+            _replace(conn, OperatorPlan, ("run_id", "operator_index"), rows)
+            _replace(conn, RunTrigger, ("run_id",), triggers)
 
     def roll_up(self, now: datetime, interval_seconds: float) -> bool:
         """Recompute the recent rollups (:mod:`sparkwatch.history.rollups`) and end the runs
@@ -152,6 +160,16 @@ def _insert(conn: sa.Connection, model: type[Any]) -> Any:
     """The dialect's INSERT, which has ON CONFLICT (the engine only accepts these two)."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     return dialect.insert(model)
+
+
+def _replace(conn: sa.Connection, model: type[Any], keys: tuple[str, ...],
+             rows: list[Row]) -> None:
+    """Insert ``rows``, replacing those with the same ``keys``."""
+    if not rows:
+        return
+    stmt = _insert(conn, model)
+    values = {c: stmt.excluded[c] for c in rows[0] if c not in keys}
+    conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=values), rows)
 
 
 def _insert_new(conn: sa.Connection, model: type[Any], rows: list[Row]) -> None:

@@ -48,6 +48,8 @@ class MetricDef:
     labels: tuple[str, ...]
     source: str = ""
     """Where the value comes from in Spark's events (for the docs)."""
+    idle: str = ""
+    """What a last-batch gauge shows while its query is idle (for the docs)."""
 
     @property
     def family(self) -> str:
@@ -62,8 +64,9 @@ class MetricDef:
 ALL: list[MetricDef] = []
 
 
-def _def(name: str, kind: Kind, help: str, labels: tuple[str, ...], source: str = "") -> MetricDef:
-    metric = MetricDef(PREFIX + name, kind, help, labels, source)
+def _def(name: str, kind: Kind, help: str, labels: tuple[str, ...], source: str = "",
+         idle: str = "") -> MetricDef:
+    metric = MetricDef(PREFIX + name, kind, help, labels, source, idle)
     if kind is Kind.COUNTER and not metric.name.endswith("_total"):
         raise ValueError(f"counter {metric.name} must end in _total")
     if kind is not Kind.COUNTER and metric.name.endswith("_total"):
@@ -208,6 +211,22 @@ QUERY_INFO = _def(
     Q + ("run_id",),
     "QueryStartedEvent / progress id, runId, name",
 )
+QUERY_TRIGGER_INFO = _def(
+    "query_trigger_info",
+    I,
+    "Trigger of the query's current run: processing_time, available_now, once, continuous or "
+    "real_time (Spark 4.1+ real-time mode, whose batches last their whole interval by design).",
+    Q + ("trigger",),
+    "not in Spark's events: the JVM query's trigger, read with the plan (classic mode)",
+)
+QUERY_TRIGGER_INTERVAL = _def(
+    "query_trigger_interval_seconds",
+    G,
+    "Interval of the current run's trigger: processing time, continuous checkpoint interval, "
+    "or the batch duration of real-time mode (absent for available_now and once).",
+    Q,
+    "not in Spark's events: the JVM query's trigger, read with the plan (classic mode)",
+)
 QUERY_ACTIVE = _def("query_active", G, "1 while the query runs, 0 after it terminated.", Q)
 QUERY_IDLE = _def("query_idle", G, "1 when the last event was QueryIdleEvent (no new data).", Q)
 QUERY_FAILED = _def("query_failed", G, "1 when the query terminated with an exception.", Q)
@@ -248,7 +267,8 @@ QUERY_LAST_EVENT = _def(
     Q,
     "progress.timestamp, QueryIdleEvent.timestamp",
 )
-QUERY_BATCH_ID = _def("query_batch_id", G, "Id of the last completed micro-batch.", Q, "batchId")
+QUERY_BATCH_ID = _def("query_batch_id", G, "Id of the last completed micro-batch.", Q, "batchId",
+                      idle="the id of the last batch that ran")
 QUERY_BATCHES = _def("query_batches_total", C, "Micro-batches completed.", Q, "progress events")
 QUERY_INPUT_ROWS = _def(
     "query_input_rows_total",
@@ -263,6 +283,7 @@ QUERY_LAST_INPUT_ROWS = _def(
     "Input rows of the last batch.",
     Q,
     "numInputRows",
+    idle="the last batch's input rows (not 0: no batch runs while idle)",
 )
 QUERY_INPUT_RATE = _def(
     "query_input_rows_per_second",
@@ -270,6 +291,7 @@ QUERY_INPUT_RATE = _def(
     "Rate at which data arrived (last batch).",
     Q,
     "inputRowsPerSecond",
+    idle="0, as Spark's own inputRate-total gauge",
 )
 QUERY_PROCESSED_RATE = _def(
     "query_processed_rows_per_second",
@@ -277,6 +299,7 @@ QUERY_PROCESSED_RATE = _def(
     "Rate at which Spark processed data (last batch).",
     Q,
     "processedRowsPerSecond",
+    idle="0, as Spark's own processingRate-total gauge",
 )
 QUERY_BATCH_DURATION = _def(
     "query_batch_duration_seconds",
@@ -291,6 +314,7 @@ QUERY_LAST_BATCH_DURATION = _def(
     "Duration of the last micro-batch.",
     Q,
     "batchDuration",
+    idle="the last batch's duration",
 )
 QUERY_PHASE_DURATION = _def(
     "query_phase_duration_seconds",
@@ -306,13 +330,14 @@ QUERY_LAST_PHASE_DURATION = _def(
     "Time per trigger phase in the last batch.",
     Q + ("phase",),
     "durationMs",
+    idle="the last batch's phase times",
 )
 QUERY_WATERMARK = _def(
     "query_watermark_timestamp_seconds",
     G,
     "Event-time watermark (Unix time).",
     Q,
-    "eventTime.watermark",
+    "eventTime.watermark",    idle="the watermark the last batch set: it does not advance while idle",
 )
 QUERY_WATERMARK_LAG = _def(
     "query_watermark_lag_seconds",
@@ -320,27 +345,31 @@ QUERY_WATERMARK_LAG = _def(
     "How far the watermark trails the batch's processing time (progress timestamp - watermark).",
     Q,
     "timestamp - eventTime.watermark",
+    idle=(
+        "the lag at the last batch (its timestamp minus its watermark): it does not grow while "
+        "idle"
+    ),
 )
 QUERY_EVENT_TIME_MAX = _def(
     "query_event_time_max_timestamp_seconds",
     G,
     "Latest event time in the last batch with data.",
     Q,
-    "eventTime.max",
+    "eventTime.max",    idle="the last batch with data's",
 )
 QUERY_EVENT_TIME_MIN = _def(
     "query_event_time_min_timestamp_seconds",
     G,
     "Earliest event time in the last batch with data.",
     Q,
-    "eventTime.min",
+    "eventTime.min",    idle="the last batch with data's",
 )
 QUERY_EVENT_TIME_AVG = _def(
     "query_event_time_avg_timestamp_seconds",
     G,
     "Average event time in the last batch with data.",
     Q,
-    "eventTime.avg",
+    "eventTime.avg",    idle="the last batch with data's",
 )
 QUERY_EVENT_TIME_LAG = _def(
     "query_event_time_lag_seconds",
@@ -348,20 +377,21 @@ QUERY_EVENT_TIME_LAG = _def(
     "How late the newest event of the last batch with data was (progress timestamp - max).",
     Q,
     "timestamp - eventTime.max",
+    idle="the lag at the last batch with data: it does not grow while idle",
 )
 QUERY_EVENT_TIME_SKEW = _def(
     "query_event_time_skew_seconds",
     G,
     "Spread of event times inside the last batch with data (max - min): how out of order data is.",
     Q,
-    "eventTime.max - eventTime.min",
+    "eventTime.max - eventTime.min",    idle="the last batch with data's",
 )
 QUERY_OBSERVED_METRIC = _def(
     "query_observed_metric",
     G,
     "Numeric values of Dataset.observe() metrics (last batch).",
     Q + ("observation", "column"),
-    "observedMetrics",
+    "observedMetrics",    idle="the last batch's values",
 )
 
 # --- state operators ----------------------------------------------------------------------------
@@ -380,13 +410,15 @@ StateFamilies = tuple[tuple[OperatorField, MetricDef], ...]
 
 
 def _state_families(kind: Kind, fields: Iterable[OperatorField], name: str,
-                    help: Callable[[OperatorField], str]) -> StateFamilies:
+                    help: Callable[[OperatorField], str], idle: str = ""
+                    ) -> StateFamilies:
     """One family per field, named ``name`` with ``{stem}`` and ``{unit}`` (the base unit's
     suffix, e.g. ``_seconds`` for milliseconds) filled in; Spark's JSON name is its source."""
     out = []
     for f in fields:
         unit = f"_{f.base_unit}" if f.base_unit else ""
-        out.append((f, _def(name.format(stem=f.metric, unit=unit), kind, help(f), O, f.json)))
+        out.append((f, _def(name.format(stem=f.metric, unit=unit), kind, help(f), O, f.json,
+                            idle=idle)))
     return tuple(out)
 
 
@@ -407,7 +439,8 @@ STATE_SIZES = _state_families(
     G, (f for f in OPERATOR_FIELDS if not f.counter and f.unit in _SIZE_UNITS),
     "state_{stem}{unit}", _level_help)
 STATE_TOTALS = _state_families(C, _COUNTER_FIELDS, "state_{stem}{unit}_total", _level_help)
-STATE_LASTS = _state_families(G, _COUNTER_FIELDS, "state_last_batch_{stem}{unit}", _last_help)
+STATE_LASTS = _state_families(G, _COUNTER_FIELDS, "state_last_batch_{stem}{unit}", _last_help,
+                              idle="the last batch's value (no batch runs while idle)")
 STATE_LAYOUT = _state_families(
     G, (f for f in OPERATOR_FIELDS if not f.counter and f.unit not in _SIZE_UNITS),
     "state_{stem}{unit}", _level_help)
@@ -481,6 +514,7 @@ SOURCE_INPUT_RATE = _def(
     "Arrival rate at the source (last batch).",
     S,
     "sources[].inputRowsPerSecond",
+    idle="0, as the query's rate",
 )
 SOURCE_PROCESSED_RATE = _def(
     "source_processed_rows_per_second",
@@ -488,34 +522,35 @@ SOURCE_PROCESSED_RATE = _def(
     "Processing rate of the source (last batch).",
     S,
     "sources[].processedRowsPerSecond",
+    idle="0, as the query's rate",
 )
 SOURCE_MIN_BEHIND = _def(
     "source_min_offsets_behind_latest",
     G,
     "Backlog: fewest offsets behind latest over partitions.",
     S,
-    "sources[].metrics.minOffsetsBehindLatest (Kafka)",
+    "sources[].metrics.minOffsetsBehindLatest (Kafka)",    idle="the backlog the last batch saw: not measured again while idle",
 )
 SOURCE_MAX_BEHIND = _def(
     "source_max_offsets_behind_latest",
     G,
     "Backlog: most offsets behind latest over partitions.",
     S,
-    "sources[].metrics.maxOffsetsBehindLatest (Kafka)",
+    "sources[].metrics.maxOffsetsBehindLatest (Kafka)",    idle="the backlog the last batch saw: not measured again while idle",
 )
 SOURCE_AVG_BEHIND = _def(
     "source_avg_offsets_behind_latest",
     G,
     "Backlog: average offsets behind latest over partitions.",
     S,
-    "sources[].metrics.avgOffsetsBehindLatest (Kafka)",
+    "sources[].metrics.avgOffsetsBehindLatest (Kafka)",    idle="the backlog the last batch saw: not measured again while idle",
 )
 SOURCE_METRIC = _def(
     "source_metric",
     G,
     "Other numeric source metrics (last batch).",
     S + ("metric",),
-    "sources[].metrics",
+    "sources[].metrics",    idle="the last batch's values",
 )
 SINK_INFO = _def("sink_info", I, "The query's sink.", Q + ("description",), "sink.description")
 SINK_OUTPUT_ROWS = _def(
@@ -526,7 +561,8 @@ SINK_OUTPUT_ROWS = _def(
     "sink.numOutputRows",
 )
 SINK_METRIC = _def(
-    "sink_metric", G, "Numeric sink metrics (last batch).", Q + ("metric",), "sink.metrics"
+    "sink_metric", G, "Numeric sink metrics (last batch).", Q + ("metric",), "sink.metrics",
+    idle="the last batch's values",
 )
 
 BATCH_DURATION_BUCKETS: tuple[float, ...] = (

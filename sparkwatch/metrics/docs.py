@@ -93,10 +93,9 @@ Every metric sparkwatch exports, as served by the embedded exporter and the coll
 - The last batch's value of such amounts is also a gauge (`..._last_batch_...`); levels (rows in
   state, memory) are gauges; durations are histograms.
 - While a query is idle (`{cat.QUERY_IDLE.name}` 1: Spark's idle event, no batch runs), the
-  rate gauges (`{cat.QUERY_INPUT_RATE.name}`, `{cat.QUERY_PROCESSED_RATE.name}`) are 0, as
-  Spark's own gauges are; every other last-batch gauge (batch id, its duration and input rows,
-  each operator's `..._last_batch_...`) keeps the last batch's value, and levels (rows in state,
-  memory) keep the state as that batch left it. The next batch replaces them all.
+  rate gauges (`{cat.QUERY_INPUT_RATE.name}`, `{cat.QUERY_PROCESSED_RATE.name}` and the
+  sources') are 0, as Spark's own gauges are; every other last-batch gauge keeps the last
+  batch's value (each one: [While a query is idle](#while-a-query-is-idle)).
 - Timestamps are Unix time in seconds (`..._timestamp_seconds`).
 - Type `info` is a gauge of value 1 whose labels carry the information (`..._info`).
 - Labels are bounded: the run id, which changes on every restart, appears only on
@@ -214,6 +213,28 @@ def render_known_custom() -> str:
     return "\n".join(lines) + "\n"
 
 
+IDLE_INTRO = f"""\
+## While a query is idle
+
+Spark sends `QueryIdleEvent` instead of a progress when a trigger finds no new data
+(`{cat.QUERY_IDLE.name}` is then 1). No batch runs, so there is no new last batch: what each
+last-batch gauge shows meanwhile (the next batch replaces them all). Counters do not move;
+levels (rows in state, memory) stay what the last batch left.
+
+A query in real-time mode (Spark 4.1+, `trigger(realTime=...)`;
+`{cat.QUERY_TRIGGER_INFO.name}{{trigger="real_time"}}`) is not idle between rows: each batch
+runs for its whole interval (`{cat.QUERY_TRIGGER_INTERVAL.name}`) reading rows as they come, so
+its last batch duration is about that interval while healthy, and a progress arrives once per
+interval.
+"""
+
+
+def render_idle() -> str:
+    lines = [IDLE_INTRO, "| name | while idle |", "|---|---|"]
+    lines += [f"| `{m.name}` | {_cell(m.idle)} |" for m in cat.ALL if m.idle]
+    return "\n".join(lines) + "\n"
+
+
 def grouped_metrics() -> list[tuple[str, str, list[MetricDef]]]:
     return [(title, blurb, [m for m in cat.ALL if test(m)]) for title, blurb, test in GROUPS]
 
@@ -221,6 +242,7 @@ def grouped_metrics() -> list[tuple[str, str, list[MetricDef]]]:
 def render_metrics_markdown() -> str:
     parts = [INTRO]
     parts += [render_group(title, blurb, metrics) for title, blurb, metrics in grouped_metrics()]
+    parts.append(render_idle())
     parts.append(render_known_custom())
     return "\n".join(parts)
 

@@ -200,6 +200,11 @@ def query_labels(q: QueryState) -> tuple[str, str, str, str]:
 def add_query(out: Families, q: QueryState) -> None:
     labels = query_labels(q)
     out.add(cat.QUERY_INFO, (*labels, q.run_id), 1)
+    trigger = q.trigger()
+    if trigger is not None:
+        out.add(cat.QUERY_TRIGGER_INFO, (*labels, trigger[0]), 1)
+        if trigger[1] is not None:
+            out.add(cat.QUERY_TRIGGER_INTERVAL, labels, trigger[1] / 1000.0)
     out.add(cat.QUERY_ACTIVE, labels, 1 if q.active else 0)
     out.add(cat.QUERY_IDLE, labels, 1 if q.idle else 0)
     out.add(cat.QUERY_FAILED, labels, 1 if q.failed else 0)
@@ -229,7 +234,7 @@ def add_query(out: Families, q: QueryState) -> None:
         add_operator(out, q, op, (*labels, op.name, str(op.index)))
     if out.wants_any(_SOURCE_FAMILIES):
         for src in p.sources:
-            _add_source(out, q, src, labels)
+            _add_source(out, q, src, labels, idle=q.idle)
     if p.sink is not None and out.wants_any(_SINK_FAMILIES):
         out.add(cat.SINK_INFO, (*labels, sink_label(p.sink.description)), 1)
         if p.sink.num_output_rows >= 0:
@@ -373,14 +378,17 @@ def source_label(src: SourceProgress) -> str:
 
 
 def _add_source(
-    out: Families, q: QueryState, src: SourceProgress, qlabels: tuple[str, ...]
+    out: Families, q: QueryState, src: SourceProgress, qlabels: tuple[str, ...],
+    idle: bool = False,
 ) -> None:
     labels = (*qlabels, str(src.index), source_label(src))
     out.add(cat.SOURCE_INPUT_ROWS, labels, q.source_rows.get((src.index, src.description), 0))
+    # Idle: no rows arrive at any source either (as the query's rates, see _add_progress).
     if src.input_rows_per_second is not None:
-        out.add(cat.SOURCE_INPUT_RATE, labels, src.input_rows_per_second)
+        out.add(cat.SOURCE_INPUT_RATE, labels, 0.0 if idle else src.input_rows_per_second)
     if src.processed_rows_per_second is not None:
-        out.add(cat.SOURCE_PROCESSED_RATE, labels, src.processed_rows_per_second)
+        out.add(cat.SOURCE_PROCESSED_RATE, labels,
+                0.0 if idle else src.processed_rows_per_second)
     backlog = {
         "minOffsetsBehindLatest": cat.SOURCE_MIN_BEHIND,
         "maxOffsetsBehindLatest": cat.SOURCE_MAX_BEHIND,

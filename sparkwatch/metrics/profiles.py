@@ -51,6 +51,10 @@ _DEFAULT: tuple[MetricDef, ...] = (
     cat.LISTENER_BUS_QUEUE_CAPACITY,
     # Query status, throughput and latency: 28 series per query (16 of them the histogram).
     cat.QUERY_INFO,
+    # The trigger (kind and interval): the batch-duration alert compares real-time batches
+    # with their own interval.
+    cat.QUERY_TRIGGER_INFO,
+    cat.QUERY_TRIGGER_INTERVAL,
     cat.QUERY_ACTIVE,
     cat.QUERY_IDLE,
     cat.QUERY_FAILED,

@@ -136,6 +136,13 @@ class QueryState:
                 return known
         return OperatorIdentity(index=op.index, operator=op.name, kind=kind_of(op.name))
 
+    def trigger(self) -> tuple[str, int | None] | None:
+        """(kind, interval ms) of the current run's trigger, None while unknown."""
+        plan = self.plan
+        if plan is not None and plan.run_id == self.run_id and plan.trigger is not None:
+            return plan.trigger, plan.trigger_interval_ms
+        return None
+
     def plan_source(self) -> Source:
         plan = self.plan
         if plan is not None and plan.run_id == self.run_id:

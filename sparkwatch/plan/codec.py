@@ -57,6 +57,8 @@ def plan_to_dict(plan: QueryPlan) -> dict[str, Any]:
         "read_at": plan.read_at,
         "note": plan.note,
         "settings": dict(plan.settings),
+        "trigger": plan.trigger,
+        "trigger_interval_ms": plan.trigger_interval_ms,
         "operators": [identity_to_dict(op) for op in plan.operators],
     }
 
@@ -71,4 +73,6 @@ def plan_from_dict(data: Mapping[str, Any]) -> QueryPlan:
         read_at=float(data.get("read_at") or 0.0),
         note=data.get("note"),
         settings=dict(data.get("settings") or {}),
+        trigger=data.get("trigger"),
+        trigger_interval_ms=data.get("trigger_interval_ms"),
     )

@@ -46,7 +46,16 @@ def read_raw_plan(jquery: Any, query_id: str, run_id: str) -> RawPlan:
         output_mode=str(execution.outputMode()),
         state_checkpoint=str(execution.checkpointLocation()),
         conf={**_checkpoint_conf(execution), **_session_conf(execution)},
+        trigger=_trigger(jquery),
     )
+
+
+def _trigger(jquery: Any) -> str | None:
+    """The query's trigger as Spark prints it; None when this Spark hides it."""
+    try:
+        return str(jquery.streamingQuery().trigger().toString())
+    except Exception:  # noqa: BLE001 - an internal API: the plan is read without it
+        return None
 
 
 def _checkpoint_conf(execution: Any) -> dict[str, str]:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from sparkwatch.plan import kinds
 from sparkwatch.plan.model import OperatorIdentity, QueryPlan, RawPlan, Source
 from sparkwatch.plan.nodes import OUTPUT_MODES, WriterFacts, writer_facts, writer_positions
 from sparkwatch.plan.settings import provider_name
 from sparkwatch.plan.tree import parse_tree
+from sparkwatch.plan.trigger import parse_trigger
 
 
 def map_plan(
@@ -28,8 +30,10 @@ def map_plan(
     facts = [writer_facts(nodes, p) for p in writer_positions(nodes)]
     names = list(operators) if operators is not None else [_default_name(f) for f in facts]
     problem = _mismatch(facts, names)
+    trigger, interval = parse_trigger(raw.trigger)
     if problem is not None:
-        return from_progress(raw.query_id, raw.run_id, names, problem, raw.batch_id, read_at)
+        plan = from_progress(raw.query_id, raw.run_id, names, problem, raw.batch_id, read_at)
+        return replace(plan, trigger=trigger, trigger_interval_ms=interval)
     query_mode = OUTPUT_MODES.get(raw.output_mode or "", (raw.output_mode or "").lower() or None)
     identities = tuple(
         _identity(i, name, f, raw, query_mode)
@@ -43,6 +47,8 @@ def map_plan(
         batch_id=raw.batch_id,
         read_at=read_at,
         settings=dict(raw.conf),
+        trigger=trigger,
+        trigger_interval_ms=interval,
     )
 
 

@@ -36,6 +36,9 @@ class RawPlan:
     """``lastExecution.checkpointLocation``: the state root, ``<checkpoint>/state``."""
     conf: Mapping[str, str] = field(default_factory=dict)
     """The few Spark settings that matter to state (see :data:`sparkwatch.plan.settings`)."""
+    trigger: str | None = None
+    """The query's trigger as Spark prints it (``RealTimeTrigger(5000)``), see
+    :mod:`sparkwatch.plan.trigger`."""
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "conf": dict(self.conf)}
@@ -50,6 +53,7 @@ class RawPlan:
             output_mode=data.get("output_mode"),
             state_checkpoint=data.get("state_checkpoint"),
             conf={str(k): str(v) for k, v in (data.get("conf") or {}).items()},
+            trigger=data.get("trigger"),
         )
 
 
@@ -115,6 +119,11 @@ class QueryPlan:
     note: str | None = None
     """Why only the progress was used, when :attr:`source` is PROGRESS."""
     settings: Mapping[str, str] = field(default_factory=dict)
+    trigger: str | None = None
+    """The run's trigger kind (:data:`sparkwatch.plan.trigger.KINDS`); None when unknown
+    (Spark Connect, a plan not read)."""
+    trigger_interval_ms: int | None = None
+    """Its interval (processing time, continuous checkpoint, real-time batch duration)."""
 
     def operator(self, index: int) -> OperatorIdentity | None:
         for op in self.operators:

@@ -1,0 +1,225 @@
+"""A README that works twice: every command of the README, run as a new user runs it, on one
+fresh clone, and then all of them again (a second demo makes every query name ambiguous: the
+history picks the latest query and says so). Each command must exit 0 and print what the README
+promises.
+
+Slow by nature (four demos, reads of their state): one clone, one install, short durations.
+Commands the README shows that cannot run here are listed in ``NOT_RUN`` with the reason, and a
+test keeps that list and the README in step, so no new README command goes unrun unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import ROOT
+from tests.support import create_database, drop_database, wait_for
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+
+DEMO_SECONDS = "60"
+"""The README's demo runs until Ctrl-C or ``--duration``: short here, long enough for its queries
+to report state (about 30 s on two busy cores) and for `curl` and `top` to read it meanwhile."""
+STATE_DEMO_SECONDS = "40"
+"""The README says 75 for its state example; enough batches for skewed_keys' state here."""
+
+NOT_RUN = {
+    "scripts/test": "runs the whole suite, this test included (CI runs it, test_readme.py)",
+    "pip install sparkwatch": "installs from PyPI; the clone installs itself with the demo's "
+    "command, which the test runs",
+    "pip install 'sparkwatch[collector]'": "from PyPI; `pip install -e '.[demo]'` (run) pulls "
+    "the collector's dependencies for `demo --collector`",
+    "sparkwatch collector --history-url postgresql+psycopg://sparkwatch@db/sparkwatch":
+    "a database host named db; `demo --collector` (run, with the README's token example) "
+    "starts the same collector command",
+    "SPARKWATCH_METRICS_PORT=9750 SPARKWATCH_HISTORY_URL=off sparkwatch run -- spark-submit "
+    "app.py": "needs the user's app.py; tests/test_run.py runs it on an unmodified app",
+}
+"""README commands this test does not run, and why."""
+
+
+def readme_commands() -> list[str]:
+    """Every command line of the README's bash blocks (comments and continuations joined)."""
+    text = (ROOT / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                commands.append(line)
+    return commands
+
+
+def test_every_readme_command_is_run_here_or_said_why_not() -> None:
+    commands = readme_commands()
+    run = [c for c in commands if not c.startswith(tuple(NOT_RUN))
+           and not c.startswith(("export ", "pip install -e"))]
+    assert set(run) <= set(RUN_BY_THIS_TEST), sorted(set(run) - set(RUN_BY_THIS_TEST))
+    for prefix in NOT_RUN:
+        assert any(c.startswith(prefix) for c in commands), f"README no longer has {prefix!r}"
+
+
+# The README's own lines the rounds below run (literally, or with the short duration and the
+# checkpoint directory of this test in place of /tmp/demo-chk).
+RUN_BY_THIS_TEST = (
+    "sparkwatch demo --collector",
+    "curl -s localhost:9750/metrics | grep spark_streaming_state_rows",
+    "sparkwatch history queries",
+    "sparkwatch history state window_agg --operator 0",
+    "sparkwatch top --metrics localhost:9750",
+    "sparkwatch doctor",
+    "sparkwatch demo --duration 75 --checkpoint-dir /tmp/demo-chk",
+    "sparkwatch state /tmp/demo-chk/skewed_keys --store left-keyWithIndexToValue --top 3",
+    "sparkwatch doctor $(for q in /tmp/demo-chk/*; do echo --inspect-state $q; done)",
+    "sparkwatch dashboards build",
+    "sparkwatch rules build",
+    "sparkwatch db upgrade --url postgresql+psycopg://postgres@127.0.0.1/sparkwatch",
+    "sparkwatch db downgrade --revision base --url ...",
+    "sparkwatch history queries --format json --limit 100 --offset 0",
+)
+
+
+class Clone:
+    """A fresh clone of the committed tree with its own venv, installed by the README's line."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        venv = root / ".venv" / "bin"
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("SPARKWATCH_")},
+            "PATH": f"{venv}:{os.environ['PATH']}",
+            "PYSPARK_PYTHON": str(venv / "python"),
+            "VIRTUAL_ENV": str(root / ".venv"),
+        }
+
+    def sh(self, command: str, timeout: float = 300, env: dict[str, str] | None = None,
+           ok: tuple[int, ...] = (0,)) -> str:
+        """Run one README line in bash in the clone; its output (stdout and stderr)."""
+        done = subprocess.run(["bash", "-c", command], cwd=self.root, capture_output=True,
+                              text=True, timeout=timeout, env={**self.env, **(env or {})})
+        said = done.stdout + done.stderr
+        assert done.returncode in ok, f"`{command}` exited {done.returncode}:\n{said[-3000:]}"
+        return said
+
+    def start(self, command: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(["bash", "-c", command], cwd=self.root, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env={**self.env, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: Any) -> Iterator[Clone]:
+    root = tmp_path_factory.mktemp("readme") / "sparkwatch"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(root)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root / ".venv")],
+                   check=True, timeout=120)
+    c = Clone(root)
+    c.sh("pip install -q -e '.[demo]'", timeout=600)  # the README's install line
+    yield c
+
+
+@pytest.fixture(scope="module")
+def database(pg_admin_url: str) -> Iterator[str]:
+    name = create_database(pg_admin_url)
+    yield sa.engine.make_url(pg_admin_url).set(database=name).render_as_string(False)
+    drop_database(pg_admin_url, name)
+
+
+def test_every_readme_command_works_on_a_fresh_clone_and_again(
+    clone: Clone, database: str, tmp_path: Path
+) -> None:
+    chk = tmp_path / "demo-chk"
+    for round_ in (1, 2):
+        _live_demo_and_then(clone, round_)
+        _state_section(clone, chk)
+        _history_section(clone, database)
+        _generated_files(clone)
+
+
+def _live_demo_and_then(clone: Clone, round_: int) -> None:
+    demo = clone.start(f"sparkwatch demo --duration {DEMO_SECONDS}")
+    try:
+        # "Then:" in another terminal, while the demo serves.
+        curl = "curl -s localhost:9750/metrics | grep spark_streaming_state_rows"
+        wait_for(lambda: _serves_state(clone, curl, demo), 120,
+                 "the demo's /metrics with state rows")
+        top = clone.sh("sparkwatch top --metrics localhost:9750")  # not a terminal: one frame
+        assert "sparkwatch top - " in top and "window_agg" in top, top
+        out, _ = demo.communicate(timeout=300)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 0, out[-3000:]
+    assert "listener received" in out and "dropped 0" in out, out[-2000:]
+
+    queries = clone.sh("sparkwatch history queries")
+    assert "window_agg" in queries and "skewed_keys" in queries
+    state = clone.sh("sparkwatch history state window_agg --operator 0")
+    assert "operator 0 stateStoreSave: aggregation on [window, key]" in state, state
+    if round_ == 2:  # the name now names the queries of every demo so far: the latest is shown
+        assert "showing the most recently active" in state, state
+    doctor = clone.sh("sparkwatch doctor", ok=(0, 1))  # 1: a finding at warning or above
+    assert re.search(r"^checked \d+ queries", doctor, re.M), doctor
+
+
+def _serves_state(clone: Clone, curl: str, demo: subprocess.Popen[str]) -> bool:
+    if demo.poll() is not None:
+        out, _ = demo.communicate()
+        raise AssertionError(f"the demo ended (exit {demo.returncode}) before `{curl}` saw "
+                             f"state:\n{out[-3000:]}")
+    done = subprocess.run(["bash", "-c", curl], cwd=clone.root, capture_output=True,
+                          text=True, timeout=30, env=clone.env)
+    return done.returncode == 0 and "spark_streaming_state_rows{" in done.stdout
+
+
+def _state_section(clone: Clone, chk: Path) -> None:
+    out = clone.sh(f"sparkwatch demo --duration {STATE_DEMO_SECONDS} --checkpoint-dir {chk}")
+    assert "listener received" in out, out[-2000:]
+    state = clone.sh(f"sparkwatch state {chk}/skewed_keys --store left-keyWithIndexToValue "
+                     "--top 3")
+    assert f"{chk}/skewed_keys: state as of batch" in state, state
+    assert "operator 0 symmetricHashJoin" in state and "top keys by bytes" in state, state
+    doctor = clone.sh(f"sparkwatch doctor $(for q in {chk}/*; do echo --inspect-state $q; done)",
+                      timeout=600, ok=(0, 1))
+    assert re.search(r"^checked the state of 9 checkpoints", doctor, re.M), doctor
+    assert f"skewed_keys (state of {chk}/skewed_keys)" in doctor, doctor
+
+
+def _history_section(clone: Clone, database: str) -> None:
+    up = clone.sh(f"sparkwatch db upgrade --url {shlex.quote(database)}")
+    down = clone.sh(f"sparkwatch db downgrade --revision base --url {shlex.quote(database)}")
+    assert up.strip() and down.strip()
+    listed = json.loads(clone.sh("sparkwatch history queries --format json --limit 100 "
+                                 "--offset 0 2>/dev/null"))
+    assert {q["name"] for q in listed} >= {"window_agg", "skewed_keys", "stream_stream_join"}
+
+
+def _generated_files(clone: Clone) -> None:
+    for command in ("sparkwatch dashboards build", "sparkwatch rules build"):
+        assert " 0 changed" in clone.sh(command), command  # the committed files are the build
+    assert clone.sh("git status --porcelain --untracked-files=no") == ""
+
+
+def test_demo_collector_works_with_the_readme_install_and_token_example(clone: Clone) -> None:
+    # The README's collector section, exported in the shell the user runs the demo from.
+    readme_env = {
+        "SPARKWATCH_COLLECTOR_TOKENS": "orders-etl=s3cret-1",
+        "SPARKWATCH_PUSH_URL": "http://collector:9751/api/v1/events",
+        "SPARKWATCH_PUSH_TOKEN": "s3cret-1",
+    }
+    out = clone.sh(f"sparkwatch demo --collector --duration {DEMO_SECONDS}", env=readme_env)
+    assert "collector: http://127.0.0.1:9751/metrics" in out, out[-2000:]
+    assert "listener received" in out and "dropped 0" in out, out[-2000:]
+    assert "s3cret-1" not in out
