@@ -13,14 +13,15 @@ from alembic.runtime.migration import MigrationContext
 
 from sparkwatch.history import migrate
 from sparkwatch.history.errors import MigrationError
-from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE, metadata
+from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE, in_comparison, metadata
 from tests.test_history_support import TABLES, counts, engine_for, load_sample, progress, write
 
 
 def schema_drift(url: str) -> list[object]:
     with engine_for(url).connect() as conn:
         context = MigrationContext.configure(
-            conn, opts={"version_table": VERSION_TABLE, "compare_type": True}
+            conn, opts={"version_table": VERSION_TABLE, "compare_type": True,
+                        "include_object": in_comparison}
         )
         return list(compare_metadata(context, metadata))
 
