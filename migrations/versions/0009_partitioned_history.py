@@ -12,8 +12,9 @@ per UTC day (``<table>_pYYYYMMDD``) and a DEFAULT partition (``<table>_default``
 write to a day nobody created yet; retention drops whole days (``sparkwatch.history.partitions``).
 
 PostgreSQL requires every unique key of a partitioned table to contain the partition key, so the
-primary keys gain ``timestamp`` (a batch is written with one timestamp, so writes stay idempotent
-on Spark's ids), and the operator/source/sink rows lose their foreign key to ``batches``
+primary keys gain ``timestamp`` (a batch is reported with one timestamp, so a replayed event still
+finds its row and writes stay idempotent; only a batch id reported twice by one run with two
+timestamps, which Spark does not do, would now be kept twice), and the operator/source/sink rows lose their foreign key to ``batches``
 (a key to a partitioned parent would make each day's DROP check every child row; a batch and its
 children are written in one transaction and dropped one day at a time, together). ``batches``
 keeps its foreign key to ``query_runs``.
