@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from bench import ROOT
 from bench.history import cases, grafana, population, report
+from bench.history import retention as retention_timing
 from bench.history.collector import CollectorFailed, collector
 from bench.history.measure import Case, Result, measure_all
 from bench.history.spec import NAMED, Population
@@ -178,10 +179,12 @@ def main(ns: argparse.Namespace, argv: list[str]) -> int:
             log(f"[bench] {exc}")
             return 1
     before = report.load_before(opts.before) if opts.before else None
+    retention = retention_timing.measure(opts.url, loaded.end)
+    log(f"[bench] {retention}")
     body = "\n\n".join([
         report.header(argv, loaded, server, opts.repetitions, opts.warmup),
         report.results_table(results, before),
-        report.verdict(results),
+        report.verdict(results) + "\n" + retention,
     ])
     print(body)
     if opts.json_out:
