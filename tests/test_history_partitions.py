@@ -177,3 +177,13 @@ def test_sqlite_keeps_one_table_each(sqlite_url: str) -> None:
         engine.dispose()
     assert not any(partitions.is_partition_name(n) for n in names)
     assert removed["batches"] == 1
+
+
+def test_the_writer_creates_the_days_of_its_batches_ahead(pg_url: str) -> None:
+    """Without a collector the listener's writer is the only one to create partitions."""
+    populate(pg_url, [-10], queries=1)  # a batch 10 days after the migration's days ahead
+    for table in PARTITIONED:
+        for day in range(10, 10 + partitions.DAYS_AHEAD + 1):
+            assert exists(pg_url, day_partition(table, -day)), (table, day)
+        assert int(scalar(pg_url, f"select count(*) from {table}_default")) == 0, table
+    assert int(scalar(pg_url, f"select count(*) from {day_partition('batches', -10)}")) == 1
