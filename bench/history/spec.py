@@ -7,10 +7,10 @@ written here, so the counts a population must have are computed from the same ob
 The fleet: ``queries`` streaming queries over ``queries // 40`` apps, each with ``rows //
 queries`` batches at its own trigger interval (30 s to 8.5 min), ending at ``end``; so a query with
 a short trigger covers the last days only and one with a long trigger the whole month, as in a
-real fleet (or one ``interval_s`` for all, as in the named population ``100m``). Each query has 1-4 runs (restarts; Spark's batch id goes on across them), one state
-operator of four real kinds (two for one query in eight; or ``operators`` of them each, up to
-four), RocksDB (one in five: its custom
-metrics take four times the space of HDFS's) or HDFS.
+real fleet (or one ``interval_s`` for all, as in the named population ``100m``). Each query has
+1-4 runs (restarts; Spark's batch id goes on across them), one state operator of four real kinds
+(two for one query in eight; or ``operators`` of them each, up to four), RocksDB (one in five:
+its custom metrics take four times the space of HDFS's) or HDFS.
 """
 
 from __future__ import annotations

@@ -72,9 +72,7 @@ def in_comparison(obj: Any, name: str | None, type_: str, reflected: bool,
     part of its parent, and the children's keys to ``batches`` exist on SQLite only."""
     if type_ == "table" and name is not None and is_partition_name(name):
         return False
-    if type_ == "foreign_key_constraint" and obj.referred_table.name == "batches":
-        return False
-    return True
+    return not (type_ == "foreign_key_constraint" and obj.referred_table.name == "batches")
 
 
 class QueryRun(Base):
