@@ -5,7 +5,9 @@ later. SQLite keeps one table each."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,9 +20,12 @@ from sparkwatch.model.events import Envelope, EventKind
 from sparkwatch.model.parse import parse_envelope
 from tests.test_collector_jobs import APP, progress_at
 from tests.test_collector_support import fresh_ids, recorded, scalar
+from tests.test_dashboards_support import sql_for_test, variable_queries
 from tests.test_history_support import TABLES
 
 NOW = datetime.now(UTC).replace(microsecond=0)
+HISTORY_BOARD = (Path(__file__).resolve().parents[1] / "dashboards" / "generated" / "grafana"
+                 / "sparkwatch-history.json")
 PARTITIONED = ("batches", "operator_batches", "source_batches", "sink_batches")
 
 
@@ -187,3 +192,34 @@ def test_the_writer_creates_the_days_of_its_batches_ahead(pg_url: str) -> None:
             assert exists(pg_url, day_partition(table, -day)), (table, day)
         assert int(scalar(pg_url, f"select count(*) from {table}_default")) == 0, table
     assert int(scalar(pg_url, f"select count(*) from {day_partition('batches', -10)}")) == 1
+
+
+def test_the_history_dashboards_operator_variable_names_the_latest_batchs_operators(
+        pg_url: str) -> None:
+    """The variable looks in the day before the run's last event first, then in the whole run:
+    both ways give the operators of the run's latest batch."""
+    board = json.loads(HISTORY_BOARD.read_text())
+    (query,) = [q for name, q in variable_queries(board) if name == "operator"]
+    populate(pg_url, [3, 2], queries=1)
+    expected = str(scalar(pg_url, "select string_agg(distinct operator_name, ',' order by "
+                                  "operator_name) from operator_batches"))
+
+    def operators() -> str:
+        chosen = {"app": [str(scalar(pg_url, "select app_name from query_runs"))],
+                  "query": [str(scalar(pg_url, "select coalesce(name, query_id) from query_runs"))]}
+        engine = sa.create_engine(pg_url)
+        try:
+            with engine.connect() as conn:
+                rows = conn.execute(sa.text(sql_for_test(query, chosen, NOW, NOW)))
+                return ",".join(str(r[0]) for r in rows)
+        finally:
+            engine.dispose()
+
+    assert expected and operators() == expected
+    # Idle events for days after the last batch: the day before them holds no batch.
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "UPDATE query_runs SET last_event_at = last_event_at + interval '5 days'"))
+    engine.dispose()
+    assert operators() == expected
