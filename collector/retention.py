@@ -4,6 +4,11 @@
 Children go first and by their own (denormalized) timestamp, so nothing relies on SQLite having
 foreign keys switched on; a batch and its operator/source/sink rows share one timestamp, so they
 always go together.
+
+On a partitioned history (PostgreSQL, migration 0010) raw rows go a whole day at a time: the job
+drops the partitions of every day that ended before the cutoff (a day is kept until all of it is
+due, so rows live up to a day longer than ``raw_days``), and creates the partitions of the next
+days ahead of the writes (:mod:`sparkwatch.history.partitions`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from sparkwatch.history import counts
+from sparkwatch.history import counts, partitions
 from sparkwatch.history.schema import (
     Batch,
     JobRun,
@@ -38,10 +43,14 @@ class Retention:
         """Delete what is due; returns rows deleted per table."""
         raw_cutoff = now - timedelta(days=self.raw_days)
         long_cutoff = now - timedelta(days=self.rollup_days)
-        deleted = {}
-        for raw in (OperatorBatch, SourceBatch, SinkBatch):
-            deleted[raw.__tablename__] = _delete(conn, raw, raw.timestamp < raw_cutoff)
-        deleted["batches"] = counts.delete_batches_before(conn, raw_cutoff)
+        deleted: dict[str, int] = {}
+        if partitions.is_partitioned(conn):
+            deleted.update(partitions.drop_before(conn, raw_cutoff))
+            partitions.ensure_ahead(conn, now)
+        else:
+            for raw in (OperatorBatch, SourceBatch, SinkBatch):
+                deleted[raw.__tablename__] = _delete(conn, raw, raw.timestamp < raw_cutoff)
+            deleted["batches"] = counts.delete_batches_before(conn, raw_cutoff)
         for rollup in (QueryRollup, OperatorRollup):
             deleted[rollup.__tablename__] = _delete(conn, rollup, rollup.bucket_start < long_cutoff)
         deleted["query_stalls"] = _delete(conn, QueryStall, QueryStall.detected_at < long_cutoff)

@@ -60,12 +60,19 @@ def history_variables() -> list[db.DatasourceVariable | db.QueryVariable]:
     runs = "FROM query_runs r"
     # A run's state operators are fixed by its plan, so its latest batch names them all; and a
     # query's operators are its latest run's: two primary-key lookups per query (not per run,
-    # nor every operator row of the history).
+    # nor every operator row of the history). The latest batch is looked for in the day before
+    # the run's last event first: on PostgreSQL's daily partitions (migration 0009) that reads
+    # one or two days' index, not every day's (the whole run's only when that day has none).
     operators = (
         "SELECT DISTINCT ob.operator_name FROM (SELECT DISTINCT ON (query_id) run_id, query_id, "
-        "name, app_name FROM query_runs ORDER BY query_id, last_event_at DESC) r "
-        "JOIN operator_batches ob ON ob.run_id = r.run_id AND ob.batch_id = ("
-        "SELECT max(l.batch_id) FROM operator_batches l WHERE l.run_id = r.run_id) "
+        "name, app_name, last_event_at FROM query_runs ORDER BY query_id, last_event_at DESC) r "
+        "CROSS JOIN LATERAL ((SELECT l.batch_id, l.timestamp FROM batches l "
+        "WHERE l.run_id = r.run_id AND l.timestamp > r.last_event_at - interval '1 day' "
+        "AND l.timestamp <= r.last_event_at ORDER BY l.batch_id DESC LIMIT 1) UNION ALL "
+        "(SELECT l.batch_id, l.timestamp FROM batches l WHERE l.run_id = r.run_id "
+        "ORDER BY l.batch_id DESC LIMIT 1) LIMIT 1) last "
+        "JOIN operator_batches ob ON ob.run_id = r.run_id AND ob.batch_id = last.batch_id "
+        "AND ob.timestamp = last.timestamp "
         f"WHERE {SQL_APP} AND {SQL_QUERY} ORDER BY 1"
     )
     return [

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
-from sparkwatch.history.schema import VERSION_TABLE, metadata
+from sparkwatch.history.schema import VERSION_TABLE, in_comparison, metadata
 
 # Serialises concurrent upgrades: many drivers may attach to one PostgreSQL history at once.
 PG_MIGRATION_LOCK = 0x73706B77  # "spkw"
@@ -21,6 +21,7 @@ def _options(dialect_name: str) -> dict[str, object]:
         "target_metadata": metadata,
         "version_table": VERSION_TABLE,
         "compare_type": True,
+        "include_object": in_comparison,
         # SQLite cannot ALTER most things; batch mode copies the table instead.
         "render_as_batch": dialect_name == "sqlite",
     }

@@ -110,7 +110,8 @@ def test_pushed_plans_name_operators_at_the_collector_as_the_driver_does(
         for op in driver.plan.operators:
             got = tuple(served[str(op.index)][k] for k in OPERATOR_IDENTITY_LABELS)
             assert got == label_values(op, driver.plan.source), (name, op.index)
-        wait_for(lambda r=run_id, n=len(driver.plan.operators): count_rows(
+        operators = len(driver.plan.operators)
+        wait_for(lambda r=run_id, n=operators: count_rows(
             collector.history_url, "select count(*) from operator_plans where run_id = :r "
             "and source = 'plan'", r=r) == n, 30, f"{name}'s plan in the collector's history")
         engine = sa.create_engine(collector.history_url)

@@ -18,9 +18,10 @@ import sqlalchemy as sa
 
 from bench import ROOT
 from bench.history import cases, grafana, population, report
+from bench.history import retention as retention_timing
 from bench.history.collector import CollectorFailed, collector
 from bench.history.measure import Case, Result, measure_all
-from bench.history.spec import Population
+from bench.history.spec import NAMED, Population
 from bench.record import doc_path, write_block
 from sparkwatch.history import migrate
 from sparkwatch.history.engine import parse_url
@@ -52,10 +53,18 @@ class Options:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default=DEFAULT_URL,
                    help="PostgreSQL database of the population, dropped and rebuilt when it "
-                   "holds another (its name must start with sparkwatch_bench)")
+                   "holds another (its name must start with sparkwatch_bench or end with _bench)")
     p.add_argument("--rows", type=int, default=10_000_000, help="batches (progress rows)")
     p.add_argument("--queries", type=int, default=2_000,
                    help="streaming queries the rows are spread over (divides --rows)")
+    p.add_argument("--operators", type=int, help="state operators per query (1-4; default: "
+                   "one, two for one query in eight)")
+    p.add_argument("--interval", type=int, help="every query's trigger interval in seconds "
+                   "(default: 30 s to 8.5 min by query)")
+    p.add_argument("--population", choices=sorted(NAMED),
+                   help="a named population (sets --rows, --queries, --operators, --interval): "
+                   "100m = 100 million operator rows, 300 queries x 4 operators, 29 days; "
+                   "20m = the same over 30 days at a 150 s trigger")
     p.add_argument("--rebuild", action="store_true", help="rebuild even a matching population")
     p.add_argument("--repetitions", type=int, default=20, help="timed runs per read")
     p.add_argument("--warmup", type=int, default=1,
@@ -83,7 +92,9 @@ def options(ns: argparse.Namespace) -> Options:
     by_label = {r.label: r for r in grafana.RANGES}
     ranges = tuple(by_label[label] for label in ns.ranges.split(",") if label)
     try:
-        pop = Population(rows=ns.rows, queries=ns.queries)
+        pop = (NAMED[ns.population] if ns.population else
+               Population(rows=ns.rows, queries=ns.queries, operators=ns.operators,
+                          interval_s=ns.interval))
     except ValueError as exc:
         raise SystemExit(f"[bench] {exc}") from None
     return Options(ns.url, pop, ns.rebuild, ns.repetitions, ns.warmup, ns.budget, ns.samples,
@@ -168,15 +179,23 @@ def main(ns: argparse.Namespace, argv: list[str]) -> int:
             log(f"[bench] {exc}")
             return 1
     before = report.load_before(opts.before) if opts.before else None
+    retention = retention_timing.measure(opts.url, loaded.end)
+    log(f"[bench] {retention}")
     body = "\n\n".join([
         report.header(argv, loaded, server, opts.repetitions, opts.warmup),
         report.results_table(results, before),
-        report.verdict(results),
+        report.verdict(results) + "\n" + retention,
     ])
     print(body)
     if opts.json_out:
         opts.json_out.write_text(json.dumps(report.to_json(results), indent=1))
     if opts.record:
-        write_block(DOC, "history", "History queries at 10 million progress rows", body)
+        if ns.population:
+            rows = loaded.counts["operator_batches"]
+            write_block(DOC, f"history-{ns.population}",
+                        f"History queries at {rows / 1e6:.1f} million operator rows "
+                        "(partitioned)", body)
+        else:
+            write_block(DOC, "history", "History queries at 10 million progress rows", body)
         log(f"[bench] recorded in {doc_path(DOC)}")
     return 1 if any(r.error for r in results) else 0

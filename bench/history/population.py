@@ -23,15 +23,16 @@ import sqlalchemy as sa
 from bench.history import sql as gen
 from bench.history import templates as history_templates
 from bench.history.spec import Population
-from sparkwatch.history import migrate
+from sparkwatch.history import migrate, partitions
 from sparkwatch.history.engine import parse_url
 
 Log = Callable[[str], None]
 BULK_TABLES = ("batches", "operator_batches", "source_batches", "sink_batches")
 DERIVED_TABLES = ("query_rollups", "operator_rollups", "query_stalls")
-# Bytes on disk per batch (with its children, indexes and rollups), measured at 10M rows, plus
-# what PostgreSQL needs beside it while building indexes.
+# Bytes on disk per batch (with its children, indexes and rollups), measured at 10M rows (1.1
+# operators a batch), plus what PostgreSQL needs beside it while building indexes.
 BYTES_PER_BATCH = 3_100
+BYTES_PER_OPERATOR = 900
 HEADROOM_BYTES = 10 << 30
 MINUTE_ROLLUPS = timedelta(days=7)
 EXCEPTION = (
@@ -92,7 +93,10 @@ def check_disk(url: str, population: Population) -> None:
         free = shutil.disk_usage(data_dir).free
     except OSError:
         free = shutil.disk_usage("/").free
+    operators = population.expected()["operator_batches"]
     need = population.rows * BYTES_PER_BATCH + HEADROOM_BYTES
+    if population.operators is not None:
+        need += max(0, operators - population.rows) * BYTES_PER_OPERATOR
     if free < need:
         raise SystemExit(f"[bench] {population.rows:,} rows need about {need / 2**30:.0f} GiB "
                          f"free, {free / 2**30:.0f} GiB are: use a smaller --rows")
@@ -147,6 +151,9 @@ def _start(conn: sa.Connection, population: Population, log: Log) -> None:
     conn.execute(sa.text("INSERT INTO bench_population VALUES (:p, :e, 0, 'chunks', :d, 0)"),
                  {"p": json.dumps(population.params()), "e": end, "d": json.dumps(ddl)})
     _write_helpers(conn, population)
+    # Partitioned (PostgreSQL at 0010): every day of the population gets its partition, as the
+    # retention job would have made them ahead, so no row waits in a DEFAULT partition.
+    partitions.ensure(conn, partitions.days(end - population.span() - timedelta(days=1), end))
     conn.execute(sa.text(gen.FIRST_TS), {"end_at": end, "b": population.batches_per_query})
     conn.execute(sa.text(gen.RUNS))
     log(f"[bench] population: {population.queries} queries, {population.rows:,} batches "
@@ -164,7 +171,8 @@ def _strip_bulk_tables(conn: sa.Connection) -> dict[str, list[str]]:
     return {
         "primary": [f'ALTER TABLE {t} ADD CONSTRAINT "{n}" {d}'
                     for t, n, kind, d in constraints if kind == "p"],
-        "indexes": [definition for _, definition in indexes],
+        # A partitioned parent's index reads "ON ONLY" (builds nothing on the partitions).
+        "indexes": [definition.replace(" ON ONLY ", " ON ") for _, definition in indexes],
         "foreign": [f'ALTER TABLE {t} ADD CONSTRAINT "{n}" {d}'
                     for t, n, kind, d in constraints if kind == "f"],
     }
@@ -330,6 +338,6 @@ def describe(url: str) -> str:
 def _check_dedicated(url: str) -> None:
     # The bench drops and recreates its database: never one that is not obviously its own.
     name = parse_url(url).database or ""
-    if not name.startswith("sparkwatch_bench"):
-        raise SystemExit(f"[bench] the database name must start with 'sparkwatch_bench' (it is "
-                         f"dropped and rebuilt): {describe(url)}")
+    if not (name.startswith("sparkwatch_bench") or name.endswith("_bench")):
+        raise SystemExit(f"[bench] the database name must start with 'sparkwatch_bench' or end "
+                         f"with '_bench' (it is dropped and rebuilt): {describe(url)}")

@@ -7,9 +7,10 @@ written here, so the counts a population must have are computed from the same ob
 The fleet: ``queries`` streaming queries over ``queries // 40`` apps, each with ``rows //
 queries`` batches at its own trigger interval (30 s to 8.5 min), ending at ``end``; so a query with
 a short trigger covers the last days only and one with a long trigger the whole month, as in a
-real fleet. Each query has 1-4 runs (restarts; Spark's batch id goes on across them), one state
-operator of four real kinds (two for one query in eight), RocksDB (one in five: its custom
-metrics take four times the space of HDFS's) or HDFS.
+real fleet (or one ``interval_s`` for all, as in the named population ``100m``). Each query has
+1-4 runs (restarts; Spark's batch id goes on across them), one state operator of four real kinds
+(two for one query in eight; or ``operators`` of them each, up to four), RocksDB (one in five:
+its custom metrics take four times the space of HDFS's) or HDFS.
 """
 
 from __future__ import annotations
@@ -62,7 +63,14 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def query_spec(q: int, queries: int) -> QuerySpec:
+def _kinds(q: int, operators: int | None) -> tuple[int, ...]:
+    if operators is not None:
+        return tuple((q + k) % 4 for k in range(operators))
+    return (q % 4,) if (q // 7) % 8 else (q % 4, (q + 1) % 4)
+
+
+def query_spec(q: int, queries: int, operators: int | None = None,
+               interval_s: int | None = None) -> QuerySpec:
     apps = max(1, queries // QUERIES_PER_APP)
     app = q % apps
     return QuerySpec(
@@ -71,9 +79,9 @@ def query_spec(q: int, queries: int) -> QuerySpec:
         app_name=f"app-{app:03d}",
         app_id=f"app-20261101000000-{app:04d}",
         name=None if q % 20 == 19 else f"app{app:03d}_q{q:05d}",
-        interval_s=INTERVALS_S[q % len(INTERVALS_S)],
+        interval_s=interval_s or INTERVALS_S[q % len(INTERVALS_S)],
         runs=1 + (q // 5) % 4,
-        kinds=(q % 4,) if (q // 7) % 8 else (q % 4, (q + 1) % 4),
+        kinds=_kinds(q, operators),
         provider="rocksdb" if (q // 3) % 5 == 0 else "hdfs",
         end_offset_s=q % END_SPREAD_S,
     )
@@ -100,8 +108,14 @@ def run_specs(spec: QuerySpec, batches: int) -> list[RunSpec]:
 class Population:
     rows: int
     queries: int
+    operators: int | None = None
+    """State operators per query (1-4); None: one, two for one query in eight."""
+    interval_s: int | None = None
+    """Every query's trigger interval; None: 30 s to 8.5 min by query."""
 
     def __post_init__(self) -> None:
+        if self.operators is not None and not 1 <= self.operators <= 4:
+            raise ValueError(f"--operators ({self.operators}) must be 1 to 4")
         if self.queries < 1 or self.rows < self.queries or self.rows % self.queries:
             raise ValueError(f"--rows ({self.rows}) must be a multiple of --queries "
                              f"({self.queries})")
@@ -113,17 +127,21 @@ class Population:
         return self.rows // self.queries
 
     def params(self) -> dict[str, Any]:
-        return {**asdict(self), "generator": GENERATOR_VERSION}
+        # The fields added later only when set: populations built before them are still reused.
+        fields = {k: v for k, v in asdict(self).items() if v is not None}
+        return {**fields, "generator": GENERATOR_VERSION}
 
     def query_specs(self) -> list[QuerySpec]:
-        return [query_spec(q, self.queries) for q in range(self.queries)]
+        return [query_spec(q, self.queries, self.operators, self.interval_s)
+                for q in range(self.queries)]
 
     def run_specs(self) -> list[RunSpec]:
         return [r for s in self.query_specs() for r in run_specs(s, self.batches_per_query)]
 
     def span(self) -> timedelta:
         """From the first batch of the slowest query to ``end``."""
-        longest = max(INTERVALS_S) * (self.batches_per_query - 1) + END_SPREAD_S
+        slowest = self.interval_s or max(INTERVALS_S)
+        longest = slowest * (self.batches_per_query - 1) + END_SPREAD_S
         return timedelta(seconds=longest)
 
     def chunks(self, end: datetime) -> list[tuple[datetime, datetime]]:
@@ -148,3 +166,13 @@ class Population:
             "sink_batches": self.rows,
             "operator_plans": sum(kinds[r.q] for r in runs),
         }
+
+
+# Named populations (``--population``): rows, queries, operators, interval.
+NAMED = {
+    # 100 million operator rows: 300 queries x 4 operators triggering every 30 s for 29 days.
+    "100m": Population(rows=300 * 83_334, queries=300, operators=4, interval_s=30),
+    # The same fleet and 30 days at a fifth of the trigger rate: 20.7 million operator rows, what
+    # a shared 2-core machine with 77 GB free can build in about half an hour.
+    "20m": Population(rows=300 * 17_280, queries=300, operators=4, interval_s=150),
+}

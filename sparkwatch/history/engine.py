@@ -50,7 +50,12 @@ def create_engine(url: str, must_exist: bool = False) -> sa.Engine:
     parsed = parse_url(url)
     if must_exist:
         _check_sqlite_file(parsed)
-    connect_args = {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS} if _is_pg(parsed) else {}
+    # JIT off: the history's reads are short, but on the partitioned tables (migration 0010) the
+    # planner's cost sums over every day's partition and crosses jit_above_cost, and compiling
+    # then takes 10x the query (docs/benchmarks.md, "History queries at 20.7 million ...").
+    connect_args: dict[str, object] = (
+        {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS, "options": "-c jit=off"}
+        if _is_pg(parsed) else {})
     try:
         return sa.create_engine(parsed, connect_args=connect_args)
     except (ImportError, sa.exc.NoSuchModuleError) as exc:

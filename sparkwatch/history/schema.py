@@ -8,6 +8,11 @@ join. Keys are Spark's own ids, which makes every write idempotent on (run_id, b
 Spark ``Long`` fields are BigInteger; JSON maps are JSONB on PostgreSQL, but for the per-batch
 maps, which are plain ``json`` (written once, read back whole: migration 0005). Migrations are
 written by hand in ``migrations/versions``; a test asserts they create exactly these tables.
+
+On PostgreSQL the four per-batch tables are partitioned by day on ``timestamp`` (migration 0010,
+:mod:`sparkwatch.history.partitions`): there their primary keys also hold ``timestamp`` (PostgreSQL
+requires the partition key in every unique key) and the children have no foreign key to
+``batches`` (a day of each table is dropped together instead). SQLite keeps the layout below.
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedColumn, mapped_column
 
 from sparkwatch.history.columns import UtcDateTime, batch_json_type, json_type
+from sparkwatch.history.partitions import is_partition_name
 from sparkwatch.model.fields import OPERATOR_FIELDS, OperatorField
 from sparkwatch.model.tenant import DEFAULT_TENANT
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0009"
+SCHEMA_REVISION = "0010"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -62,10 +68,20 @@ def _field_column(f: OperatorField) -> MappedColumn[Any]:
 
 
 def _batch_fk() -> sa.ForeignKeyConstraint:
-    # CASCADE so that retention deletes batches and their children go with them.
+    # CASCADE so that retention deletes batches and their children go with them. SQLite only:
+    # PostgreSQL's partitioned batches have no unique (run_id, batch_id) to refer to (0010).
     return sa.ForeignKeyConstraint(
         ["run_id", "batch_id"], ["batches.run_id", "batches.batch_id"], ondelete="CASCADE"
-    )
+    ).ddl_if(dialect="sqlite")
+
+
+def in_comparison(obj: Any, name: str | None, type_: str, reflected: bool,
+                  compare_to: Any) -> bool:
+    """Alembic's ``include_object`` for comparing a database with these models: a partition is
+    part of its parent, and the children's keys to ``batches`` exist on SQLite only."""
+    if type_ == "table" and name is not None and is_partition_name(name):
+        return False
+    return not (type_ == "foreign_key_constraint" and obj.referred_table.name == "batches")
 
 
 class QueryRun(Base):

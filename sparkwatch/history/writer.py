@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from sparkwatch.history import counts, lost, migrate, rollups, tenancy
+from sparkwatch.history import counts, lost, migrate, partitions, rollups, tenancy
 from sparkwatch.history.copy import copy_batches, is_duplicate, supports_copy
 from sparkwatch.history.engine import create_engine
 from sparkwatch.history.rows import Row, Rows, plan_rows, rows_for, trigger_rows
@@ -53,6 +53,8 @@ class HistoryWriter:
         self._lost_after_seconds = lost_after_seconds
         self._engine: sa.Engine | None = None
         self._migrated = False
+        self._partitions_until: datetime | None = None
+        """The last day this writer made sure has its partitions (PostgreSQL, migration 0010)."""
         self._copy: bool | None = None
         """COPY for new batches (PostgreSQL with psycopg 3); None until the first write knows."""
         # Names this driver in job_runs when it claims a rollups slot.
@@ -76,6 +78,7 @@ class HistoryWriter:
         if not events:
             return
         rows = rows_for(events)
+        self._ensure_partitions(engine, rows.batches)
         for run in rows.runs:
             run["tenant"] = run_tenants[run["run_id"]]
         if self._copy is not False and self._write_by_copy(engine, rows):
@@ -108,6 +111,19 @@ class HistoryWriter:
                       "with INSERT ... ON CONFLICT DO NOTHING")
             return False
         return True
+
+    def _ensure_partitions(self, engine: sa.Engine, batches: list[Row]) -> None:
+        """Partitions ahead of the batches being written, checked again once the newest batch
+        reaches the last day made sure of: without a collector nothing else creates them. (A
+        write never fails without one: its rows wait in the DEFAULT partition.)"""
+        if not batches:
+            return
+        newest = max(row["timestamp"] for row in batches)
+        if self._partitions_until is not None and newest < self._partitions_until:
+            return
+        with engine.begin() as conn:
+            partitions.ensure_ahead(conn, newest)
+        self._partitions_until = partitions.day_of(newest) + partitions.DAYS_AHEAD * partitions.DAY
 
     def write_plans(self, plans: Sequence[QueryPlan], tenants: Sequence[str] | None = None) -> None:
         """Write operator identities, replacing what an earlier read of the same run said (a

@@ -337,7 +337,8 @@ QUERY_WATERMARK = _def(
     G,
     "Event-time watermark (Unix time).",
     Q,
-    "eventTime.watermark",    idle="the watermark the last batch set: it does not advance while idle",
+    "eventTime.watermark",
+    idle="the watermark the last batch set: it does not advance while idle",
 )
 QUERY_WATERMARK_LAG = _def(
     "query_watermark_lag_seconds",
@@ -355,21 +356,24 @@ QUERY_EVENT_TIME_MAX = _def(
     G,
     "Latest event time in the last batch with data.",
     Q,
-    "eventTime.max",    idle="the last batch with data's",
+    "eventTime.max",
+    idle="the last batch with data's",
 )
 QUERY_EVENT_TIME_MIN = _def(
     "query_event_time_min_timestamp_seconds",
     G,
     "Earliest event time in the last batch with data.",
     Q,
-    "eventTime.min",    idle="the last batch with data's",
+    "eventTime.min",
+    idle="the last batch with data's",
 )
 QUERY_EVENT_TIME_AVG = _def(
     "query_event_time_avg_timestamp_seconds",
     G,
     "Average event time in the last batch with data.",
     Q,
-    "eventTime.avg",    idle="the last batch with data's",
+    "eventTime.avg",
+    idle="the last batch with data's",
 )
 QUERY_EVENT_TIME_LAG = _def(
     "query_event_time_lag_seconds",
@@ -384,14 +388,16 @@ QUERY_EVENT_TIME_SKEW = _def(
     G,
     "Spread of event times inside the last batch with data (max - min): how out of order data is.",
     Q,
-    "eventTime.max - eventTime.min",    idle="the last batch with data's",
+    "eventTime.max - eventTime.min",
+    idle="the last batch with data's",
 )
 QUERY_OBSERVED_METRIC = _def(
     "query_observed_metric",
     G,
     "Numeric values of Dataset.observe() metrics (last batch).",
     Q + ("observation", "column"),
-    "observedMetrics",    idle="the last batch's values",
+    "observedMetrics",
+    idle="the last batch's values",
 )
 
 # --- state operators ----------------------------------------------------------------------------
@@ -529,28 +535,32 @@ SOURCE_MIN_BEHIND = _def(
     G,
     "Backlog: fewest offsets behind latest over partitions.",
     S,
-    "sources[].metrics.minOffsetsBehindLatest (Kafka)",    idle="the backlog the last batch saw: not measured again while idle",
+    "sources[].metrics.minOffsetsBehindLatest (Kafka)",
+    idle="the backlog the last batch saw: not measured again while idle",
 )
 SOURCE_MAX_BEHIND = _def(
     "source_max_offsets_behind_latest",
     G,
     "Backlog: most offsets behind latest over partitions.",
     S,
-    "sources[].metrics.maxOffsetsBehindLatest (Kafka)",    idle="the backlog the last batch saw: not measured again while idle",
+    "sources[].metrics.maxOffsetsBehindLatest (Kafka)",
+    idle="the backlog the last batch saw: not measured again while idle",
 )
 SOURCE_AVG_BEHIND = _def(
     "source_avg_offsets_behind_latest",
     G,
     "Backlog: average offsets behind latest over partitions.",
     S,
-    "sources[].metrics.avgOffsetsBehindLatest (Kafka)",    idle="the backlog the last batch saw: not measured again while idle",
+    "sources[].metrics.avgOffsetsBehindLatest (Kafka)",
+    idle="the backlog the last batch saw: not measured again while idle",
 )
 SOURCE_METRIC = _def(
     "source_metric",
     G,
     "Other numeric source metrics (last batch).",
     S + ("metric",),
-    "sources[].metrics",    idle="the last batch's values",
+    "sources[].metrics",
+    idle="the last batch's values",
 )
 SINK_INFO = _def("sink_info", I, "The query's sink.", Q + ("description",), "sink.description")
 SINK_OUTPUT_ROWS = _def(

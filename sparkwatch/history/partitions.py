@@ -1,0 +1,182 @@
+"""Daily partitions of the raw per-batch tables on PostgreSQL (migration 0010).
+
+``batches``, ``operator_batches``, ``source_batches`` and ``sink_batches`` are partitioned by
+RANGE on ``timestamp``, one partition per UTC day (``<table>_pYYYYMMDD``) plus a DEFAULT partition
+(``<table>_default``) so that a write never fails for lack of a partition. A batch and its
+children share one timestamp, so they always land in the same day of each table, and retention
+drops the four partitions of a day together (``DROP TABLE``: no row-by-row DELETE, no bloat).
+
+Partitions are created ahead by the collector's retention job and by the listener's history
+writer; creating a day that has rows in the DEFAULT partition moves them into it first (the rows
+land there when nothing created the day in time). SQLite keeps one table each: every function here
+does nothing there.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+
+# Children first: the order retention drops a day in and creation does not care about.
+TABLES = ("operator_batches", "source_batches", "sink_batches", "batches")
+DAYS_AHEAD = 3
+"""Days after today that get their partitions ahead of the writes."""
+DAY = timedelta(days=1)
+_LOCK = 0x73706B70  # "spkp"
+_NAME = re.compile(r"^(?P<table>[a-z_]+)_(?:p(?P<day>\d{8})|default)$")
+
+
+def is_partition_name(name: str) -> bool:
+    """A table that is one of the partitions (schema comparisons look at the parents only)."""
+    match = _NAME.match(name)
+    return match is not None and match["table"] in TABLES
+
+
+def partition_name(table: str, day: datetime) -> str:
+    return f"{table}_p{day:%Y%m%d}"
+
+
+def default_name(table: str) -> str:
+    return f"{table}_default"
+
+
+def day_of(moment: datetime) -> datetime:
+    moment = moment.astimezone(UTC)
+    return datetime(moment.year, moment.month, moment.day, tzinfo=UTC)
+
+
+def days(start: datetime, end: datetime) -> list[datetime]:
+    """The UTC days covering [start, end] (both included)."""
+    out, day = [], day_of(start)
+    while day <= end:
+        out.append(day)
+        day += DAY
+    return out
+
+
+def is_partitioned(conn: sa.Connection) -> bool:
+    """Whether this history has the partitioned layout (PostgreSQL at 0010 or later)."""
+    if conn.dialect.name != "postgresql":
+        return False
+    kind = conn.execute(sa.text("SELECT relkind FROM pg_class WHERE oid = to_regclass('batches')"))
+    return kind.scalar() == "p"
+
+
+def existing_days(conn: sa.Connection, table: str) -> set[datetime]:
+    """The days that have a partition of ``table``."""
+    names = conn.execute(sa.text(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = to_regclass(:t)"), {"t": table}).scalars()
+    out = set()
+    for name in names:
+        match = _NAME.match(name)
+        if match is not None and match["day"]:
+            out.add(datetime.strptime(match["day"], "%Y%m%d").replace(tzinfo=UTC))
+    return out
+
+
+def _bounds(day: datetime) -> str:
+    return f"FROM ('{day.isoformat()}') TO ('{(day + DAY).isoformat()}')"
+
+
+def create_day(conn: sa.Connection, table: str, day: datetime) -> None:
+    """Create ``table``'s partition of ``day``, moving that day's rows out of the DEFAULT
+    partition first when it has any (PostgreSQL refuses a partition whose rows sit in DEFAULT)."""
+    name, default = partition_name(table, day), default_name(table)
+    in_range = "timestamp >= :a AND timestamp < :b"
+    span = {"a": day, "b": day + DAY}
+    stranded = conn.execute(
+        sa.text(f"SELECT EXISTS (SELECT 1 FROM {default} WHERE {in_range})"), span).scalar()
+    if not stranded:
+        conn.execute(sa.text(f"CREATE TABLE {name} PARTITION OF {table} FOR VALUES {_bounds(day)}"))
+        return
+    # Detached, the DEFAULT's rows can be re-inserted through the parent into the new partition.
+    conn.execute(sa.text(f"ALTER TABLE {table} DETACH PARTITION {default}"))
+    conn.execute(sa.text(f"CREATE TABLE {name} PARTITION OF {table} FOR VALUES {_bounds(day)}"))
+    conn.execute(sa.text(f"INSERT INTO {table} SELECT * FROM {default} WHERE {in_range}"), span)
+    conn.execute(sa.text(f"DELETE FROM {default} WHERE {in_range}"), span)
+    conn.execute(sa.text(f"ALTER TABLE {table} ATTACH PARTITION {default} DEFAULT"))
+
+
+def ensure(conn: sa.Connection, wanted: Iterable[datetime]) -> int:
+    """Create the missing partitions of the ``wanted`` days in every table; returns how many.
+    Nothing on an unpartitioned history (SQLite)."""
+    if not is_partitioned(conn):
+        return 0
+    wanted = sorted({day_of(d) for d in wanted})
+    # One creator at a time (collector replicas, listeners): the second finds the days made.
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK})
+    created = 0
+    for table in TABLES:
+        have = existing_days(conn, table)
+        for day in wanted:
+            if day not in have:
+                create_day(conn, table, day)
+                created += 1
+    return created
+
+
+def ensure_ahead(conn: sa.Connection, now: datetime, days_ahead: int = DAYS_AHEAD) -> int:
+    """Today's and the next ``days_ahead`` days' partitions, plus any day whose rows wait in a
+    DEFAULT partition (moved into their own)."""
+    if not is_partitioned(conn):
+        return 0
+    stranded = conn.execute(sa.text(
+        "SELECT DISTINCT date_trunc('day', timestamp AT TIME ZONE 'UTC') FROM batches_default"))
+    waiting = [d.replace(tzinfo=UTC) for d in stranded.scalars()]
+    return ensure(conn, days(now, now + days_ahead * DAY) + waiting)
+
+
+# Each run loses the batches of the dropped day: one grouped pass over that day's partition.
+_SUBTRACT = """
+WITH counted AS (SELECT run_id, count(*) AS n FROM {partition} GROUP BY run_id)
+UPDATE query_runs SET batches = query_runs.batches - counted.n FROM counted
+WHERE query_runs.run_id = counted.run_id
+RETURNING counted.n
+"""
+_DELETE_DEFAULT = """
+WITH gone AS (DELETE FROM batches_default WHERE timestamp < :cutoff RETURNING run_id),
+counted AS (SELECT run_id, count(*) AS n FROM gone GROUP BY run_id)
+UPDATE query_runs SET batches = query_runs.batches - counted.n FROM counted
+WHERE query_runs.run_id = counted.run_id
+RETURNING counted.n
+"""
+
+
+def _rows_of(conn: sa.Connection, partition: str) -> int:
+    """Rows of a partition about to be dropped: PostgreSQL's estimate once it analyzed the
+    partition (autovacuum does after a day's writes), as counting would read a whole cold day
+    from disk only to report it; counted when never analyzed (a small or fresh partition)."""
+    estimate = conn.execute(sa.text(
+        "SELECT reltuples FROM pg_class WHERE oid = to_regclass(:n)"), {"n": partition}).scalar()
+    if estimate is not None and estimate >= 0:
+        return int(estimate)
+    return int(conn.execute(sa.text(f"SELECT count(*) FROM {partition}")).scalar_one())
+
+
+def drop_before(conn: sa.Connection, cutoff: datetime) -> dict[str, int]:
+    """Drop every day that ended at or before ``cutoff`` (rows of the day ``cutoff`` falls in stay
+    until that whole day is due), and delete the DEFAULT partitions' rows older than ``cutoff``
+    (few: they are moved out whenever their day is created). Returns rows removed per table: exact
+for ``batches`` (the runs' counts need them), estimated for the children's analyzed partitions."""
+    removed = dict.fromkeys(TABLES, 0)
+    due = sorted(d for d in existing_days(conn, "batches") if d + DAY <= cutoff)
+    for day in due:
+        for table in TABLES:
+            name = partition_name(table, day)
+            if conn.execute(sa.text("SELECT to_regclass(:n)"), {"n": name}).scalar() is None:
+                continue
+            if table == "batches":
+                removed[table] += sum(conn.execute(sa.text(_SUBTRACT.format(partition=name)))
+                                      .scalars())
+            else:
+                removed[table] += _rows_of(conn, name)
+            conn.execute(sa.text(f"DROP TABLE {name}"))
+    for table in TABLES[:-1]:
+        removed[table] += conn.execute(sa.text(
+            f"DELETE FROM {default_name(table)} WHERE timestamp < :c"), {"c": cutoff}).rowcount
+    removed["batches"] += sum(conn.execute(sa.text(_DELETE_DEFAULT), {"cutoff": cutoff}).scalars())
+    return removed
