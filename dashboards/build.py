@@ -19,6 +19,7 @@ BOARDS: dict[str, Callable[[Config], dict[str, Any]]] = {
     "sparkwatch-state-store.json": state_store.build,
     "sparkwatch-watermark.json": watermark.build,
     "sparkwatch-history.json": history.build,
+    "sparkwatch-history-sqlite.json": history.build_sqlite,
 }
 
 

@@ -15,6 +15,12 @@ Grafana 11.6+ dashboards built with grafana-foundation-sdk, committed as JSON un
 `dashboards/generated/grafana/`. Import them (Dashboards > New > Import, or file provisioning);
 each asks for its data source through the `datasource` variable: Prometheus for the first three,
 PostgreSQL (the sparkwatch history, `grafana-postgresql-datasource`) for History.
+History (SQLite) has the same panels over the embedded default history (`sqlite:///sparkwatch.db`,
+written by `sparkwatch demo` and by an attached app) through the community plugin
+`frser-sqlite-datasource`, which reads the database file on Grafana's host (read-only access is
+enough). Only its datasource and SQL differ: SQLite stores UTC times as text, so its queries filter
+on Grafana's `$__from`/`$__to` turned into that text, return times as epoch seconds (each target's
+`timeColumns`) and quote variables with `${var:sqlstring}`.
 
 Every dashboard has the variables `app`, `query` and `operator` (multi-value, *All* by default),
 and the Prometheus ones `tenant` too (the collector's tenant label; a driver's own /metrics has
@@ -43,6 +49,8 @@ def target_text(target: Mapping[str, Any]) -> tuple[str, str]:
     """(language, query) of a target."""
     if "rawSql" in target:
         return "sql", str(target["rawSql"])
+    if "rawQueryText" in target:  # the SQLite plugin
+        return "sql", str(target["rawQueryText"])
     return "promql", str(target.get("expr", ""))
 
 
