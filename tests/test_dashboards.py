@@ -15,7 +15,7 @@ import yaml
 from sparkwatch.cli.main import main
 from sparkwatch.dashboards.build import DOCS_FILE, GRAFANA_DIR, dashboard_files, dashboards
 from sparkwatch.dashboards.config import load_config
-from sparkwatch.dashboards.docs import panels_in_order
+from sparkwatch.dashboards.docs import panels_in_order, target_text
 from sparkwatch.dashboards.files import PACKAGE_DIR, stale
 from sparkwatch.dashboards.recording import recordings
 from sparkwatch.history.schema import metadata
@@ -28,6 +28,11 @@ UIDS = {
     "sparkwatch-state-store",
     "sparkwatch-watermark",
     "sparkwatch-history",
+    "sparkwatch-history-sqlite",
+}
+SQL_DATASOURCES = {
+    "sparkwatch-history": "grafana-postgresql-datasource",
+    "sparkwatch-history-sqlite": "frser-sqlite-datasource",
 }
 VARIABLES = ["datasource", "app", "query", "operator"]
 
@@ -63,7 +68,7 @@ def test_every_dashboard_has_its_variables(boards: dict[str, dict[str, Any]]) ->
         # the collector labels its series by tenant; the SQL history's runs are read per app
         expected_names = VARIABLES if sql else [VARIABLES[0], "tenant", *VARIABLES[1:]]
         assert list(variables) == expected_names, board["uid"]
-        expected = "grafana-postgresql-datasource" if sql else "prometheus"
+        expected = SQL_DATASOURCES.get(board["uid"], "prometheus")
         assert variables["datasource"]["query"] == expected
         for name in expected_names[1:]:
             assert variables[name]["multi"] and variables[name]["includeAll"]
@@ -97,7 +102,9 @@ def test_every_panel_is_described_and_queries_its_datasource(
             assert panel["targets"], where
             assert panel["datasource"]["uid"] == "${datasource}", where
             for target in panel["targets"]:
-                assert ("rawSql" in target) == sql, where
+                assert (target_text(target)[0] == "sql") == sql, where
+                if sql:
+                    assert target["datasource"]["type"] == panel["datasource"]["type"], where
 
 
 def test_promql_uses_catalogue_names_and_defined_recordings(
@@ -170,6 +177,50 @@ def common_table_expressions(sql: str) -> set[str]:
     """Names a statement defines itself (``WITH name AS (``, ``, name AS [MATERIALIZED] (``)."""
     return set(re.findall(r"(?:\bWITH|,)\s*([a-z_]\w*)\s+AS\s+(?:(?:NOT\s+)?MATERIALIZED\s+)?\(",
                           sql))
+
+
+def test_committed_sqlite_history_dashboard_equals_the_build() -> None:
+    path = f"{GRAFANA_DIR}/sparkwatch-history-sqlite.json"
+    built = dashboard_files(load_config(), with_docs=False)[path]
+    assert (PACKAGE_DIR / path).read_text(encoding="utf-8") == built, (
+        "run `sparkwatch dashboards build`"
+    )
+
+
+def _without_queries(panel: dict[str, Any]) -> dict[str, Any]:
+    """A panel with what may differ between the history backends taken out."""
+    out = {k: v for k, v in panel.items() if k not in ("datasource", "targets")}
+    if "panels" in out:
+        out["panels"] = [_without_queries(p) for p in out["panels"]]
+    return out
+
+
+def test_sqlite_and_postgresql_history_have_the_same_panels_only_datasource_and_sql_differ(
+    boards: dict[str, dict[str, Any]],
+) -> None:
+    pg, lite = boards["sparkwatch-history.json"], boards["sparkwatch-history-sqlite.json"]
+    assert [_without_queries(p) for p in lite["panels"]] == [
+        _without_queries(p) for p in pg["panels"]
+    ]
+    assert [(p["id"], p["title"], p["gridPos"]) for p in lite["panels"]] == [
+        (p["id"], p["title"], p["gridPos"]) for p in pg["panels"]
+    ]
+    pg_targets = [t for _, p in panels_in_order(pg) for t in p["targets"]]
+    lite_targets = [t for _, p in panels_in_order(lite) for t in p["targets"]]
+    assert len(lite_targets) == len(pg_targets) == 9
+    for pg_target, lite_target in zip(pg_targets, lite_targets, strict=True):
+        assert lite_target["refId"] == pg_target["refId"]
+        assert lite_target["queryType"] == pg_target["format"].replace("_", " ")
+        assert lite_target["datasource"] == {"type": "frser-sqlite-datasource",
+                                             "uid": "${datasource}"}
+    names = [v["name"] for v in lite["templating"]["list"]]
+    assert names == [v["name"] for v in pg["templating"]["list"]] == VARIABLES
+    assert {k: v for k, v in lite.items() if k not in ("panels", "templating")} == {
+        **{k: v for k, v in pg.items() if k not in ("panels", "templating")},
+        "uid": "sparkwatch-history-sqlite",
+        "title": "sparkwatch / History (SQLite)",
+        "description": lite["description"],
+    }
 
 
 def test_threshold_lines_come_from_the_config() -> None:

@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +160,24 @@ def sql_for_test(
     return re.sub(r"\$(app|query|operator)\b", values, sql)
 
 
+def sqlite_for_test(
+    sql: str, variables: Mapping[str, Sequence[str]], start: datetime, end: datetime
+) -> str:
+    """The text frser-sqlite-datasource runs: Grafana's frontend replaces ``$__from``/``$__to``
+    (epoch milliseconds) and ``${var:sqlstring}`` (each value quoted, quotes doubled, joined by
+    commas); the plugin's own macros (only ``$__unixEpochGroupSeconds``) are left alone, so any
+    other ``$__name(...)`` would reach SQLite as a syntax error: refused here."""
+    sql = sql.replace("$__from", str(int(start.timestamp() * 1000)))
+    sql = sql.replace("$__to", str(int(end.timestamp() * 1000)))
+
+    def values(match: re.Match[str]) -> str:
+        return ",".join("'" + v.replace("'", "''") + "'" for v in variables[match.group(1)])
+
+    sql = re.sub(r"\$\{(\w+):sqlstring\}", values, sql)
+    assert "$" not in sql, f"not substituted for the SQLite plugin: {sql}"
+    return sql
+
+
 def label_values_query(query: str) -> tuple[str, str]:
     """``label_values(selector, label)`` -> (selector, label)."""
     match = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", query)
@@ -182,6 +200,15 @@ def test_sql_for_test_quotes_lists_and_expands_time_macros() -> None:
     assert out == (
         "SELECT 1 WHERE b.ts BETWEEN '2026-01-01T00:00:00' AND '2026-01-02T00:00:00' "
         "AND a IN ('a', 'it''s') AND q IN (NULL)"
+    )
+
+
+def test_sqlite_for_test_fills_epoch_milliseconds_and_sqlstring_lists() -> None:
+    start, end = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+    sql = "SELECT 1 WHERE t > $__from / 1000.0 AND t <= $__to AND a IN (${app:sqlstring})"
+    out = sqlite_for_test(sql, {"app": ["a", "it's"]}, start, end)
+    assert out == (
+        "SELECT 1 WHERE t > 1767225600000 / 1000.0 AND t <= 1767312000000 AND a IN ('a','it''s')"
     )
 
 
