@@ -4,7 +4,7 @@
 What it writes under ``helm/sparkwatch/``:
 
 - ``files/grafana/*.json``: the generated dashboards, byte for byte
-  (``sparkwatch dashboards build``).
+  (``sparkwatch dashboards build``), but for :data:`NOT_SHIPPED`.
 - ``files/prometheus/sparkwatch-{alerts,recording-rules}.yaml``: the generated rule files, byte for
   byte (``sparkwatch rules build``), for Prometheus setups without the operator.
 - ``files/prometheus/rules.tmpl.yaml``: the same rules with every value that comes from
@@ -364,9 +364,18 @@ def readme_text(current: str, values: str) -> str:
 # --- driver ----------------------------------------------------------------------------------
 
 
+# Generated dashboards the chart leaves out. History (SQLite) reads the history file through a
+# Grafana plugin that opens it on Grafana's own host; Grafana in the cluster cannot open the
+# SQLite file inside the collector's volume, so it is for a local Grafana beside a driver's
+# sparkwatch.db (README). The chart ships History for PostgreSQL.
+NOT_SHIPPED = frozenset({"sparkwatch-history-sqlite.json"})
+
+
 def wanted() -> dict[Path, str]:
     out: dict[Path, str] = {}
     for path in sorted((GENERATED / "grafana").glob("*.json")):
+        if path.name in NOT_SHIPPED:
+            continue
         out[CHART / "files" / "grafana" / path.name] = path.read_text(encoding="utf-8")
     for path in sorted((GENERATED / "prometheus").glob("*.yaml")):
         out[CHART / "files" / "prometheus" / path.name] = path.read_text(encoding="utf-8")
