@@ -45,6 +45,11 @@ NOT_RUN = {
     "starts the same collector command",
     "SPARKWATCH_METRICS_PORT=9750 SPARKWATCH_HISTORY_URL=off sparkwatch run -- spark-submit "
     "app.py": "needs the user's app.py; tests/test_run.py runs it on an unmodified app",
+    "grafana-cli plugins install frser-sqlite-datasource": "needs Grafana (not installed here) "
+    "and its plugin registry; tests/test_history_panels_sqlite.py runs the dashboard's SQL as "
+    "the plugin does",
+    "sparkwatch dashboards build --output sw": "`sparkwatch dashboards build` (run) writes the "
+    "same files; tests/test_dashboards.py runs --output",
 }
 """README commands this test does not run, and why."""
 
