@@ -40,6 +40,8 @@ NOT_RUN = {
     "command, which the test runs",
     "pip install 'sparkwatch[collector]'": "from PyPI; `pip install -e '.[demo]'` (run) pulls "
     "the collector's dependencies for `demo --collector`",
+    "pip install 'sparkwatch[otlp]'": "from PyPI; the suite's own install carries the otlp "
+    "extra, and tests/test_otlp.py and test_otlp_collector.py export through it",
     "sparkwatch collector --history-url postgresql+psycopg://sparkwatch@db/sparkwatch":
     "a database host named db; `demo --collector` (run, with the README's token example) "
     "starts the same collector command",
@@ -78,6 +80,7 @@ def test_every_readme_command_is_run_here_or_said_why_not() -> None:
 # The README's own lines the rounds below run (literally, or with the short duration and the
 # checkpoint directory of this test in place of /tmp/demo-chk).
 RUN_BY_THIS_TEST = (
+    "sparkwatch demo",  # the console section's: its page is read while the demo serves
     "sparkwatch demo --collector",
     "curl -s localhost:9750/metrics | grep spark_streaming_state_rows",
     "sparkwatch history queries",
@@ -161,6 +164,8 @@ def _live_demo_and_then(clone: Clone, round_: int) -> None:
                  "the demo's /metrics with state rows")
         top = clone.sh("sparkwatch top --metrics localhost:9750")  # not a terminal: one frame
         assert "sparkwatch top - " in top and "window_agg" in top, top
+        console = clone.sh("curl -s localhost:9750/")  # the console's "then open" page
+        assert "window_agg" in console and "/queries/" in console, console[-2000:]
         out, _ = demo.communicate(timeout=300)
     finally:
         if demo.poll() is None:
