@@ -130,7 +130,9 @@ class Ingestor:
                     outcome.duplicates += 1
         outcome.accepted = len(admitted)
         outcome.rejected.sort(key=lambda r: r.index)
-        self._metrics.count_outcome(outcome.accepted, outcome.duplicates,
+        # The self-metric counts events, as its name says: a plan travels with them but is none.
+        events = sum(1 for _, parsed, _ in admitted if not isinstance(parsed, PlanEvent))
+        self._metrics.count_outcome(events, outcome.duplicates,
                                     [r.reason for r in outcome.rejected])
         return outcome
 

@@ -36,6 +36,7 @@ from sparkwatch.httpopen import open_http
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_to_dict
+from sparkwatch.plan.wire import is_plan_item
 from sparkwatch.redact import redact_url
 from sparkwatch.spool import Spool, SpoolUnavailable
 from sparkwatch.version import __version__
@@ -299,7 +300,10 @@ class PushSink:
 
     def _delivered(self, events: list[Wire], reply: dict[str, Any]) -> None:
         rejected = reply.get("rejected") or []
-        self._counters.count_delivered(self.QUEUE, len(events) - len(rejected))
+        refused = {r.get("index") for r in rejected if isinstance(r, dict)}
+        # Plans travel with the events but are not events: "delivered" counts what was received.
+        self._counters.count_delivered(self.QUEUE, sum(
+            1 for i, e in enumerate(events) if not is_plan_item(e) and i not in refused))
         if rejected:
             first = rejected[0]
             self._refused(len(rejected), first.get("error", "") if isinstance(first, dict) else "")
