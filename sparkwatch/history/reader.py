@@ -18,6 +18,7 @@ from sparkwatch.history.engine import connect, create_engine, describe_url
 from sparkwatch.history.errors import UnknownOperator, UnknownQuery
 from sparkwatch.history.revision import check_schema
 from sparkwatch.history.schema import Batch, OperatorBatch, OperatorPlan, QueryRun, RunTrigger
+from sparkwatch.history.series import operator_indexes
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
 from sparkwatch.plan.codec import identity_from_dict
 from sparkwatch.plan.model import QueryPlan, Source
@@ -98,7 +99,7 @@ class HistoryReader:
         """
         with self._connection() as conn:
             query_id = _resolve(conn, query, self.notes, tenant)
-            operators = [operator] if operator is not None else _operator_indexes(conn, query_id)
+            operators = [operator] if operator is not None else operator_indexes(conn, query_id)
             stmt = _state_page(query_id, operators, since, until, limit, offset)
             rows = list(conn.execute(stmt)) if stmt is not None else []
             if since is None:
@@ -250,20 +251,6 @@ _RUN_COLUMNS = (
     "run_id", "query_id", "name", "app_name", "app_id", "spark_version", "status",
     "started_at", "ended_at", "last_event_at", "exception", "error_class",
 )
-
-
-def _operator_indexes(conn: sa.Connection, query_id: str) -> list[int]:
-    """The query's operator indexes, one index lookup each (a skip scan of its index)."""
-    ops = OperatorBatch.__table__.c
-    found: list[int] = []
-    while True:
-        stmt = sa.select(sa.func.min(ops.operator_index)).where(ops.query_id == query_id)
-        if found:
-            stmt = stmt.where(ops.operator_index > found[-1])
-        index = conn.execute(stmt).scalar()
-        if index is None:
-            return found
-        found.append(int(index))
 
 
 def _state_page(
