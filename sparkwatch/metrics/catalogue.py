@@ -120,7 +120,8 @@ LISTENER_ERRORS = _def(
     "Listener failures caught instead of raised into the Spark app, by where they happened "
     "(metrics_server: the /metrics port was taken; register: no listener could be added; "
     "plans: a plan read failed; history_maintenance: a rollup failed; push_spool: the push "
-    "spool could not be opened or read; detach: the listener could not be removed).",
+    "spool could not be opened or read; detach: the listener could not be removed; otlp: the "
+    "OTLP export could not start).",
     APP_LABELS + ("where",),
 )
 LISTENER_PARSE_ERRORS = _def(
