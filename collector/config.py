@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -282,6 +282,34 @@ assert set(BY_NAME) == {f.name for f in fields(CollectorSettings)}
 
 def is_bool(setting: Setting) -> bool:
     return setting.parse is _bool
+
+
+def render_settings_table() -> str:
+    """docs/collector.md's settings table, from :data:`SETTINGS` (a test keeps the doc equal)."""
+    # Defaults computed at start (the replica's host-pid) are said by the help, not shown.
+    defaults = {f.name: f.default for f in fields(CollectorSettings) if f.default is not MISSING}
+    lines = ["| flag | environment variable | default | what |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        flag = "(secret: no flag)" if s.secret else f"`{_flag_form(s)}`"
+        default = "–" if s.secret else _shown_default(defaults.get(s.name))
+        lines.append(f"| {flag} | `{s.env}` | {default} | {s.help} |")
+    return "\n".join(lines)
+
+
+def _flag_form(s: Setting) -> str:
+    if is_bool(s) and not s.name.startswith("no_"):
+        return f"{s.flag}/--no-{s.flag[2:]}"
+    return s.flag if is_bool(s) else f"{s.flag} VALUE"
+
+
+def _shown_default(value: Any) -> str:
+    if value is None or value == ():
+        return "–"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, tuple):
+        value = ",".join(map(str, value))
+    return f"`{value}`"
 
 
 def load_collector_settings(
