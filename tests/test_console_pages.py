@@ -137,6 +137,14 @@ def test_bad_parameters_are_400_naming_the_parameter(console: Console) -> None:
 
 def test_an_unknown_query_is_404(console: Console) -> None:
     assert console.handle("/queries/no-such-query", {}, None).status == 404
+    assert console.handle("/queries/<script>x</script>", {}, None).status == 404
+
+
+@pytest.mark.parametrize("query", ["a\x00b", "\ud800", "x" * 100_000])
+def test_a_query_key_no_history_can_hold_is_400_naming_it(console: Console, query: str) -> None:
+    response = console.handle("/queries/" + query, {}, None)
+    assert response.status == 400 and response.body.startswith(b"<!doctype html>")
+    assert b"query: " in response.body and b"\x00" not in response.body
 
 
 def test_the_overview_sorts_by_the_chosen_column(console: Console) -> None:

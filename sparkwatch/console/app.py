@@ -15,6 +15,7 @@ from sparkwatch.console.history import HistoryData
 from sparkwatch.console.live import States, live_detail, merge_detail, merge_overview, snapshot
 from sparkwatch.console.model import QueryDetail
 from sparkwatch.history.errors import HistoryError, UnknownQuery
+from sparkwatch.model.contract import LIMITS, ContractViolation, check_text
 from sparkwatch.summary import one_line
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -64,6 +65,15 @@ def _int(params: Mapping[str, str], name: str, default: int, high: int) -> int:
     return int(raw)
 
 
+def _query_key(raw: str) -> str:
+    """A query id or name as the history can hold one (the contract's text check): else 400,
+    before any database sees a NUL, a lone surrogate or a megabyte."""
+    try:
+        return check_text(raw, "query", LIMITS.name_chars)
+    except ContractViolation as exc:
+        raise BadParameter(str(exc)) from None
+
+
 class Console:
     """``history``: None when the app keeps no history (live points only). ``states``: the
     metric states a tenant may see (None: every tenant's)."""
@@ -84,7 +94,7 @@ class Console:
             if path == "/":
                 return self._overview(params, tenant)
             if path.startswith("/queries/") and len(path) > len("/queries/"):
-                return self._query(path[len("/queries/"):], params, tenant)
+                return self._query(_query_key(path[len("/queries/"):]), params, tenant)
             return _error(404, f"no page at {path[:100]}")
         except BadParameter as exc:
             return _error(400, str(exc))
