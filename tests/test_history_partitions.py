@@ -6,6 +6,7 @@ later. SQLite keeps one table each."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from sparkwatch.collector.retention import Retention
-from sparkwatch.history import migrate, partitions
+from sparkwatch.history import migrate, partitions, rollups
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.model.events import Envelope, EventKind
@@ -223,3 +224,30 @@ def test_the_history_dashboards_operator_variable_names_the_latest_batchs_operat
             "UPDATE query_runs SET last_event_at = last_event_at + interval '5 days'"))
     engine.dispose()
     assert operators() == expected
+
+
+def test_rollups_read_only_the_partitions_their_window_overlaps(pg_url: str) -> None:
+    """Each rollup tick recomputes the buckets of its lookback window, so a closed day's partition
+    is aggregated while it is recent and never scanned again: the planner prunes every other day
+    (the DEFAULT partition stays in the plan, as it may hold rows of any day)."""
+    populate(pg_url, [10, 5, 2, 0.01], queries=1)
+    engine = sa.create_engine(pg_url)
+    since = rollups.bucket_floor(NOW - timedelta(seconds=rollups.LOOKBACK_SECONDS), 3600)
+    statements = {"batches": rollups.query_aggregates("postgresql", 3600, since),
+                  "operator_batches": rollups.operator_aggregates("postgresql", 3600, since)}
+    try:
+        with engine.connect() as conn:
+            for table, stmt in statements.items():
+                sql = stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
+                plan = "\n".join(row[0] for row in conn.exec_driver_sql(f"EXPLAIN {sql}"))
+                scanned = set(re.findall(rf" on ({table}_(?:p\d{{8}}|default))\b", plan))
+                # From the window's first day on: today and the days created ahead (empty).
+                ahead = NOW + timedelta(days=partitions.DAYS_AHEAD + 1)
+                recent = {partitions.partition_name(table, day)
+                          for day in partitions.days(since, ahead)}
+                assert scanned <= recent | {partitions.default_name(table)}, plan
+                assert day_partition(table, 0.01) in scanned, plan
+                for old in (10, 5, 2):
+                    assert day_partition(table, old) not in scanned, plan
+    finally:
+        engine.dispose()
