@@ -35,9 +35,10 @@ from sparkwatch.collector.stalls import StallBoard, StalledGauge
 from sparkwatch.collector.tenants import Tenants, TenantsCollector
 from sparkwatch.history import migrate
 from sparkwatch.history.engine import create_engine, describe_url
+from sparkwatch.history.running_plans import running_plans
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics import profiles
-from sparkwatch.metrics.state import MetricState
+from sparkwatch.metrics.state import WAITING_PLANS_CAP, MetricState
 from sparkwatch.spool import Spool
 from sparkwatch.summary import one_line
 from sparkwatch.worker import Backoff, Worker
@@ -73,8 +74,9 @@ class Service:
     def start(self) -> None:
         if self.pump is not None:
             self.pump.start()
-        if self.engine is not None and self.settings.history_migrate:
-            threading.Thread(target=self._migrate, name="collector-migrate", daemon=True).start()
+        if self.engine is not None:
+            threading.Thread(target=self._prepare_history, name="collector-history-start",
+                             daemon=True).start()
         runner = None
         if self.engine is not None:
             runner = LeasedRunner(self.engine, self.settings.replica, self.metrics)
@@ -102,18 +104,33 @@ class Service:
         """The long-running workers whose heartbeat /readyz judges."""
         return [self.pump.worker] if self.pump is not None else []
 
-    def _migrate(self) -> None:
-        """Upgrade the schema so that jobs and reads work before the first event is written."""
+    def _prepare_history(self) -> None:
+        """Upgrade the schema (so that jobs and reads work before the first event is written),
+        then restore the plans of the runs still running, each retried while the database is
+        down."""
+        if self.settings.history_migrate:
+            self._retry("history schema upgrade", lambda engine: migrate.upgrade(engine))
+        self._retry("restoring the plans of running runs", self._restore_plans)
+
+    def _restore_plans(self, engine: sa.Engine) -> None:
+        """Their listeners pushed each plan once: without this, operators would be named from
+        the progress alone until each run restarts."""
+        with engine.connect() as conn:
+            found = running_plans(conn, WAITING_PLANS_CAP)
+        for running in found:
+            self.tenants.state(running.tenant).expect_plan(running.app, running.plan)
+        log.info("%d plans of running runs restored to /metrics", len(found))
+
+    def _retry(self, what: str, step: Callable[[sa.Engine], None]) -> None:
         assert self.engine is not None
         backoff = Backoff(1.0, 30.0)
         while not self._stop.is_set():
             try:
-                migrate.upgrade(self.engine)
+                step(self.engine)
                 return
             except Exception as exc:  # noqa: BLE001 - the database may be down: retry
                 delay = backoff.failed()
-                log.info("history schema upgrade failed, retrying in %.0f s: %s", delay,
-                         one_line(exc))
+                log.info("%s failed, retrying in %.0f s: %s", what, delay, one_line(exc))
             self._stop.wait(delay)
 
 

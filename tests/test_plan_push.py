@@ -34,6 +34,7 @@ from tests.test_collector_support import (
 )
 
 SCENARIO = "join_no_bounds"
+RESTORED = "plans of running runs restored to /metrics"
 
 
 def _recorded_run(query_id: str, run_id: str) -> tuple[AppInfo, list[dict[str, Any]], QueryPlan]:
@@ -238,6 +239,34 @@ def test_a_plan_for_another_tenants_query_is_refused_and_one_for_an_unknown_run_
     result = collector.post([hostile]).json()
     assert result["accepted"] == 0
     assert "plan.operators[0].operator" in result["rejected"][0]["error"]
+
+
+
+@pytest.mark.postgres
+def test_a_restarted_collector_names_a_running_runs_operators_from_its_stored_plan(
+    collector: Collector,
+) -> None:
+    """The listener pushes a run's plan once; the collector reads the plans of the runs still
+    running back from the history when it starts, so the next progress is named by the plan."""
+    query_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    app, wire, plan = _recorded_run(query_id, run_id)
+    progress = [i for i, e in enumerate(wire) if e["kind"] == "progress"]
+    before, after = progress[0], progress[1]
+    assert collector.post([*wire[:before + 1], plan_to_wire(app, plan, 1795252542.5)]
+                          ).json()["accepted"] == before + 2
+    wait_for(lambda: count_rows(collector.history_url,
+                                "select count(*) from operator_plans where run_id = :r",
+                                r=run_id) == len(plan.operators), 60, "the plan in the history")
+    restores = collector.log.read_text().count(RESTORED)
+    collector.stop()
+    collector.start()
+    wait_for(lambda: collector.log.read_text().count(RESTORED) > restores, 60,
+             "the plans of running runs read back")
+    assert _identity(collector.metrics(READ_TOKEN), query_id) == {}, "nothing before its event"
+    assert collector.post([wire[after]]).json()["accepted"] == 1
+    identity = _identity(collector.metrics(READ_TOKEN), query_id)
+    assert identity["0"]["source"] == "plan"
+    assert identity["0"]["keys"] == ",".join(plan.operators[0].keys) != ""
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -85,6 +85,39 @@ def test_a_plan_applies_to_its_own_run_only() -> None:
     assert query.identity(second.event.state_operators[0]).kind == "aggregation"
 
 
+
+def test_an_expected_plan_waits_for_its_querys_first_event_and_not_for_ever() -> None:
+    clock = [1000.0]
+    state = MetricState(stale_seconds=600, clock=lambda: clock[0])
+    first, other = progress("q1", "r1"), progress("q2", "r2")
+    [plan] = collect(None, [first])
+    [gone] = collect(None, [other])
+    state.expect_plan(APP, plan)
+    state.expect_plan(APP, gone)
+    assert state.query(APP.id, "q1") is None, "a waiting plan creates no query"
+    state.apply(first)
+    query = state.query(APP.id, "q1")
+    assert query is not None and query.plan is plan
+    clock[0] += 600  # q2 stays away as long as a vanished query is kept
+    state.evict()
+    state.apply(other)
+    late = state.query(APP.id, "q2")
+    assert late is not None and late.plan is None
+
+
+def test_an_earlier_read_of_a_runs_plan_does_not_replace_a_later_one() -> None:
+    state = MetricState()
+    first = progress("q1", "r1")
+    state.apply(first)
+    [plan] = collect(None, [first])
+    earlier = QueryPlan(plan.query_id, plan.run_id, plan.source, plan.operators,
+                        read_at=plan.read_at - 60)
+    state.apply_plan(APP, plan)
+    state.expect_plan(APP, earlier)  # read back from the history after the pushed one arrived
+    query = state.query(APP.id, "q1")
+    assert query is not None and query.plan is plan
+
+
 def test_demo_table_shows_what_the_operator_is_once_its_plan_was_read() -> None:
     from sparkwatch.demo.table import render
     from tests.doctor_support import events_of, plan_of, recorded

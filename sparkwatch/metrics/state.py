@@ -30,8 +30,10 @@ from sparkwatch.plan.kinds import kind_of
 from sparkwatch.plan.model import OperatorIdentity, QueryPlan, Source
 
 RUNS_REMEMBERED = 4
-PER_BATCH_KEYS = frozenset(PER_BATCH_SCALE)
 """Runs per query whose applied batches are remembered to recognise late redeliveries."""
+PER_BATCH_KEYS = frozenset(PER_BATCH_SCALE)
+WAITING_PLANS_CAP = 10_000
+"""Plans kept for queries not seen yet (see MetricState.expect_plan)."""
 
 
 @dataclass(slots=True)
@@ -174,6 +176,9 @@ class MetricState:
         # The metric profile's bounds (sparkwatch.metrics.profiles.Selection), fixed per process.
         self._batch_buckets = batch_buckets
         self._phase_buckets = phase_buckets
+        # Plans of queries not seen yet (read back from the history by a restarted collector),
+        # taken by the query's state when its first event arrives; oldest dropped beyond the cap.
+        self._waiting_plans: dict[tuple[str, str], tuple[QueryPlan, float]] = {}
 
     def apply(self, parsed: ParsedEvent) -> bool:
         """Fold one event in; False when it was a duplicate progress and changed nothing."""
@@ -207,6 +212,11 @@ class MetricState:
             ]
             for key in doomed:
                 del self._queries[key]
+            # A waiting plan whose query stays away as long as a vanished query would be kept.
+            horizon = self._stale if self._stale is not None else self._grace
+            for key, (_, since) in list(self._waiting_plans.items()):
+                if now - since >= horizon:
+                    del self._waiting_plans[key]
             live_apps = {app_id for app_id, _ in self._queries}
             for app_id in list(self._apps):
                 if app_id not in live_apps:
@@ -219,12 +229,28 @@ class MetricState:
 
     def apply_plan(self, app: AppInfo, plan: QueryPlan) -> None:
         """Keep the operator identity of ``plan``'s run (read off the event path, see
-        listener/plan_reader.py); a plan of an older run than the one seen is ignored."""
+        listener/plan_reader.py); a plan of an older run than the one seen is ignored, and so is
+        an earlier read of the run's plan than the one kept."""
         with self._lock:
             state = self._queries.get((app.id, plan.query_id))
             if state is None or (state.run_id and state.run_id != plan.run_id):
                 return
+            kept = state.plan
+            if kept is not None and kept.run_id == plan.run_id and kept.read_at > plan.read_at:
+                return
             state.plan = plan
+
+    def expect_plan(self, app: AppInfo, plan: QueryPlan) -> None:
+        """Keep ``plan`` for its query's first event (a restarted collector reads the plans of the
+        runs still running back from the history: their listeners pushed them once); applied now
+        if the query is already here. At most WAITING_PLANS_CAP wait, the oldest dropped."""
+        with self._lock:
+            if (app.id, plan.query_id) not in self._queries:
+                self._waiting_plans[(app.id, plan.query_id)] = (plan, self._clock())
+                while len(self._waiting_plans) > WAITING_PLANS_CAP:
+                    del self._waiting_plans[next(iter(self._waiting_plans))]
+                return
+        self.apply_plan(app, plan)
 
     def query(self, app_id: str, query_id: str) -> QueryState | None:
         with self._lock:
@@ -239,6 +265,7 @@ class MetricState:
                 name=name or "",
                 batch_duration=Histogram(self._batch_buckets),
                 phase_bounds=self._phase_buckets,
+                plan=self._waiting_plans.pop((app.id, query_id), (None, 0.0))[0],
             )
             self._queries[(app.id, query_id)] = state
         elif name:
