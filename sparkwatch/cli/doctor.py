@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_url_argument(parser)
     parser.add_argument("--collector", metavar="URL",
                         help="read from a sparkwatch collector's API instead of a database")
-    add_option(parser, TOKEN, help="bearer token for --collector")
+    add_option(parser, TOKEN)
     parser.add_argument("--fail-on", choices=SEVERITIES, default="warning",
                         help="exit 1 when a finding at or above this severity exists "
                         "(default: warning; never: always exit 0)")

@@ -14,7 +14,7 @@ from sparkwatch.settings.parsers import secret
 from sparkwatch.settings.spec import Setting
 
 TOKEN = Setting(
-    "token", secret, "bearer token for --collector or --metrics", env="SPARKWATCH_TOKEN",
+    "token", secret, "bearer token for --collector (and top's --metrics)", env="SPARKWATCH_TOKEN",
     flag="--token", secret=True)
 """A read token of a collector (or of an exporter behind a proxy), for ``doctor`` and ``top``."""
 
