@@ -171,94 +171,94 @@ SETTINGS: tuple[Setting, ...] = (
     _S("host", str, "address to listen on"),
     _S("port", port, "port to listen on"),
     _S("history_url", optional_url,
-            "SQLAlchemy URL of the history (postgresql+psycopg://... in production); 'off' "
-            "keeps only /metrics"),
+       "SQLAlchemy URL of the history (postgresql+psycopg://... in production); 'off' "
+       "keeps only /metrics"),
     _S("history_migrate", boolean, "upgrade the history schema on the first write"),
     _S("spool_dir", Path, "directory of the write-ahead spool (accepted events not yet "
-            "in the database); must survive restarts"),
+       "in the database); must survive restarts"),
     _S("spool_max_bytes", positive_int,
-            "spool bound; when full, ingest answers 503 and clients keep their events"),
+       "spool bound; when full, ingest answers 503 and clients keep their events"),
     _S("quarantine_max_bytes", positive_int,
-            "bound of the quarantine file beside the spool (events the history refused); when "
-            "full, refused events stay in the spool and are retried"),
+       "bound of the quarantine file beside the spool (events the history refused); when "
+       "full, refused events stay in the spool and are retried"),
     _S("spool_fsync", boolean, "fsync each accepted request before answering (durable "
-            "across power loss; off: across process crashes only)"),
+       "across power loss; off: across process crashes only)"),
     _S("write_batch_size", positive_int, "events per history transaction"),
     _S("tokens", parse_tokens, "ingest tokens, [TENANT/]APP=TOKEN,... ('*=TOKEN' for any "
-            "app; without TENANT/ the token's tenant is 'default')", secret=True),
+       "app; without TENANT/ the token's tenant is 'default')", secret=True),
     _S("read_token", secret, "admin read token: the read API of every tenant, and /metrics "
-            "(default: reads are open unless tenant read tokens are set)", secret=True),
+       "(default: reads are open unless tenant read tokens are set)", secret=True),
     _S("tenant_read_tokens", parse_tenant_tokens,
-            "read tokens scoped to one tenant each, TENANT=TOKEN,...: the read API answers "
-            "with that tenant's data only", secret=True),
+       "read tokens scoped to one tenant each, TENANT=TOKEN,...: the read API answers "
+       "with that tenant's data only", secret=True),
     _S("scrape_token", secret, "token for /metrics only (the admin read token is "
-            "accepted too; without either /metrics is open)", secret=True),
+       "accepted too; without either /metrics is open)", secret=True),
     _S("no_auth", boolean, "accept ingest without a token (development only)"),
     _S("header_timeout_seconds", positive_float,
-            "a connection that has not sent a request's headers this long after opening (or "
-            "after the request's first byte) is closed (slow-loris)"),
+       "a connection that has not sent a request's headers this long after opening (or "
+       "after the request's first byte) is closed (slow-loris)"),
     _S("body_timeout_seconds", positive_float,
-            "an ingest body not received whole this long after its headers is answered 408 and "
-            "the connection closed"),
+       "an ingest body not received whole this long after its headers is answered 408 and "
+       "the connection closed"),
     _S("max_connections", positive_int,
-            "most concurrent connections (and requests); beyond it new requests get 503"),
+       "most concurrent connections (and requests); beyond it new requests get 503"),
     _S("max_body_bytes", positive_int, "largest request body, before and after gzip"),
     _S("max_inflight_body_bytes", positive_int,
-            "request bytes decoded at once, bodies and what they inflate to (each costs about 4 "
-            "times its size in memory); past it a request waits up to 5 s, then gets 503 "
-            "(default: twice --max-body-bytes)"),
+       "request bytes decoded at once, bodies and what they inflate to (each costs about 4 "
+       "times its size in memory); past it a request waits up to 5 s, then gets 503 "
+       "(default: twice --max-body-bytes)"),
     _S("max_events_per_request", positive_int, "most events in one ingest request"),
     _S("max_apps", positive_int, "quota: most distinct apps per tenant in /metrics"),
     _S("max_queries_per_app", positive_int, "quota: most distinct queries per app"),
     _S("max_queries", positive_int, "quota: most distinct queries per tenant"),
     _S("max_operators_per_query", positive_int, "quota: most state operators per query"),
     _S("max_custom_metric_keys", positive_int,
-            "quota: most custom metric keys of one state operator in one event"),
+       "quota: most custom metric keys of one state operator in one event"),
     _S("max_label_value_chars", positive_int,
-            "quota: longest label value (app name, query name, operator name, source or sink "
-            "description, metric key) in an event"),
+       "quota: longest label value (app name, query name, operator name, source or sink "
+       "description, metric key) in an event"),
     _S("max_events_per_second", positive_float,
-            "quota: events per second per tenant (sustained; 429 with Retry-After beyond)"),
+       "quota: events per second per tenant (sustained; 429 with Retry-After beyond)"),
     _S("max_bytes_per_second", positive_float,
-            "quota: request bytes per second per tenant (sustained; 429 with Retry-After beyond)"),
+       "quota: request bytes per second per tenant (sustained; 429 with Retry-After beyond)"),
     _S("rate_burst_seconds", positive_float,
-            "a tenant may send this many seconds of its rate quotas at once"),
+       "a tenant may send this many seconds of its rate quotas at once"),
     _S("metrics_profile", metrics_profile,
-            "metric families /metrics exports: default (what the dashboards and alert rules "
-            "read, about 57 series per query with 4 stateful operators) or full (the whole "
-            "catalogue, about 340); see docs/metrics.md"),
+       "metric families /metrics exports: default (what the dashboards and alert rules "
+       "read, about 57 series per query with 4 stateful operators) or full (the whole "
+       "catalogue, about 340); see docs/metrics.md"),
     _S("metrics_allow", regex_list,
-            "metric-name regexes (comma-separated, whole name) exported on top of the profile"),
+       "metric-name regexes (comma-separated, whole name) exported on top of the profile"),
     _S("metrics_deny", regex_list,
-            "metric-name regexes (comma-separated, whole name) never exported; deny wins"),
+       "metric-name regexes (comma-separated, whole name) never exported; deny wins"),
     _S("metrics_batch_buckets", buckets,
-            "upper bounds (seconds, comma-separated) of the batch duration histogram"),
+       "upper bounds (seconds, comma-separated) of the batch duration histogram"),
     _S("metrics_phase_buckets", buckets,
-            "upper bounds (seconds, comma-separated) of the phase duration histogram"),
+       "upper bounds (seconds, comma-separated) of the phase duration histogram"),
     _S("terminated_grace_seconds", positive_float,
-            "how long a terminated query's series stay in /metrics"),
+       "how long a terminated query's series stay in /metrics"),
     _S("stale_seconds", positive_float,
-            "series of a query with no event for this long are evicted"),
+       "series of a query with no event for this long are evicted"),
     _S("jobs_enabled", boolean, "run the scheduled jobs (retention, rollups, stalls)"),
     _S("retention_days", positive_float, "days raw per-batch rows are kept"),
     _S("rollup_retention_days", positive_float, "days rollups and runs are kept"),
     _S("retention_interval_seconds", positive_float, "how often retention runs"),
     _S("rollup_interval_seconds", positive_float, "how often rollups are recomputed"),
     _S("rollup_lookback_seconds", positive_float,
-            "rollups recompute the buckets of this recent window (late events land in it)"),
+       "rollups recompute the buckets of this recent window (late events land in it)"),
     _S("stall_intervals", positive_int,
-            "a run is stalled after this many trigger intervals without progress or idle"),
+       "a run is stalled after this many trigger intervals without progress or idle"),
     _S("stall_min_seconds", non_negative_float,
-            "a run is never stalled before this many seconds without events"),
+       "a run is never stalled before this many seconds without events"),
     _S("stall_check_seconds", positive_float, "how often stall detection runs"),
     _S("evict_interval_seconds", positive_float, "how often stale series are evicted"),
     _S("worker_deadline_seconds", positive_float,
-            "a background worker (the history pump) that shows no progress for this long is "
-            "reported hung in /readyz; longer than the slowest history write"),
+       "a background worker (the history pump) that shows no progress for this long is "
+       "reported hung in /readyz; longer than the slowest history write"),
     _S("otlp", boolean,
-            "export the catalogue over OTLP too (the otlp extra), configured by the standard "
-            "OTEL_EXPORTER_OTLP_* variables, OTEL_RESOURCE_ATTRIBUTES and "
-            "OTEL_METRIC_EXPORT_INTERVAL (docs/otlp.md)"),
+       "export the catalogue over OTLP too (the otlp extra), configured by the standard "
+       "OTEL_EXPORTER_OTLP_* variables, OTEL_RESOURCE_ATTRIBUTES and "
+       "OTEL_METRIC_EXPORT_INTERVAL (docs/otlp.md)"),
     _S("replica", str, "name of this replica in job_runs (default: host-pid)"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -27,11 +27,6 @@ class FromEnv(str):
         return self
 
 
-def origin(value: str, flag: str) -> str:
-    """Where an option's value came from: its environment variable, else the flag."""
-    return value.env if isinstance(value, FromEnv) else flag
-
-
 def env_help(setting: Setting, text: str | None = None) -> str:
     return f"{text or setting.help} (env {setting.env})"
 
