@@ -8,24 +8,20 @@ the tokens themselves).
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from pathlib import Path
 from typing import Any
 
-from sparkwatch.collector.config import (
-    BY_NAME,
-    SettingsError,
-    parse_tokens,
-    parse_tokens_merged,
-    read_tokens_file,
-)
+from sparkwatch.collector.config import SettingsError, parse_tokens_merged, read_tokens_file
 
 log = logging.getLogger(__name__)
 
 
-def reload_tokens_on_sighup(service: Any, tokens_file: Path | None) -> None:
-    env_tokens = parse_tokens(os.environ.get(BY_NAME["tokens"].env, ""))
+def reload_tokens_on_sighup(
+    service: Any, tokens_file: Path | None, env_tokens: tuple[tuple[str, str], ...]
+) -> None:
+    """On SIGHUP, the tokens in force become ``env_tokens`` (the environment's, read at start)
+    and what ``tokens_file`` holds now."""
 
     def reload(_signum: int, _frame: Any) -> None:
         if tokens_file is None:

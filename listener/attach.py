@@ -338,8 +338,7 @@ def _is_connect(spark: Any) -> bool:
 def _spark_conf(spark: Any) -> dict[str, str]:
     """The spark.sparkwatch.* keys set on the session (one lookup each; unset keys skipped)."""
     conf: dict[str, str] = {}
-    for field in LISTENER_FIELDS:
-        key = "spark.sparkwatch." + field.conf_key
+    for key in (field.conf_key for field in LISTENER_FIELDS if field.conf_key):
         try:
             value = spark.conf.get(key, None)
         except Exception:  # noqa: BLE001 - Connect may refuse unknown keys

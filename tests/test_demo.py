@@ -355,16 +355,20 @@ def test_bad_arguments(args: list[str], capsys: pytest.CaptureFixture[str]) -> N
 
 def test_history_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     from sparkwatch.cli.demo import history_url
+    from sparkwatch.cli.main import build_parser
     from sparkwatch.settings import DEFAULT_HISTORY_URL
 
+    def resolved(*argv: str) -> str | None:
+        return history_url(build_parser().parse_args(["demo", *argv]).history_url)
+
     monkeypatch.delenv("SPARKWATCH_HISTORY_URL", raising=False)
-    assert history_url(None) == DEFAULT_HISTORY_URL
-    assert history_url("off") is None
+    assert resolved() == DEFAULT_HISTORY_URL
+    assert resolved("--history-url", "off") is None
     monkeypatch.setenv("SPARKWATCH_HISTORY_URL", "sqlite:///x.db")
-    assert history_url(None) == "sqlite:///x.db"
-    assert history_url("sqlite:///y.db") == "sqlite:///y.db"
+    assert resolved() == "sqlite:///x.db"
+    assert resolved("--history-url", "sqlite:///y.db") == "sqlite:///y.db"
     monkeypatch.setenv("SPARKWATCH_HISTORY_URL", "off")
-    assert history_url(None) is None
+    assert resolved() is None
 
 
 # --- end to end (slow: its own Spark JVM and eight queries) ---------------------------------------

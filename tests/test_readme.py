@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 
-from sparkwatch.collector.config import render_settings_table as render_collector_table
+from sparkwatch.cli.main import build_parser
+from sparkwatch.cli.settings_table import render_cli_settings_table
 from sparkwatch.settings import render_settings_table
+from sparkwatch.settings.collector import render_settings_table as render_collector_table
 from tests.conftest import ROOT
 
 
@@ -31,10 +33,24 @@ def test_the_collectors_settings_table_equals_its_settings_definitions() -> None
     assert match is not None, "docs/collector.md lost its collector-settings markers"
     assert match.group(1) == render_collector_table(), (
         "docs/collector.md settings table is stale: paste "
-        "sparkwatch.collector.config.render_settings_table()"
+        "sparkwatch.settings.collector.render_settings_table()"
     )
     # every flag of `sparkwatch collector --help` is in the table, with its environment variable
     assert match.group(1).count("SPARKWATCH_COLLECTOR_") == len(match.group(1).splitlines()) - 2
+
+
+def test_the_commands_settings_table_equals_their_parsers() -> None:
+    match = re.search(
+        r"<!-- cli-settings:start -->\n(.*)\n<!-- cli-settings:end -->", readme(), re.S
+    )
+    assert match is not None, "README lost its cli-settings markers"
+    assert match.group(1) == render_cli_settings_table(build_parser()), (
+        "README's table of command options is stale: paste "
+        "sparkwatch.cli.settings_table.render_cli_settings_table(build_parser())"
+    )
+    for row in ("| `--token` | `SPARKWATCH_TOKEN` | `doctor`, `top` |",
+                "| `--spool-dir` | `SPARKWATCH_COLLECTOR_SPOOL_DIR` | `quarantine list`"):
+        assert row in match.group(1)
 
 
 def test_ci_runs_the_readme_test_command() -> None:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sparkwatch.cli.errors import CliError
 from sparkwatch.history.errors import UPGRADE_HINT, HistoryError
 from sparkwatch.history.urls import resolve_url
-from sparkwatch.settings import DEFAULT_HISTORY_URL
+from sparkwatch.settings.cli import HISTORY_URL
+from sparkwatch.settings.options import FromEnv, add_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,11 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_url_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--url",
-        help="SQLAlchemy URL of the history "
-        f"(default: $SPARKWATCH_HISTORY_URL, else {DEFAULT_HISTORY_URL})",
-    )
+    add_option(parser, HISTORY_URL, dest="url", metavar="URL")
 
 
 @contextmanager
@@ -62,7 +58,7 @@ def user_errors() -> Iterator[None]:
 
 def command_url(args: argparse.Namespace) -> str:
     with user_errors():
-        return resolve_url(args.url, os.environ)
+        return resolve_url(args.url, from_env=isinstance(args.url, FromEnv))
 
 
 def _quiet_alembic(args: argparse.Namespace) -> None:

@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,10 +22,12 @@ from sparkwatch.cli.errors import CliError
 from sparkwatch.settings import (
     DEFAULT_HISTORY_URL,
     DEFAULT_METRICS_PORT,
-    OFF_WORDS,
     SettingsError,
     load_listener_settings,
 )
+from sparkwatch.settings.cli import DEMO_HISTORY_URL
+from sparkwatch.settings.listener import BY_NAME as LISTENER
+from sparkwatch.settings.options import add_option
 
 if TYPE_CHECKING:
     from sparkwatch.demo.runner import DemoOptions
@@ -43,9 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="stop after this many seconds (default: run until Ctrl-C)")
     parser.add_argument("--port", type=_port, default=DEFAULT_METRICS_PORT,
                         help=f"port of /metrics (default {DEFAULT_METRICS_PORT}; 0: any free port)")
-    parser.add_argument("--history-url", metavar="URL",
-                        help="SQLAlchemy URL of the history, or 'off' (default: "
-                        f"$SPARKWATCH_HISTORY_URL, else {DEFAULT_HISTORY_URL})")
+    add_option(parser, DEMO_HISTORY_URL, metavar="URL")
     parser.add_argument("--state-store", choices=("rocksdb", "hdfs"), default="rocksdb",
                         help="state store provider (default rocksdb: it reports RocksDB metrics)")
     parser.add_argument("--rows-per-second", type=_rows_per_second, default=10, metavar="N",
@@ -82,12 +83,10 @@ def _rows_per_second(raw: str) -> int:
     return int(raw)
 
 
-def history_url(explicit: str | None) -> str | None:
-    """The history URL: the option, else the listener's env var, else the default; 'off' → None."""
-    raw = explicit if explicit is not None else os.environ.get("SPARKWATCH_HISTORY_URL")
-    if raw is None:
-        return DEFAULT_HISTORY_URL
-    return None if raw.strip().lower() in OFF_WORDS else raw.strip()
+def history_url(given: str | None) -> str | None:
+    """The history URL: --history-url (by default the listener's env var), else the default;
+    'off' → None."""
+    return DEFAULT_HISTORY_URL if given is None else DEMO_HISTORY_URL.parse(given)
 
 
 def check_port(address: str, port: int) -> None:
@@ -140,13 +139,13 @@ def quiet_libraries(verbose: bool) -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def preflight(args: argparse.Namespace) -> DemoOptions:
+def preflight(args: argparse.Namespace, env: Mapping[str, str]) -> DemoOptions:
     """Check everything that can be checked without Spark; the demo's options."""
     from sparkwatch.demo.runner import DemoOptions
 
     url = history_url(args.history_url)
     try:
-        settings = load_listener_settings(os.environ, metrics_port=args.port, history_url=url)
+        settings = load_listener_settings(env, metrics_port=args.port, history_url=url)
     except SettingsError as exc:
         raise CliError(str(exc)) from None
     if settings.metrics_enabled:
@@ -169,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("the demo needs PySpark: pip install 'sparkwatch[demo]'") from None
     from sparkwatch.demo.runner import DemoError, run_demo
 
-    opts = preflight(args)
+    opts = preflight(args, os.environ)  # the listener's settings, read here once
     quiet_libraries(getattr(args, "verbose", False))
     try:
         if getattr(args, "collector", False):
@@ -199,8 +198,9 @@ def run_with_collector(opts: DemoOptions, began: float) -> int:
         with local_collector(opts.history_url, DEFAULT_PORT) as collector:
             print(f"collector: {collector.url}/metrics, history: "
                   f"{describe(opts.history_url)}", flush=True)
-            os.environ["SPARKWATCH_PUSH_URL"] = collector.ingest_url
-            os.environ["SPARKWATCH_PUSH_TOKEN"] = collector.token
+            # The demo's driver runs in this process: its listener reads these at attach.
+            os.environ[LISTENER["push_url"].env] = collector.ingest_url
+            os.environ[LISTENER["push_token"].env] = collector.token
             return run_demo(replace(opts, history_url=None), sys.stdout, began=began)
     except LocalCollectorError as exc:
         raise CliError(str(exc)) from None

@@ -7,15 +7,14 @@ Exit status 1 when a finding at or above ``--fail-on`` exists (to gate a CI job 
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from sparkwatch.cli.db import add_url_argument, command_url, user_errors
 from sparkwatch.cli.errors import CliError
+from sparkwatch.settings.cli import TOKEN
+from sparkwatch.settings.options import add_option
 
 SEVERITIES = ("info", "warning", "error", "never")
-HISTORY_URL_ENV = "SPARKWATCH_HISTORY_URL"
-TOKEN_ENV = "SPARKWATCH_TOKEN"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_url_argument(parser)
     parser.add_argument("--collector", metavar="URL",
                         help="read from a sparkwatch collector's API instead of a database")
-    parser.add_argument("--token", help=f"bearer token for --collector (env {TOKEN_ENV})")
+    add_option(parser, TOKEN)
     parser.add_argument("--fail-on", choices=SEVERITIES, default="warning",
                         help="exit 1 when a finding at or above this severity exists "
                         "(default: warning; never: always exit 0)")
@@ -50,8 +49,7 @@ def _records(args: argparse.Namespace) -> list[Any]:
         from sparkwatch.doctor.collector_source import load_from_collector
 
         with user_errors():
-            token = args.token or os.environ.get(TOKEN_ENV)  # read here, at the edge
-            return load_from_collector(args.collector, token, args.query, args.batches)
+            return load_from_collector(args.collector, args.token, args.query, args.batches)
     from sparkwatch.doctor.history_source import load_records
 
     url = command_url(args)
@@ -60,7 +58,7 @@ def _records(args: argparse.Namespace) -> list[Any]:
 
 
 def _history_wanted(args: argparse.Namespace) -> bool:
-    explicit = args.query or args.url or args.collector or os.environ.get(HISTORY_URL_ENV)
+    explicit = args.query or args.url or args.collector  # --url: or SPARKWATCH_HISTORY_URL
     return not args.inspect_state or bool(explicit)
 
 

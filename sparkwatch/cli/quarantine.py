@@ -5,15 +5,13 @@ drop them."""
 from __future__ import annotations
 
 import argparse
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 from sparkwatch.cli.errors import CliError
+from sparkwatch.settings.cli import COLLECTOR_HISTORY_URL, COLLECTOR_SPOOL_DIR
+from sparkwatch.settings.options import add_option
 from sparkwatch.summary import one_line
-
-SPOOL_ENV = "SPARKWATCH_COLLECTOR_SPOOL_DIR"
-HISTORY_ENV = "SPARKWATCH_COLLECTOR_HISTORY_URL"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,9 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=run_list)
     replay = actions.add_parser("replay", help="write quarantined events to the history; "
                                 "those written leave the quarantine")
-    replay.add_argument("--history-url", default=os.environ.get(HISTORY_ENV),
-                        required=HISTORY_ENV not in os.environ,
-                        help=f"the collector's history URL (env {HISTORY_ENV})")
+    add_option(replay, COLLECTOR_HISTORY_URL, required=True)
     replay.set_defaults(func=run_replay)
     drop = actions.add_parser("drop", help="remove quarantined events for good")
     drop.set_defaults(func=run_drop)
@@ -39,9 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action.add_argument("ids", nargs="*" if action is replay else "+", metavar="ID",
                             help=ids_help)
     for action in (listing, replay, drop):
-        action.add_argument("--spool-dir", type=Path, default=os.environ.get(SPOOL_ENV),
-                            required=SPOOL_ENV not in os.environ,
-                            help=f"the collector's spool directory (env {SPOOL_ENV})")
+        add_option(action, COLLECTOR_SPOOL_DIR, required=True, type=Path)
 
 
 def _quarantine(args: argparse.Namespace):  # type: ignore[no-untyped-def]

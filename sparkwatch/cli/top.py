@@ -8,7 +8,6 @@ history database (default). Keys: g/l/b/s/n sort by growth, lag, batch time, sta
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import urllib.parse
@@ -17,6 +16,8 @@ from typing import Any
 
 from sparkwatch.cli.db import add_url_argument, command_url
 from sparkwatch.cli.errors import CliError
+from sparkwatch.settings.cli import TOKEN
+from sparkwatch.settings.options import add_option
 
 SORTS = ("growth", "lag", "batch", "rows", "name")
 
@@ -33,8 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--collector", metavar="URL",
                         help="a sparkwatch collector (reads its /metrics)")
     add_url_argument(parser)
-    parser.add_argument("--token", help="bearer token for --metrics/--collector "
-                        "(env SPARKWATCH_TOKEN)")
+    add_option(parser, TOKEN)
     parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
                         help="seconds between reads of the source (default 2)")
     parser.add_argument("--sort", choices=SORTS, default="growth")
@@ -54,8 +54,7 @@ def _reader(args: argparse.Namespace) -> tuple[str, Callable[[], Any]]:
             url = url.rstrip("/") + "/metrics"
         from sparkwatch.top import metrics_source
 
-        token = args.token or os.environ.get("SPARKWATCH_TOKEN")
-        return url, lambda: metrics_source.read_metrics(url, token)
+        return url, lambda: metrics_source.read_metrics(url, args.token)
     from sparkwatch.top.history_source import read_history
 
     history_url = command_url(args)

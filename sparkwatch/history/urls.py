@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from sparkwatch.history.errors import HistoryUrlError
-from sparkwatch.settings import DEFAULT_HISTORY_URL, LISTENER_FIELDS
+from sparkwatch.settings.cli import HISTORY_URL
+from sparkwatch.settings.listener import DEFAULT_HISTORY_URL
 
-_FIELD = next(f for f in LISTENER_FIELDS if f.name == "history_url")
 
-
-def resolve_url(explicit: str | None, env: Mapping[str, str]) -> str:
-    """The URL to use; the env var is parsed like the listener parses it ('off' disables)."""
-    if explicit:
-        return explicit
-    raw = env.get(_FIELD.env)
-    if raw is None:
+def resolve_url(given: str | None, from_env: bool = False) -> str:
+    """The URL to use: ``given`` (--url's value, or the env var's when ``from_env``: parsed as the
+    listener parses it, 'off' disables), else the default."""
+    if not given:
         return DEFAULT_HISTORY_URL
-    url = _FIELD.parse(raw)
+    if not from_env:
+        return given
+    url = HISTORY_URL.parse(given)
     if url is None:
-        raise HistoryUrlError(f"the history is disabled ({_FIELD.env}={raw!r}); pass --url")
+        raise HistoryUrlError(f"the history is disabled ({HISTORY_URL.env}={given!r}); pass --url")
     return str(url)

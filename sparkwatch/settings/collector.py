@@ -1,0 +1,345 @@
+"""The collector's typed settings, read once at start: CLI flags > env vars > defaults.
+
+Each setting has an env var ``SPARKWATCH_COLLECTOR_<NAME>`` and a flag ``--<name-with-dashes>``,
+except secrets: ingest tokens and the read token come only from the environment or a file, never
+from the command line (which any local user can read in ``ps``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from sparkwatch.settings.listener import DEFAULT_HISTORY_URL
+from sparkwatch.settings.parsers import (
+    boolean,
+    buckets,
+    metrics_profile,
+    non_negative_float,
+    optional_url,
+    port,
+    positive_float,
+    positive_int,
+    regex_list,
+    secret,
+)
+from sparkwatch.settings.spec import (
+    Setting,
+    SettingsError,
+    env_source,
+    flag_source,
+    resolve,
+    shown_default,
+)
+
+ENV_PREFIX = "SPARKWATCH_COLLECTOR_"
+DEFAULT_PORT = 9751
+ANY_APP = "*"
+TENANT_SEPARATOR = "/"
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorSettings:
+    host: str = "0.0.0.0"  # nosec B104 - a collector serves the network (docs/security.md)
+    port: int = DEFAULT_PORT
+    history_url: str | None = DEFAULT_HISTORY_URL
+    history_migrate: bool = True
+    spool_dir: Path = Path("sparkwatch-spool")
+    spool_max_bytes: int = 1 << 30
+    quarantine_max_bytes: int = 256 << 20
+    spool_fsync: bool = True
+    write_batch_size: int = 1000
+    tokens: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """(scope, ingest token): scope is ``TENANT/APP`` or ``APP`` (tenant ``default``), APP may be
+    ``*`` for any app; an app may have several tokens (rotation). See
+    :func:`~sparkwatch.collector.config.split_scope`."""
+    read_token: str | None = field(default=None, repr=False)
+    """the admin read token: the read API of every tenant, and /metrics"""
+    tenant_read_tokens: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """(tenant, read token): the read API of that tenant only"""
+    scrape_token: str | None = field(default=None, repr=False)
+    no_auth: bool = False
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
+    max_connections: int = 1000
+    max_body_bytes: int = 16 << 20
+    max_inflight_body_bytes: int | None = None
+    """None: twice max_body_bytes (see :func:`inflight_bound`)"""
+    max_events_per_request: int = 5000
+    max_apps: int = 100
+    max_queries_per_app: int = 200
+    max_queries: int = 1000
+    max_operators_per_query: int = 64
+    max_custom_metric_keys: int = 128
+    max_label_value_chars: int = 256
+    max_events_per_second: float = 20000.0
+    max_bytes_per_second: float = float(64 << 20)
+    rate_burst_seconds: float = 5.0
+    metrics_profile: str = "default"
+    metrics_allow: tuple[str, ...] | None = None
+    metrics_deny: tuple[str, ...] | None = None
+    metrics_batch_buckets: tuple[float, ...] | None = None
+    metrics_phase_buckets: tuple[float, ...] | None = None
+    terminated_grace_seconds: float = 300.0
+    stale_seconds: float = 900.0
+    jobs_enabled: bool = True
+    retention_days: float = 7.0
+    rollup_retention_days: float = 90.0
+    retention_interval_seconds: float = 3600.0
+    rollup_interval_seconds: float = 60.0
+    rollup_lookback_seconds: float = 7200.0
+    stall_intervals: int = 5
+    stall_min_seconds: float = 60.0
+    stall_check_seconds: float = 30.0
+    evict_interval_seconds: float = 30.0
+    worker_deadline_seconds: float = 120.0
+    otlp: bool = False
+    replica: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+
+
+def collector_setting(name: str, parse: Callable[[str], Any], help: str,
+                      secret: bool = False) -> Setting:
+    """A collector setting: env var ``SPARKWATCH_COLLECTOR_<NAME>``, flag ``--<name-with-dashes>``
+    (none for a secret: it comes from the environment or a file only)."""
+    return Setting(name, parse, help, env=ENV_PREFIX + name.upper(),
+                   flag=None if secret else "--" + name.replace("_", "-"), secret=secret)
+
+
+def scope_parts(scope: str) -> tuple[str | None, str]:
+    """(tenant or None when the scope names none, app) of a token's scope ``[TENANT/]APP``."""
+    tenant, sep, app = scope.partition(TENANT_SEPARATOR)
+    return (tenant.strip(), app.strip()) if sep else (None, scope.strip())
+
+
+def _check_scope(scope: str) -> None:
+    tenant, app = scope_parts(scope)
+    if tenant == "" or not app or TENANT_SEPARATOR in app:
+        raise ValueError("expected TENANT/APP=TOKEN or APP=TOKEN (a tenant or app is empty, or "
+                         "has a second '/')")
+    if tenant is not None and len(tenant) > MAX_TENANT_CHARS:
+        raise ValueError(f"a tenant name is longer than {MAX_TENANT_CHARS} characters")
+
+
+MAX_TENANT_CHARS = 64
+
+
+def parse_tokens(raw: str) -> tuple[tuple[str, str], ...]:
+    """``app=token,tenant/app2=token2`` (or one pair per line); ``*=token`` accepts any app
+    name; ``TENANT/`` puts the token in a tenant (else ``default``); an app may be listed with
+    several tokens (to rotate them)."""
+    tokens: dict[str, str] = {}  # token -> app
+    for item in raw.replace("\n", ",").split(","):
+        item = item.strip()
+        if not item or item.startswith("#"):
+            continue
+        app, sep, token = item.partition("=")
+        if not sep or not app.strip() or not token.strip():
+            # Never echo the item: it may be a token with the app name forgotten.
+            raise ValueError("expected APP=TOKEN pairs separated by commas or newlines")
+        _check_scope(app)
+        if tokens.get(token.strip(), app.strip()) != app.strip():
+            raise ValueError(f"one token is given to two apps ({tokens[token.strip()]!r} and "
+                             f"{app.strip()!r})")
+        tokens[token.strip()] = app.strip()
+    return tuple((app, token) for token, app in tokens.items())
+
+
+def parse_tenant_tokens(raw: str) -> tuple[tuple[str, str], ...]:
+    """``tenant=token,...`` (or one pair per line): read tokens, each scoped to one tenant."""
+    pairs: dict[str, str] = {}  # token -> tenant
+    for item in raw.replace("\n", ",").split(","):
+        item = item.strip()
+        if not item or item.startswith("#"):
+            continue
+        tenant, sep, token = (part.strip() for part in item.partition("="))
+        if not sep or not tenant or not token or TENANT_SEPARATOR in tenant:
+            raise ValueError("expected TENANT=TOKEN pairs separated by commas or newlines")
+        if len(tenant) > MAX_TENANT_CHARS:
+            raise ValueError(f"a tenant name is longer than {MAX_TENANT_CHARS} characters")
+        if pairs.get(token, tenant) != tenant:
+            raise ValueError("one read token is given to two tenants")
+        pairs[token] = tenant
+    return tuple((tenant, token) for token, tenant in pairs.items())
+
+
+_S = collector_setting  # the table below, one row per setting
+SETTINGS: tuple[Setting, ...] = (
+    _S("host", str, "address to listen on"),
+    _S("port", port, "port to listen on"),
+    _S("history_url", optional_url,
+       "SQLAlchemy URL of the history (postgresql+psycopg://... in production); 'off' "
+       "keeps only /metrics"),
+    _S("history_migrate", boolean, "upgrade the history schema on the first write"),
+    _S("spool_dir", Path, "directory of the write-ahead spool (accepted events not yet "
+       "in the database); must survive restarts"),
+    _S("spool_max_bytes", positive_int,
+       "spool bound; when full, ingest answers 503 and clients keep their events"),
+    _S("quarantine_max_bytes", positive_int,
+       "bound of the quarantine file beside the spool (events the history refused); when "
+       "full, refused events stay in the spool and are retried"),
+    _S("spool_fsync", boolean, "fsync each accepted request before answering (durable "
+       "across power loss; off: across process crashes only)"),
+    _S("write_batch_size", positive_int, "events per history transaction"),
+    _S("tokens", parse_tokens, "ingest tokens, [TENANT/]APP=TOKEN,... ('*=TOKEN' for any "
+       "app; without TENANT/ the token's tenant is 'default')", secret=True),
+    _S("read_token", secret, "admin read token: the read API of every tenant, and /metrics "
+       "(default: reads are open unless tenant read tokens are set)", secret=True),
+    _S("tenant_read_tokens", parse_tenant_tokens,
+       "read tokens scoped to one tenant each, TENANT=TOKEN,...: the read API answers "
+       "with that tenant's data only", secret=True),
+    _S("scrape_token", secret, "token for /metrics only (the admin read token is "
+       "accepted too; without either /metrics is open)", secret=True),
+    _S("no_auth", boolean, "accept ingest without a token (development only)"),
+    _S("header_timeout_seconds", positive_float,
+       "a connection that has not sent a request's headers this long after opening (or "
+       "after the request's first byte) is closed (slow-loris)"),
+    _S("body_timeout_seconds", positive_float,
+       "an ingest body not received whole this long after its headers is answered 408 and "
+       "the connection closed"),
+    _S("max_connections", positive_int,
+       "most concurrent connections (and requests); beyond it new requests get 503"),
+    _S("max_body_bytes", positive_int, "largest request body, before and after gzip"),
+    _S("max_inflight_body_bytes", positive_int,
+       "request bytes decoded at once, bodies and what they inflate to (each costs about 4 "
+       "times its size in memory); past it a request waits up to 5 s, then gets 503 "
+       "(default: twice --max-body-bytes)"),
+    _S("max_events_per_request", positive_int, "most events in one ingest request"),
+    _S("max_apps", positive_int, "quota: most distinct apps per tenant in /metrics"),
+    _S("max_queries_per_app", positive_int, "quota: most distinct queries per app"),
+    _S("max_queries", positive_int, "quota: most distinct queries per tenant"),
+    _S("max_operators_per_query", positive_int, "quota: most state operators per query"),
+    _S("max_custom_metric_keys", positive_int,
+       "quota: most custom metric keys of one state operator in one event"),
+    _S("max_label_value_chars", positive_int,
+       "quota: longest label value (app name, query name, operator name, source or sink "
+       "description, metric key) in an event"),
+    _S("max_events_per_second", positive_float,
+       "quota: events per second per tenant (sustained; 429 with Retry-After beyond)"),
+    _S("max_bytes_per_second", positive_float,
+       "quota: request bytes per second per tenant (sustained; 429 with Retry-After beyond)"),
+    _S("rate_burst_seconds", positive_float,
+       "a tenant may send this many seconds of its rate quotas at once"),
+    _S("metrics_profile", metrics_profile,
+       "metric families /metrics exports: default (what the dashboards and alert rules "
+       "read, about 57 series per query with 4 stateful operators) or full (the whole "
+       "catalogue, about 340); see docs/metrics.md"),
+    _S("metrics_allow", regex_list,
+       "metric-name regexes (comma-separated, whole name) exported on top of the profile"),
+    _S("metrics_deny", regex_list,
+       "metric-name regexes (comma-separated, whole name) never exported; deny wins"),
+    _S("metrics_batch_buckets", buckets,
+       "upper bounds (seconds, comma-separated) of the batch duration histogram"),
+    _S("metrics_phase_buckets", buckets,
+       "upper bounds (seconds, comma-separated) of the phase duration histogram"),
+    _S("terminated_grace_seconds", positive_float,
+       "how long a terminated query's series stay in /metrics"),
+    _S("stale_seconds", positive_float,
+       "series of a query with no event for this long are evicted"),
+    _S("jobs_enabled", boolean, "run the scheduled jobs (retention, rollups, stalls)"),
+    _S("retention_days", positive_float, "days raw per-batch rows are kept"),
+    _S("rollup_retention_days", positive_float, "days rollups and runs are kept"),
+    _S("retention_interval_seconds", positive_float, "how often retention runs"),
+    _S("rollup_interval_seconds", positive_float, "how often rollups are recomputed"),
+    _S("rollup_lookback_seconds", positive_float,
+       "rollups recompute the buckets of this recent window (late events land in it)"),
+    _S("stall_intervals", positive_int,
+       "a run is stalled after this many trigger intervals without progress or idle"),
+    _S("stall_min_seconds", non_negative_float,
+       "a run is never stalled before this many seconds without events"),
+    _S("stall_check_seconds", positive_float, "how often stall detection runs"),
+    _S("evict_interval_seconds", positive_float, "how often stale series are evicted"),
+    _S("worker_deadline_seconds", positive_float,
+       "a background worker (the history pump) that shows no progress for this long is "
+       "reported hung in /readyz; longer than the slowest history write"),
+    _S("otlp", boolean,
+       "export the catalogue over OTLP too (the otlp extra), configured by the standard "
+       "OTEL_EXPORTER_OTLP_* variables, OTEL_RESOURCE_ATTRIBUTES and "
+       "OTEL_METRIC_EXPORT_INTERVAL (docs/otlp.md)"),
+    _S("replica", str, "name of this replica in job_runs (default: host-pid)"),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+assert set(BY_NAME) == {f.name for f in fields(CollectorSettings)}
+
+
+def render_settings_table() -> str:
+    """docs/collector.md's settings table, from :data:`SETTINGS` (a test keeps the doc equal)."""
+    # Defaults computed at start (the replica's host-pid) are said by the help, not shown.
+    defaults = {f.name: f.default for f in fields(CollectorSettings) if f.default is not MISSING}
+    lines = ["| flag | environment variable | default | what |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        flag = "(secret: no flag)" if s.secret else f"`{s.flag_form()}`"
+        default = "–" if s.secret else shown_default(defaults.get(s.name))
+        lines.append(f"| {flag} | `{s.env}` | {default} | {s.help} |")
+    return "\n".join(lines)
+
+
+def load_collector_settings(
+    env: Mapping[str, str], flags: Mapping[str, str | None] | None = None,
+    tokens_file: Path | None = None,
+) -> CollectorSettings:
+    """Resolve settings: flags > env > defaults; a bad value names the flag or env var."""
+    values = resolve(SETTINGS, (flag_source(flags or {}), env_source(env)))
+    if tokens_file is not None:
+        values["tokens"] = parse_tokens_merged(values.get("tokens", ()),
+                                               read_tokens_file(tokens_file))
+    settings = replace(CollectorSettings(), **values)
+    check(settings)
+    return settings
+
+
+def env_tokens(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The ingest tokens the environment gives (kept when the tokens file is re-read)."""
+    return resolve((BY_NAME["tokens"],), (env_source(env),)).get("tokens", ())
+
+
+def parse_tokens_merged(*groups: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    try:
+        return parse_tokens(",".join(f"{app}={token}" for group in groups for app, token in group))
+    except ValueError as exc:
+        raise SettingsError(f"ingest tokens: {exc}") from None
+
+
+def read_tokens_file(path: Path) -> tuple[tuple[str, str], ...]:
+    try:
+        return parse_tokens(path.read_text())
+    except OSError as exc:
+        raise SettingsError(f"--tokens-file {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise SettingsError(f"--tokens-file {path}: {exc}") from None
+
+
+def check(settings: CollectorSettings) -> None:
+    """Combinations that cannot work, refused at startup rather than discovered later."""
+    if not settings.tokens and not settings.no_auth:
+        raise SettingsError(
+            f"no ingest tokens: set {BY_NAME['tokens'].env}=APP=TOKEN,... or --tokens-file, "
+            f"or {BY_NAME['no_auth'].flag} for an unauthenticated development collector"
+        )
+    if inflight_bound(settings) < settings.max_body_bytes:
+        raise SettingsError(
+            f"{BY_NAME['max_inflight_body_bytes'].flag} ({settings.max_inflight_body_bytes}) is "
+            f"smaller than {BY_NAME['max_body_bytes'].flag} ({settings.max_body_bytes}): a "
+            "request at the body limit could never be decoded"
+        )
+    if settings.tenant_read_tokens and settings.read_token is None \
+            and settings.scrape_token is None:
+        raise SettingsError(
+            f"{BY_NAME['tenant_read_tokens'].env} is set but neither "
+            f"{BY_NAME['read_token'].env} nor {BY_NAME['scrape_token'].env}: /metrics would show "
+            "every tenant's series to anyone; set a scrape token (or an admin read token)"
+        )
+    if settings.rollup_lookback_seconds > settings.retention_days * 86400:
+        raise SettingsError(
+            "--rollup-lookback-seconds is longer than --retention-days: rollups would be "
+            "recomputed from rows retention already deleted"
+        )
+
+
+def inflight_bound(settings: CollectorSettings) -> int:
+    """Request bytes decoded at once: the setting, by default room for two requests at the body
+    limit (what the memory budget in docs/collector.md is computed from)."""
+    return settings.max_inflight_body_bytes or 2 * settings.max_body_bytes

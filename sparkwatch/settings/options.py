@@ -1,0 +1,82 @@
+"""Command-line options built from setting declarations (argparse conventions): the help names
+the environment variable, booleans are flags, and a command's option takes its default from the
+environment when the parser is built, at the command's edge (:class:`FromEnv` keeps where it came
+from, so an error can name the variable)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from sparkwatch.settings.spec import Setting
+
+SETTING_ATTRIBUTE = "sparkwatch_setting"
+"""The attribute of an argparse action that names the setting it was built from."""
+
+
+class FromEnv(str):
+    """An option's value taken from its environment variable, not from the command line."""
+
+    env: str
+
+    def __new__(cls, value: str, env: str) -> FromEnv:
+        self = super().__new__(cls, value)
+        self.env = env
+        return self
+
+
+def env_help(setting: Setting, text: str | None = None) -> str:
+    return f"{text or setting.help} (env {setting.env})"
+
+
+def add_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    setting: Setting,
+    *,
+    flag: str | None = None,
+    help: str | None = None,
+    env: Mapping[str, str] | None = None,
+    required: bool = False,
+    **kwargs: Any,
+) -> argparse.Action:
+    """``setting`` as an option (``flag`` when the command spells it differently): its value
+    when given, else its environment variable's (``env``, by default the process's), else None;
+    ``required`` options may come from either."""
+    source = os.environ if env is None else env
+    default = FromEnv(source[setting.env], setting.env) if setting.env in source else None
+    action = parser.add_argument(
+        flag or _flag(setting), dest=kwargs.pop("dest", setting.name), default=default,
+        required=required and default is None, help=env_help(setting, help), **kwargs)
+    setattr(action, SETTING_ATTRIBUTE, setting)
+    return action
+
+
+def add_loader_option(parser: argparse.ArgumentParser, setting: Setting) -> argparse.Action:
+    """``setting`` as an option whose text the settings' loader reads (flags > env > defaults):
+    the option's default is None, a boolean is a flag (``--no-auth``; ``--jobs-enabled`` and
+    ``--no-jobs-enabled``) whose value reaches the loader as the env var's text would."""
+    help_text = env_help(setting)
+    if not setting.is_flag:
+        action = parser.add_argument(_flag(setting), dest=setting.name, metavar="VALUE",
+                                     help=help_text)
+    elif setting.name.startswith("no_"):
+        action = parser.add_argument(_flag(setting), dest=setting.name, action="store_const",
+                                     const="true", help=help_text)
+    else:
+        action = parser.add_argument(_flag(setting), dest=setting.name, action=_BoolFlag,
+                                     help=help_text)
+    setattr(action, SETTING_ATTRIBUTE, setting)
+    return action
+
+
+def _flag(setting: Setting) -> str:
+    if setting.flag is None:
+        raise ValueError(f"{setting.name} is a secret: it has no command-line option")
+    return setting.flag
+
+
+class _BoolFlag(argparse.BooleanOptionalAction):
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, "false" if option and option.startswith("--no-") else "true")
