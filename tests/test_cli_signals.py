@@ -287,8 +287,9 @@ def test_demo_stopped_by_ctrl_c_and_again_by_sigterm_while_stopping(tmp_path: Pa
     history = tmp_path / "history.db"
     with sparkwatch(tmp_path, "demo", "--port", str(free_port()),
                     "--history-url", f"sqlite:///{history}") as demo:
-        wait_for(lambda: history_statuses(history).count("running") >= 3, 120,
-                 "three demo runs recorded as running")
+        # The first run recorded: the others are starting, the stop meets them half-way.
+        wait_for(lambda: "running" in history_statuses(history), 120,
+                 "a demo run recorded as running")
         demo.send(signal.SIGINT)
         wait_for(lambda: "stopping queries" in demo.out.read_text(), 30, "the demo's stop")
         demo.send(signal.SIGTERM)

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from sparkwatch.cli.errors import CliError
-from sparkwatch.cli.signals import status_of, stop_with_exit_status
+from sparkwatch.cli.signals import end_descendants, status_of, stop_with_exit_status
 from sparkwatch.logs import LOG_FORMAT
 from sparkwatch.version import __version__
 
@@ -49,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return stop.status(_main(argv))
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: see sparkwatch.cli.signals
+            end_descendants()  # what the interrupted step started (a JVM half-way up)
             return status_of(exc)
 
 

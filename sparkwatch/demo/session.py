@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,34 +47,10 @@ def build_session(state_store: str = "rocksdb", app_name: str = "sparkwatch-demo
     builder = SparkSession.builder.master("local[2]").appName(app_name)
     for key, value in {**DEMO_CONF, PROVIDER_CONF: STATE_STORES[state_store]}.items():
         builder = builder.config(key, value)
-    try:
-        session = builder.getOrCreate()
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while the JVM starts
-        end_descendants()
-        raise
+    session = builder.getOrCreate()
     # The live table owns the terminal; Spark's WARNs (e.g. "falling behind") would tear it.
     session.sparkContext.setLogLevel("ERROR")
     return session
-
-
-def end_descendants() -> None:
-    """SIGTERM every process this one started, and theirs: a start of Spark cut short leaves its
-    JVM launching (spark-submit, its launcher, the JVM), which would end by itself only once it
-    has started and read the end of its stdin, tens of seconds later on a busy machine. Linux
-    (/proc) only; elsewhere that later end it is."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    pending = list(children.get(os.getpid(), []))
-    while pending:
-        pid = pending.pop()
-        pending.extend(children.get(pid, []))
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGTERM)
 
 
 def spark_version(spark: SparkSession) -> tuple[int, int]:
