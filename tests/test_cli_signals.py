@@ -252,6 +252,28 @@ def test_doctor_stopped_while_waiting_for_a_silent_collector(
         assert doctor.out.read_text() == ""
 
 
+def test_history_stopped_while_waiting_for_a_locked_database(tmp_path: Path) -> None:
+    """SQLite holds the reader in its busy wait (up to 5 s); Ctrl-C ends it once SQLite returns,
+    quietly, not as a "database is locked" error."""
+    db = tmp_path / "history.db"
+    with closing(sqlite3.connect(db, isolation_level=None)) as writer:
+        writer.execute("CREATE TABLE held (x)")  # even the schema's first read waits for it
+        writer.execute("BEGIN EXCLUSIVE")
+        writer.execute("INSERT INTO held VALUES (1)")
+        with sparkwatch(tmp_path, "history", "queries", "--url", f"sqlite:///{db}") as history:
+            wait_for(lambda: has_open(history.proc.pid, db), 30, "the history opening the db")
+            history.send(signal.SIGINT)
+            history.ends_cleanly(signal.SIGINT)
+    assert history.out.read_text() == ""
+
+
+def has_open(pid: int, path: Path) -> bool:
+    try:
+        return any(os.readlink(fd) == str(path) for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+
+
 # --- demo (real Spark, twice) ---------------------------------------------------------------------
 
 
