@@ -163,8 +163,8 @@ def run_demo(
     began = time.monotonic() if began is None else began
     print(f"starting Spark (local[2], {opts.state_store} state store)...", file=out, flush=True)
     stop = StopRequest()
-    # A signal while Spark starts interrupts the start (the caller's handler): the JVM, still
-    # without a query, ends with this process.
+    # A signal while Spark starts interrupts the start (sparkwatch.cli.main's handler, which
+    # then ends the JVM half-way up): there is no query yet to stop.
     try:
         spark = build_session(opts.state_store)
     except Exception as exc:  # noqa: BLE001 - no Java, no free port for the driver, ...
