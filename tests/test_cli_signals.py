@@ -66,14 +66,7 @@ class Command:
         return {pid for pid in _pids() if _has_marker(pid, self.marker) and not _zombie(pid)}
 
     def handlers_installed(self) -> bool:
-        """Both signals are caught: sparkwatch's main() runs (Python alone catches only SIGINT)."""
-        try:
-            status_text = Path(f"/proc/{self.proc.pid}/status").read_text()
-        except OSError:
-            return False
-        caught = int(next(line.split()[1] for line in status_text.splitlines()
-                          if line.startswith("SigCgt:")), 16)
-        return all(caught & (1 << (int(sig) - 1)) for sig in SIGNALS)
+        return handlers_installed(self.proc.pid)
 
     def ends_cleanly(self, sig: signal.Signals) -> str:
         """Asserts the clean end of a stop asked for by ``sig``; returns stderr."""
@@ -99,6 +92,17 @@ class Command:
                 os.kill(pid, signal.SIGKILL)
         if self.proc.poll() is None:
             self.proc.wait(10)
+
+
+def handlers_installed(pid: int) -> bool:
+    """Both signals are caught: sparkwatch's main() runs (Python alone catches only SIGINT)."""
+    try:
+        status_text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(next(line.split()[1] for line in status_text.splitlines()
+                      if line.startswith("SigCgt:")), 16)
+    return all(caught & (1 << (int(sig) - 1)) for sig in SIGNALS)
 
 
 def _pids() -> list[int]:
@@ -201,13 +205,6 @@ def collector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
-def top_handlers_installed(child: pexpect.spawn) -> bool:
-    text = Path(f"/proc/{child.pid}/status").read_text()
-    caught = int(next(line.split()[1] for line in text.splitlines()
-                      if line.startswith("SigCgt:")), 16)
-    return all(caught & (1 << (int(sig) - 1)) for sig in SIGNALS)
-
-
 @pytest.mark.parametrize("moment", ["start-up", "live"])
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_top_stopped_in_its_terminal(collector_url: str, sig: signal.Signals,
@@ -216,7 +213,7 @@ def test_top_stopped_in_its_terminal(collector_url: str, sig: signal.Signals,
     (SIGTERM used to kill top where it stood, its terminal left without echo)."""
     child = spawn_top("--collector", collector_url, "--interval", "0.5")
     try:
-        wait_for(lambda: top_handlers_installed(child), 30, "top's signal handlers")
+        wait_for(lambda: handlers_installed(child.pid), 30, "top's signal handlers")
         if moment == "live":
             child.expect_exact(FRAME_END, timeout=30)
         if sig == signal.SIGINT:
