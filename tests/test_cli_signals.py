@@ -185,7 +185,7 @@ def test_collector_stopped_while_serving_and_again_while_stopping(
         assert answer.status_code == 200, answer.text
         wait_for(lambda: len(collector.marked()) >= 2, 30, "the history writer's process")
         collector.send(first)
-        wait_for(lambda: "Shutting down" in collector.err.read_text(), 10, "the stop to begin")
+        wait_for(lambda: "Shutting down" in collector.err.read_text(), 30, "the stop to begin")
         collector.send(second)
         collector.ends_cleanly(first)
 
@@ -300,14 +300,14 @@ def test_demo_stopped_while_spark_starts(tmp_path: Path, sig: signal.Signals) ->
 
 
 @pytest.mark.spark
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_demo_stopped_by_ctrl_c_and_again_by_sigterm_while_stopping(tmp_path: Path) -> None:
     """The second signal is noted and the clean stop goes on: every run ends in the history."""
     history = tmp_path / "history.db"
     with sparkwatch(tmp_path, "demo", "--port", str(free_port()),
                     "--history-url", f"sqlite:///{history}") as demo:
         # The first run recorded: the others are starting, the stop meets them half-way.
-        wait_for(lambda: "running" in history_statuses(history), 120,
+        wait_for(lambda: "running" in history_statuses(history), 180,
                  "a demo run recorded as running")
         demo.send(signal.SIGINT)
         wait_for(lambda: "stopping queries" in demo.out.read_text(), 30, "the demo's stop")
