@@ -134,9 +134,11 @@ class WriterProcess:
             ours, theirs = socket.socketpair()
             with theirs:
                 # The URL may hold a password: it goes over the socket, not the command line.
+                # Its own process group: a terminal's Ctrl-C (to the foreground group) would
+                # kill it while it starts, before it ignores SIGINT; the parent ends it.
                 self._process = subprocess.Popen(
                     [sys.executable, "-c", CHILD, str(theirs.fileno())],
-                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, process_group=0,
                 )
             self._conn = Connection(ours.detach())
             level = logging.getLogger().getEffectiveLevel()

@@ -444,7 +444,8 @@ def test_demo_end_to_end(tmp_path: Path, promtool: str) -> None:
             problems = (check.stdout + check.stderr).strip()
             assert check.returncode == 0 and not problems, f"promtool check metrics: {problems}"
             proc.send_signal(signal.SIGINT)
-            assert proc.wait(E2E_EXIT_SECONDS) == 0, err_path.read_text()[-3000:]
+            # 130: stopped by Ctrl-C, cleanly (sparkwatch/cli/signals.py)
+            assert proc.wait(E2E_EXIT_SECONDS) == 130, err_path.read_text()[-3000:]
         finally:
             if proc.poll() is None:
                 proc.kill()

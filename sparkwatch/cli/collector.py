@@ -11,10 +11,12 @@ import argparse
 import logging
 import os
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from sparkwatch.cli.errors import CliError
+from sparkwatch.cli.signals import Stopped
 from sparkwatch.settings import SettingsError
 from sparkwatch.settings.collector import SETTINGS, env_tokens, load_collector_settings
 from sparkwatch.settings.options import add_loader_option
@@ -79,10 +81,32 @@ def run(args: argparse.Namespace) -> int:
     tune_gc()
     log_with_request_ids(LOG_FORMAT)
     reload_tokens_on_sighup(service, args.tokens_file, env_tokens(env))
-    uvicorn.run(create_app(service), host=settings.host, port=settings.port,
-                log_level="debug" if verbose else "info", access_log=verbose,
-                timeout_graceful_shutdown=5, log_config=None,
-                http=header_deadline(settings.header_timeout_seconds,
-                                     service.metrics.slow_clients.labels("headers").inc),
-                limit_concurrency=settings.max_connections)
+    serve(uvicorn.Config(create_app(service), host=settings.host, port=settings.port,
+                         log_level="debug" if verbose else "info", access_log=verbose,
+                         timeout_graceful_shutdown=5, log_config=None,
+                         http=header_deadline(settings.header_timeout_seconds,
+                                              service.metrics.slow_clients.labels("headers").inc),
+                         limit_concurrency=settings.max_connections))
     return 0
+
+
+def serve(config: Any) -> None:
+    """``uvicorn.run``, which swallows the stop signal and re-raises the ones it caught last
+    first: here the first one ends the command, as every command ends (sparkwatch.cli.signals)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        first_signal: int | None = None
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.first_signal is None:
+                self.first_signal = sig
+            super().handle_exit(sig, frame)
+
+    server = Server(config)
+    with suppress(KeyboardInterrupt):  # a signal uvicorn caught, raised again after its stop
+        server.run()
+    if server.first_signal is not None:
+        raise Stopped(server.first_signal)
+    if not server.started:
+        raise SystemExit(3)  # as uvicorn.run: the server could not start (port taken, ...)

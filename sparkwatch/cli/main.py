@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from sparkwatch.cli.errors import CliError
+from sparkwatch.cli.signals import end_descendants, status_of, stop_with_exit_status
 from sparkwatch.logs import LOG_FORMAT
 from sparkwatch.version import __version__
 
@@ -43,6 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # First: a signal during the imports below (seconds for some commands) is a clean stop too.
+    with stop_with_exit_status() as stop:
+        try:
+            return stop.status(_main(argv))
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: see sparkwatch.cli.signals
+            end_descendants()  # what the interrupted step started (a JVM half-way up)
+            return status_of(exc)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -55,8 +66,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"sparkwatch {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
     except BrokenPipeError:
         # The reader went away (`sparkwatch demo | head`): the command has cleaned up on the
         # way out; what it still had to say goes nowhere, quietly, and that is a normal end.

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -75,9 +73,7 @@ def spark_for_state() -> Iterator[SparkSession]:
     # py4j logs every closed connection at INFO; the report is the output.
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
-    # SIGTERM ends a read like Ctrl-C: KeyboardInterrupt, Spark stopped below, exit status 130.
-    previous = (signal.signal(signal.SIGTERM, signal.default_int_handler)
-                if threading.current_thread() is threading.main_thread() else None)
+    # SIGTERM ends a read like Ctrl-C (sparkwatch.cli.signals): Spark stopped below, exit 143.
     try:
         require_spark_4(pyspark.__version__)
         # In a process that already runs Spark (a notebook, a test) use its session, and leave
@@ -91,9 +87,6 @@ def spark_for_state() -> Iterator[SparkSession]:
                 spark.stop()
     except StateError as exc:
         raise CliError(str(exc)) from None
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def read_state(req: Request) -> StateReport:

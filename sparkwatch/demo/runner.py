@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -108,16 +109,37 @@ def history_text(url: str | None) -> str:
     return describe_url(url)
 
 
+@dataclass(slots=True)
+class StopRequest:
+    """The demo's stop: asked for by --duration's end or by the first SIGINT/SIGTERM."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    signum: int | None = None
+    """the first signal received, which decides the exit status (128 + its number)"""
+
+    def exit_status(self) -> int:
+        return 0 if self.signum is None else 128 + self.signum
+
+
+STILL_STOPPING = (f"sparkwatch demo: stopping the queries and writing the history (each step "
+                  f"at most {SHUTDOWN_SECONDS:g}s); SIGKILL ends it at once\n").encode()
+
+
 @contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """Ctrl-C and SIGTERM end the live view, to stop the queries cleanly: PySpark's own SIGINT
-    handler would cancel every running job, failing the queries instead. Outside the live view
-    (while stopping) PySpark's handler is back, so a second Ctrl-C aborts."""
+def stop_on_signals(stop: StopRequest) -> Iterator[None]:
+    """From Spark started to Spark stopped, Ctrl-C and SIGTERM ask for the clean stop (queries
+    stopped, their ends written to the history, then Spark stopped). PySpark's own SIGINT handler
+    would cancel every running job, failing the queries instead, and a second signal must not cut
+    the stop short: it would leave runs "running" in the history. The stop is bounded, so a
+    signal during it is only noted."""
 
     def handler(signum: int, frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
+        if stop.signum is not None:
+            with suppress(OSError):  # os.write: a handler can run in the middle of a print
+                os.write(2, STILL_STOPPING)
+            return
+        stop.signum = signum
+        stop.event.set()
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -134,28 +156,33 @@ def run_demo(
     opts: DemoOptions, out: TextIO, screen: Screen | None = None, began: float | None = None
 ) -> int:
     """The whole demo; raises :class:`DemoError` when it cannot start. ``began`` (a monotonic
-    time) is when the demo started, for ``--duration`` and the time-to-first-rows."""
+    time) is when the demo started, for ``--duration`` and the time-to-first-rows. Returns the
+    exit status: 0, or 128 + the number of the signal that stopped it."""
     from sparkwatch.demo.session import build_session, spark_version
 
     began = time.monotonic() if began is None else began
     print(f"starting Spark (local[2], {opts.state_store} state store)...", file=out, flush=True)
+    stop = StopRequest()
+    # A signal while Spark starts interrupts the start (sparkwatch.cli.main's handler, which
+    # then ends the JVM half-way up): there is no query yet to stop.
     try:
         spark = build_session(opts.state_store)
     except Exception as exc:  # noqa: BLE001 - no Java, no free port for the driver, ...
         raise DemoError(f"could not start Spark: {one_line(exc)}") from None
-    try:
-        att = attach(spark, opts)
-        chosen = dq.available(spark_version(spark))
-        with checkpoint_root(opts.checkpoint_dir) as root:
-            cfg = dq.DemoConfig(root, opts.rows_per_second, opts.trigger_seconds)
-            supervisor = Supervisor(spark, cfg, chosen)
-            progress = Progress(frozenset(q.name for q in chosen), began)
-            live(opts, att, supervisor, progress, screen or Screen(out), began)
-            shut_down(spark, att, supervisor, out)
-        print(render_final(att, progress), file=out, flush=True)
-    finally:
-        spark.stop()
-    return 0
+    with stop_on_signals(stop):
+        try:
+            att = attach(spark, opts)
+            chosen = dq.available(spark_version(spark))
+            with checkpoint_root(opts.checkpoint_dir) as root:
+                cfg = dq.DemoConfig(root, opts.rows_per_second, opts.trigger_seconds)
+                supervisor = Supervisor(spark, cfg, chosen)
+                progress = Progress(frozenset(q.name for q in chosen), began)
+                live(opts, att, supervisor, progress, screen or Screen(out), began, stop.event)
+                shut_down(spark, att, supervisor, out)
+            print(render_final(att, progress), file=out, flush=True)
+        finally:
+            spark.stop()
+    return stop.exit_status()
 
 
 def attach(spark: SparkSession, opts: DemoOptions) -> Attachment:
@@ -183,7 +210,7 @@ def checkpoint_root(given: Path | None) -> Iterator[Path]:
 
 
 def live(opts: DemoOptions, att: Attachment, supervisor: Supervisor, progress: Progress,
-         screen: Screen, began: float) -> None:
+         screen: Screen, began: float, stop: threading.Event) -> None:
     def frame(width: int, height: int | None) -> list[str]:
         now = time.monotonic()
         reporting = reporting_queries(att)
@@ -195,17 +222,16 @@ def live(opts: DemoOptions, att: Attachment, supervisor: Supervisor, progress: P
         # The header is plain text: clip it, a wrapped line would shift the in-place redraw.
         return [clip(text, width) for text in top] + table.splitlines()
 
-    stop = threading.Event()
     # --duration is the whole demo's run time, Spark's start-up included (not the shutdown).
     deadline = None if opts.duration is None else began + opts.duration
-    with stop_on_signals(stop):
+    if not stop.is_set():  # stopped while Spark started: no query to start
         supervisor.start()
-        try:
-            run_live(frame, screen, stop, interval=opts.redraw_seconds, deadline=deadline)
-        finally:
-            # Ctrl-C can land between two redraws, after the last query reported.
-            progress.update(reporting_queries(att), time.monotonic())
-            screen.close()
+    try:
+        run_live(frame, screen, stop, interval=opts.redraw_seconds, deadline=deadline)
+    finally:
+        # Ctrl-C can land between two redraws, after the last query reported.
+        progress.update(reporting_queries(att), time.monotonic())
+        screen.close()
 
 
 def shut_down(spark: SparkSession, att: Attachment, supervisor: Supervisor, out: TextIO) -> None:

@@ -41,7 +41,8 @@ class Supervisor:
     def finish(self, timeout: float) -> list[StreamingQuery]:
         """Stop starting and restarting; returns the queries started."""
         self._cancel.set()
-        self._thread.join(timeout)
+        if self._thread.ident is not None:  # never started when the demo stopped before
+            self._thread.join(timeout)
         with self._lock:
             return list(self._running.values())
 

@@ -1,0 +1,109 @@
+"""How every command ends on Ctrl-C (SIGINT) and SIGTERM, at any moment, start-up included.
+
+The convention: the command stops cleanly (a long-running one finishes its clean stop: queries
+stopped, history written, children ended) and exits with 128 + the signal's number, 130 after
+SIGINT and 143 after SIGTERM, which is what a shell shows for a process that signal ended. No
+traceback. A signal that arrives while the command is already stopping is noted and waits for the
+stop, which is bounded; SIGKILL ends a process at once.
+
+Without this, SIGTERM (its default action) killed a command where it stood, skipping every clean-up
+(the terminal left in cbreak mode by ``top``, queries left ``running`` in the history), and a
+second Ctrl-C interrupted the clean stop itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from types import FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STILL_STOPPING = b"sparkwatch: already stopping, please wait (SIGKILL ends it at once)\n"
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop asked for by a signal. A KeyboardInterrupt, so that code written for Ctrl-C (and
+    PySpark's own handler) treats SIGTERM the same way."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def exit_status(signum: int) -> int:
+    return 128 + signum
+
+
+def status_of(exc: KeyboardInterrupt) -> int:
+    """The exit status for an interrupt: a plain KeyboardInterrupt (PySpark's handler, Python's
+    default) came from SIGINT."""
+    return exit_status(exc.signum if isinstance(exc, Stopped) else signal.SIGINT)
+
+
+def note_still_stopping() -> None:
+    """One line on stderr; os.write, not print: a handler can run in the middle of a print."""
+    with suppress(OSError):
+        os.write(2, STILL_STOPPING)
+
+
+class SignalStop:
+    """The first SIGINT or SIGTERM: raises :class:`Stopped` where the command is (its ``finally``
+    blocks clean up); a later one, while that stop runs, is only noted."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            note_still_stopping()
+            return
+        self.signum = signum
+        raise Stopped(signum)
+
+    def status(self, returned: int) -> int:
+        """The exit status of a command that returned ``returned``: a server that takes the
+        signal as its own clean stop (uvicorn swallows the interrupt) still exits 128 + N."""
+        return exit_status(self.signum) if self.signum is not None and returned == 0 else returned
+
+
+@contextmanager
+def stop_with_exit_status() -> Iterator[SignalStop]:
+    """SIGINT and SIGTERM handled by a :class:`SignalStop` while inside. Handlers are restored on
+    a normal way out (``main()`` also runs inside test processes)."""
+    stop = SignalStop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {sig: signal.signal(sig, stop.handler) for sig in SIGNALS}
+    try:
+        yield stop
+    finally:
+        # Once stopping, the process is on its way out: a signal during the interpreter's own
+        # end (joining threads, atexit) is noted too, not a KeyboardInterrupt with a traceback.
+        if stop.signum is None:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+
+def end_descendants() -> None:
+    """SIGTERM every process this one started that is still there, and theirs: a start of Spark
+    cut short leaves its JVM launching (spark-submit, its launcher, the JVM), which would end by
+    itself only once it has started and read the end of its stdin, tens of seconds later on a
+    busy machine. Linux (/proc) only; elsewhere that later end it is."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    pending = list(children.get(os.getpid(), []))
+    while pending:
+        pid = pending.pop()
+        pending.extend(children.get(pid, []))
+        with suppress(OSError):
+            os.kill(pid, signal.SIGTERM)

@@ -1,0 +1,319 @@
+"""SIGTERM and Ctrl-C stop every long-running command cleanly, at any moment: while it starts (as
+soon as its handlers are in place, before Spark or uvicorn is up), while it runs, and when a second
+signal comes while it is already stopping. The convention (sparkwatch/cli/signals.py): exit status
+128 + the signal (130 after SIGINT, 143 after SIGTERM), no traceback, no Python or JVM stack on
+stderr, no child process left behind, and for the demo no run left "running" in its history.
+
+Real processes, each started in a session of its own: SIGINT goes to the whole process group, as a
+terminal's Ctrl-C does (Spark's JVM and the collector's history writer get it too), SIGTERM to the
+process alone, as `kill` and Kubernetes send it. Children are found by a marker in their
+environment, which every descendant inherits, so that one reparented to init is still found.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import closing, contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pexpect
+import pytest
+
+from bench.local import free_port
+from sparkwatch.terminal import SHOW_CURSOR
+from tests.support import wait_for
+from tests.test_collector_support import run_events
+from tests.top_terminal import FRAME_END
+from tests.top_terminal import spawn as spawn_top
+
+MARK = "SPARKWATCH_SIGNAL_TEST"
+SIGNALS = [signal.SIGTERM, signal.SIGINT]
+EXIT_SECONDS = 30.0  # the demo's bounded stop is several steps of at most 10 s, usually ~5 s
+CHILDREN_GONE_SECONDS = 20.0  # a JVM whose driver died ends on its stdin's end of file
+NOISE = ("Traceback", "KeyboardInterrupt", "py4j", "\tat ", "Exception in thread")
+
+
+def status(sig: signal.Signals) -> int:
+    return 128 + int(sig)
+
+
+@dataclass
+class Command:
+    """``sparkwatch ARGS`` as a real process in a session of its own."""
+
+    proc: subprocess.Popen[bytes]
+    marker: str
+    out: Path
+    err: Path
+
+    def send(self, sig: signal.Signals) -> None:
+        if sig == signal.SIGINT:
+            os.killpg(self.proc.pid, sig)  # Ctrl-C: the terminal signals the foreground group
+        else:
+            self.proc.send_signal(sig)
+
+    def marked(self) -> set[int]:
+        """This process and every descendant still alive (zombies are dead)."""
+        return {pid for pid in _pids() if _has_marker(pid, self.marker) and not _zombie(pid)}
+
+    def handlers_installed(self) -> bool:
+        return handlers_installed(self.proc.pid)
+
+    def ends_cleanly(self, sig: signal.Signals) -> str:
+        """Asserts the clean end of a stop asked for by ``sig``; returns stderr."""
+        try:
+            code = self.proc.wait(EXIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running {EXIT_SECONDS}s after {sig.name}:\n"
+                                 + self.err.read_text()[-3000:]) from None
+        err = self.err.read_text(errors="replace")
+        assert code == status(sig), f"exit {code} after {sig.name}, stderr:\n{err[-3000:]}"
+        noise = [word for word in NOISE if word in err]
+        assert not noise, f"{noise} on stderr after {sig.name}:\n{err[-3000:]}"
+        wait_for(lambda: not self.marked(), CHILDREN_GONE_SECONDS,
+                 f"no child of the stopped process left ({self.describe_marked()})")
+        return err
+
+    def describe_marked(self) -> str:
+        return ", ".join(f"{pid}: {_cmdline(pid)[:80]}" for pid in sorted(self.marked()))
+
+    def stop(self) -> None:
+        for pid in self.marked():
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.wait(10)
+
+
+def handlers_installed(pid: int) -> bool:
+    """Both signals are caught: sparkwatch's main() runs (Python alone catches only SIGINT)."""
+    try:
+        status_text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(next(line.split()[1] for line in status_text.splitlines()
+                      if line.startswith("SigCgt:")), 16)
+    return all(caught & (1 << (int(sig) - 1)) for sig in SIGNALS)
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _has_marker(pid: int, marker: str) -> bool:
+    try:
+        return f"{MARK}={marker}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "?"
+
+
+@contextmanager
+def sparkwatch(tmp_path: Path, *args: str) -> Iterator[Command]:
+    marker = uuid.uuid4().hex
+    out, err = tmp_path / f"out-{marker}", tmp_path / f"err-{marker}"
+    env = {**os.environ, MARK: marker, "COLUMNS": "160", "PYSPARK_PYTHON": sys.executable,
+           "SPARK_LOCAL_IP": "127.0.0.1"}
+    with out.open("wb") as out_file, err.open("wb") as err_file:
+        proc = subprocess.Popen([sys.executable, "-m", "sparkwatch.cli.main", *args],
+                                stdout=out_file, stderr=err_file, env=env, cwd=tmp_path,
+                                start_new_session=True)
+    command = Command(proc, marker, out, err)
+    try:
+        yield command
+    finally:
+        command.stop()
+
+
+# --- collector ------------------------------------------------------------------------------------
+
+
+def collector_args(tmp_path: Path, port: int) -> list[str]:
+    return ["collector", "--host", "127.0.0.1", "--port", str(port), "--no-auth",
+            "--history-url", f"sqlite:///{tmp_path / 'history.db'}",
+            "--spool-dir", str(tmp_path / "spool"), "--retention-days", "3650"]
+
+
+def healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_collector_stopped_while_it_starts(tmp_path: Path, sig: signal.Signals) -> None:
+    with sparkwatch(tmp_path, *collector_args(tmp_path, free_port())) as collector:
+        wait_for(collector.handlers_installed, 30, "the collector's signal handlers")
+        collector.send(sig)  # during its imports: the web stack takes a second or more
+        collector.ends_cleanly(sig)
+
+
+@pytest.mark.parametrize("first, second", [(signal.SIGTERM, signal.SIGTERM),
+                                           (signal.SIGINT, signal.SIGTERM)],
+                         ids=["SIGTERM-SIGTERM", "SIGINT-SIGTERM"])
+def test_collector_stopped_while_serving_and_again_while_stopping(
+        tmp_path: Path, first: signal.Signals, second: signal.Signals) -> None:
+    """--no-auth is a bare flag; the history writer's child process ends with the collector."""
+    port = free_port()
+    with sparkwatch(tmp_path, *collector_args(tmp_path, port)) as collector:
+        wait_for(lambda: healthy(port), 30, "the collector's /healthz")
+        answer = httpx.post(f"http://127.0.0.1:{port}/api/v1/events",
+                            json={"events": run_events(terminated=False)}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        wait_for(lambda: len(collector.marked()) >= 2, 30, "the history writer's process")
+        collector.send(first)
+        wait_for(lambda: "Shutting down" in collector.err.read_text(), 30, "the stop to begin")
+        collector.send(second)
+        collector.ends_cleanly(first)
+
+
+# --- top ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def collector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp_path = tmp_path_factory.mktemp("collector")
+    port = free_port()
+    with sparkwatch(tmp_path, *collector_args(tmp_path, port)):
+        wait_for(lambda: healthy(port), 30, "the collector's /healthz")
+        answer = httpx.post(f"http://127.0.0.1:{port}/api/v1/events",
+                            json={"events": run_events(terminated=False)}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("moment", ["start-up", "live"])
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_top_stopped_in_its_terminal(collector_url: str, sig: signal.Signals,
+                                     moment: str) -> None:
+    """Ctrl-C is the terminal's interrupt character; the cursor is shown again on the way out
+    (SIGTERM used to kill top where it stood, its terminal left without echo)."""
+    child = spawn_top("--collector", collector_url, "--interval", "0.5")
+    try:
+        wait_for(lambda: handlers_installed(child.pid), 30, "top's signal handlers")
+        if moment == "live":
+            child.expect_exact(FRAME_END, timeout=30)
+        if sig == signal.SIGINT:
+            child.sendintr()
+        else:
+            child.kill(sig)
+        child.expect(pexpect.EOF, timeout=EXIT_SECONDS)
+        output = child.before or ""
+        child.wait()
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == status(sig), (child.exitstatus, child.signalstatus, output)
+    assert not [word for word in NOISE if word in output], output
+    if moment == "live":
+        assert output.rstrip("\r\n").endswith(SHOW_CURSOR), repr(output[-200:])
+
+
+# --- doctor, blocked on a server that never answers ---------------------------------------------
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_doctor_stopped_while_waiting_for_a_silent_collector(
+        tmp_path: Path, sig: signal.Signals) -> None:
+    with closing(socket.socket()) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        with sparkwatch(tmp_path, "doctor", "--collector", url) as doctor:
+            connection, _ = server.accept()  # the doctor now waits for an answer
+            with closing(connection):
+                doctor.send(sig)
+                doctor.ends_cleanly(sig)
+        assert doctor.out.read_text() == ""
+
+
+def test_history_stopped_while_waiting_for_a_locked_database(tmp_path: Path) -> None:
+    """SQLite holds the reader in its busy wait (up to 5 s); Ctrl-C ends it once SQLite returns,
+    quietly, not as a "database is locked" error."""
+    db = tmp_path / "history.db"
+    with closing(sqlite3.connect(db, isolation_level=None)) as writer:
+        writer.execute("CREATE TABLE held (x)")  # even the schema's first read waits for it
+        writer.execute("BEGIN EXCLUSIVE")
+        writer.execute("INSERT INTO held VALUES (1)")
+        with sparkwatch(tmp_path, "history", "queries", "--url", f"sqlite:///{db}") as history:
+            wait_for(lambda: has_open(history.proc.pid, db), 30, "the history opening the db")
+            history.send(signal.SIGINT)
+            history.ends_cleanly(signal.SIGINT)
+    assert history.out.read_text() == ""
+
+
+def has_open(pid: int, path: Path) -> bool:
+    try:
+        return any(os.readlink(fd) == str(path) for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+
+
+# --- demo (real Spark, twice) ---------------------------------------------------------------------
+
+
+def history_statuses(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    with closing(sqlite3.connect(path)) as db:
+        try:
+            return [status for (status,) in db.execute("select status from query_runs")]
+        except sqlite3.OperationalError:  # not created yet
+            return []
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_demo_stopped_while_spark_starts(tmp_path: Path, sig: signal.Signals) -> None:
+    """The signal lands while the JVM starts: it ends with the demo, and nothing was recorded."""
+    history = tmp_path / "history.db"
+    with sparkwatch(tmp_path, "demo", "--port", str(free_port()),
+                    "--history-url", f"sqlite:///{history}") as demo:
+        wait_for(lambda: demo.out.read_text().startswith("starting Spark"), 60,
+                 "the demo's first line")
+        wait_for(lambda: len(demo.marked()) >= 2, 60, "Spark's JVM process")
+        demo.send(sig)
+        demo.ends_cleanly(sig)
+    assert "running" not in history_statuses(history)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_demo_stopped_by_ctrl_c_and_again_by_sigterm_while_stopping(tmp_path: Path) -> None:
+    """The second signal is noted and the clean stop goes on: every run ends in the history."""
+    history = tmp_path / "history.db"
+    with sparkwatch(tmp_path, "demo", "--port", str(free_port()),
+                    "--history-url", f"sqlite:///{history}") as demo:
+        # The first run recorded: the others are starting, the stop meets them half-way.
+        wait_for(lambda: "running" in history_statuses(history), 180,
+                 "a demo run recorded as running")
+        demo.send(signal.SIGINT)
+        wait_for(lambda: "stopping queries" in demo.out.read_text(), 30, "the demo's stop")
+        demo.send(signal.SIGTERM)
+        err = demo.ends_cleanly(signal.SIGINT)
+    assert "sparkwatch demo: stopping the queries" in err, err  # the second signal, noted
+    statuses = history_statuses(history)
+    assert statuses and "running" not in statuses, statuses
+    assert "final state:" in demo.out.read_text()
