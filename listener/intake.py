@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from sparkwatch.listener.stage import QueuedStage
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import AppInfo, EventKind, ParsedEvent
 from sparkwatch.model.parse import EventParseError, listener_event
@@ -14,11 +15,10 @@ from sparkwatch.worker import BoundedQueue, Worker
 log = logging.getLogger(__name__)
 
 Handler = Callable[[ParsedEvent], None]
-_STOP = None
-Item = tuple[EventKind, str, float] | None
+Item = tuple[EventKind, str, float]
 
 
-class Intake:
+class Intake(QueuedStage[Item]):
     """Receives raw event JSON (cheaply, on Spark's thread) and parses it on its own worker."""
 
     QUEUE = "intake"
@@ -33,7 +33,7 @@ class Intake:
         self._app = app
         self._counters = counters
         self._handlers = list(handlers)
-        self._queue: BoundedQueue[Item] = BoundedQueue(capacity)
+        self._queue: BoundedQueue[Item | None] = BoundedQueue(capacity)
         self.worker = Worker("intake", self._run, "sparkwatch-intake")
         self.worker.start()
 
@@ -43,27 +43,8 @@ class Intake:
         if not self._queue.offer((kind, raw_json, time.time())):
             self._counters.count_dropped(self.QUEUE)
 
-    def queue_state(self) -> tuple[int, int]:
-        return self._queue.size(), self._queue.capacity
-
-    def flush(self, timeout: float) -> bool:
-        return self._queue.wait_drained(timeout)
-
-    def stop(self, timeout: float) -> None:
-        end = time.monotonic() + timeout  # one deadline for the queue and the thread
-        if self._queue.put_control(_STOP, timeout):
-            self.worker.join(max(0.0, end - time.monotonic()))
-
     def _run(self) -> None:
-        while True:
-            item = self.worker.take(self._queue)
-            try:
-                if item is _STOP:
-                    return
-                self._process(*item)
-            finally:
-                self._queue.done()
-                self.worker.beat()
+        self._serve(lambda item: self._process(*item))
 
     def _process(self, kind: EventKind, raw_json: str, received_at: float) -> None:
         try:

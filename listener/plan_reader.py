@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from sparkwatch.listener.stage import QueuedStage
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.events import (
     AppInfo,
@@ -51,7 +52,7 @@ RETRY_SECONDS = 0.5
 MAX_REMEMBERED = 10_000
 
 
-class PlanReader:
+class PlanReader(QueuedStage[Job]):
     """An intake handler: enqueues new runs; its own thread reads, maps and delivers plans."""
 
     def __init__(
@@ -103,34 +104,25 @@ class PlanReader:
         log.debug("sparkwatch: plan queue full, dropped %s of %s", job.action, job.query_id)
         return False
 
-    def flush(self, timeout: float) -> bool:
-        return self._queue.wait_drained(timeout)
-
     def pause(self, seconds: float) -> None:
         """Wait on the plan thread (between a deliverer's attempts), beating; ends at stop."""
         self.worker.wait(seconds, self._stop)
 
     def stop(self, timeout: float) -> None:
         self._stop.set()
-        end = time.monotonic() + timeout  # one deadline for the queue and the thread
-        if self._queue.put_control(None, timeout):
-            self.worker.join(max(0.0, end - time.monotonic()))
+        super().stop(timeout)
         for close in self.closers:
             close()
 
     def _run(self) -> None:
-        while True:
-            job = self.worker.take(self._queue)
-            try:
-                if job is None:
-                    return
-                self._do(job)
-            except Exception:  # noqa: BLE001 - never let one plan stop the thread
-                self.on_error()
-                log.exception("sparkwatch: reading a query plan failed")
-            finally:
-                self._queue.done()
-                self.worker.beat()
+        self._serve(self._do_logged)
+
+    def _do_logged(self, job: Job) -> None:
+        try:
+            self._do(job)
+        except Exception:  # noqa: BLE001 - never let one plan stop the thread
+            self.on_error()
+            log.exception("sparkwatch: reading a query plan failed")
 
     def _do(self, job: Job) -> None:
         key = (job.query_id, job.run_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from sparkwatch.doctor.checks_state import check_unbounded_state
 from sparkwatch.doctor.checks_watermark import check_excessive_delay, check_late_rows
 from sparkwatch.doctor.diagnose import diagnose, worst
 from sparkwatch.doctor.evidence import lateness, watermark_text
-from sparkwatch.doctor.model import BatchPoint, OperatorPoint, QueryRecord, Severity
+from sparkwatch.doctor.model import BatchPoint, QueryRecord, Severity
+from sparkwatch.history.views import StatePoint
 from sparkwatch.plan.mapping import map_plan
 from sparkwatch.plan.model import QueryPlan, RawPlan, Watermark
 from sparkwatch.plan.settings import BOUNDED_MEMORY
@@ -32,13 +34,16 @@ def plan(name: str, **settings: str) -> QueryPlan:
     return map_plan(raw, data["operators"])
 
 
-def point(batch: int, name: str = "stateStoreSave", **fields: Any) -> OperatorPoint:
+def point(batch: int, name: str = "stateStoreSave", **fields: Any) -> StatePoint:
     values: dict[str, Any] = dict(
-        rows_total=100, rows_updated=10, rows_removed=10, rows_dropped=0, memory_bytes=1000,
-        commit_ms=10, update_ms=10, removal_ms=0, partitions=2, instances=2, custom={},
+        num_rows_total=100, num_rows_updated=10, all_updates_time_ms=10, num_rows_removed=10,
+        all_removals_time_ms=0, commit_time_ms=10, memory_used_bytes=1000,
+        num_rows_dropped_by_watermark=0, num_shuffle_partitions=2, num_state_store_instances=2,
+        custom_metrics={},
     )
     values.update(fields)
-    return OperatorPoint(batch_id=batch, name=name, **values)
+    return StatePoint(timestamp=datetime.fromtimestamp(2000 + batch, UTC), run_id="r-1",
+                      batch_id=batch, operator_index=0, operator_name=name, **values)
 
 
 def batch(b: int, duration_ms: int = 1000, t0: float | None = None, span: float = 10.0,
@@ -47,7 +52,7 @@ def batch(b: int, duration_ms: int = 1000, t0: float | None = None, span: float 
     return BatchPoint(b, 2000.0 + b, duration_ms, 50, start, start + span, watermark)
 
 
-def record(points: list[OperatorPoint], batches: list[BatchPoint] | None = None,
+def record(points: list[StatePoint], batches: list[BatchPoint] | None = None,
            query_plan: QueryPlan | None = None) -> QueryRecord:
     return QueryRecord(
         query_id="q-1", name="orders", run_id="r-1",
@@ -61,7 +66,7 @@ def codes(findings: list[Any]) -> list[tuple[str, Severity]]:
 
 
 def test_watermark_not_on_a_key_cannot_evict() -> None:
-    growing = [point(b, rows_total=10 * (b + 1), rows_removed=0) for b in range(4)]
+    growing = [point(b, num_rows_total=10 * (b + 1), num_rows_removed=0) for b in range(4)]
     found = check_unbounded_state(record(growing, query_plan=plan("agg_watermark_not_key")))
     assert codes(found) == [("watermark-not-on-key", Severity.ERROR)]
     assert "the watermark is on ts, which is not among the keys [key]" in found[0].evidence[2]
@@ -69,14 +74,14 @@ def test_watermark_not_on_a_key_cannot_evict() -> None:
 
 
 def test_a_cause_without_growth_yet_is_information() -> None:
-    flat = [point(b, rows_total=3, rows_removed=0) for b in range(4)]
+    flat = [point(b, num_rows_total=3, num_rows_removed=0) for b in range(4)]
     found = check_unbounded_state(record(flat, query_plan=plan("agg_no_watermark")))
     assert codes(found) == [("aggregation-without-watermark", Severity.INFO)]
     assert found[0].title == "state can never be evicted"
 
 
 def test_evicting_operators_and_complete_mode_are_fine() -> None:
-    growing = [point(b, rows_total=10 * (b + 1), rows_removed=0) for b in range(4)]
+    growing = [point(b, num_rows_total=10 * (b + 1), num_rows_removed=0) for b in range(4)]
     assert check_unbounded_state(record(growing, query_plan=plan("window_agg"))) == []
     complete = plan("agg_no_watermark")
     only = replace(complete.operators[0], output_mode="complete")
@@ -86,7 +91,7 @@ def test_evicting_operators_and_complete_mode_are_fine() -> None:
 
 def test_arbitrary_state_that_only_grows() -> None:
     growing = [
-        point(b, "applyInPandasWithState", rows_total=5 * (b + 1), rows_removed=0)
+        point(b, "applyInPandasWithState", num_rows_total=5 * (b + 1), num_rows_removed=0)
         for b in range(3)
     ]
     found = check_unbounded_state(record(growing, query_plan=plan("apply_in_pandas_with_state")))
@@ -99,7 +104,8 @@ def test_a_join_evicting_one_side_only_is_a_warning() -> None:
     op = join.operators[0]
     cleanup = {"left": "value", "right": None}
     one_side = replace(op, details={**op.details, "state_cleanup": cleanup})
-    rows = [point(b, "symmetricHashJoin", rows_total=8 * (b + 1), rows_removed=0) for b in range(4)]
+    rows = [point(b, "symmetricHashJoin", num_rows_total=8 * (b + 1), num_rows_removed=0)
+            for b in range(4)]
     found = check_unbounded_state(record(rows, query_plan=replace(join, operators=(one_side,))))
     assert codes(found) == [("join-without-time-bounds", Severity.WARNING)]
     assert "on the right side" in found[0].evidence[2]
@@ -118,7 +124,7 @@ def test_lateness_is_measured_against_earlier_batches() -> None:
 def test_late_rows_without_a_plan_estimate_the_delay_from_the_progress() -> None:
     batches = [batch(0, t0=0, span=30), batch(1, t0=60, span=30, watermark=28.0),
                batch(2, t0=10, span=100, watermark=88.0)]
-    points = [point(0), point(1), point(2, rows_dropped=5)]
+    points = [point(0), point(1), point(2, num_rows_dropped_by_watermark=5)]
     [found] = check_late_rows(record(points, batches))
     assert found.numbers["delay_ms"] == 2000
     assert 'withWatermark("<event-time column>", "2 minutes")' in found.fix
@@ -139,7 +145,8 @@ def test_excessive_delay() -> None:
 
 
 def test_commit_time_dominating_long_batches() -> None:
-    slow = [point(b, commit_ms=3000, update_ms=400, partitions=2) for b in range(5)]
+    slow = [point(b, commit_time_ms=3000, all_updates_time_ms=400, num_shuffle_partitions=2)
+            for b in range(5)]
     batches = [batch(b, duration_ms=2500) for b in range(5)]
     [found] = check_state_time(record(slow, batches, plan("dedupe")))  # RocksDB
     assert found.code == "state-time-dominates"
@@ -154,12 +161,12 @@ def test_commit_time_dominating_long_batches() -> None:
 
 
 def test_state_store_count_against_state_size() -> None:
-    many = [point(b, rows_total=500, partitions=200) for b in range(3)]
+    many = [point(b, num_rows_total=500, num_shuffle_partitions=200) for b in range(3)]
     [found] = check_store_count(record(many))
     assert found.code == "too-many-state-stores"
     assert "200 state stores hold 500 rows (2 per store)" in found.evidence[1]
     assert "spark.sql.shuffle.partitions=32" in found.fix
-    few = [point(b, rows_total=90_000_000, partitions=2) for b in range(3)]
+    few = [point(b, num_rows_total=90_000_000, num_shuffle_partitions=2) for b in range(3)]
     [found] = check_store_count(record(few))
     assert found.code == "too-few-state-stores" and "partitions=8" in found.fix
     assert check_store_count(record([point(b) for b in range(3)])) == []
@@ -172,7 +179,7 @@ def test_rocksdb_stalls_cache_and_bounded_memory() -> None:
         "rocksdbReadBlockCacheHitCount": 1000,
         "rocksdbReadBlockCacheMissCount": 9000,
     }
-    points = [point(b, custom=custom) for b in range(3)]
+    points = [point(b, custom_metrics=custom) for b in range(3)]
     bounded = plan("dedupe", **{BOUNDED_MEMORY: "true"})
     found = check_rocksdb(record(points, query_plan=bounded))
     assert codes(found) == [
@@ -186,7 +193,8 @@ def test_rocksdb_stalls_cache_and_bounded_memory() -> None:
 
 
 def test_diagnose_orders_by_severity() -> None:
-    growing = [point(b, rows_total=10 * (b + 1), rows_removed=0, partitions=200) for b in range(4)]
+    growing = [point(b, num_rows_total=10 * (b + 1), num_rows_removed=0,
+                     num_shuffle_partitions=200) for b in range(4)]
     found = diagnose([record(growing, query_plan=plan("agg_no_watermark"))])
     assert codes(found) == [
         ("aggregation-without-watermark", Severity.ERROR),
@@ -220,27 +228,27 @@ def test_consecutive_batches_and_repeated_idle_progress_lose_nothing() -> None:
 
 def test_flat_arbitrary_state_after_its_first_batch_is_healthy() -> None:
     """applyInPandasWithState at 3 keys: empty in batch 0, flat after; +0 per batch is no leak."""
-    flat = [point(b, "applyInPandasWithState", rows_total=0 if b == 0 else 3, rows_removed=0)
-            for b in range(30)]
+    flat = [point(b, "applyInPandasWithState", num_rows_total=0 if b == 0 else 3,
+                  num_rows_removed=0) for b in range(30)]
     assert check_unbounded_state(record(flat, query_plan=plan("apply_in_pandas_with_state"))) == []
     assert check_unbounded_state(record(flat)) == []
 
 
 def test_oscillating_state_is_healthy() -> None:
-    wave = [point(b, "transformWithStateInPandasExec", rows_total=[3, 5, 2, 6, 3][b % 5],
-                  rows_removed=0) for b in range(20)]
+    wave = [point(b, "transformWithStateInPandasExec", num_rows_total=[3, 5, 2, 6, 3][b % 5],
+                  num_rows_removed=0) for b in range(20)]
     assert check_unbounded_state(record(wave)) == []
 
 
 def test_a_tiny_trend_on_a_large_state_is_healthy() -> None:
-    creeping = [point(b, "applyInPandasWithState", rows_total=1_000_000 + b, rows_removed=0)
+    creeping = [point(b, "applyInPandasWithState", num_rows_total=1_000_000 + b, num_rows_removed=0)
                 for b in range(20)]
     assert check_unbounded_state(record(creeping)) == []
 
 
 def test_growth_finding_states_its_fitted_rate_and_confidence() -> None:
-    growing = [point(b, "applyInPandasWithState", rows_total=100 + 20 * b + (b % 2),
-                     rows_removed=0) for b in range(10)]
+    growing = [point(b, "applyInPandasWithState", num_rows_total=100 + 20 * b + (b % 2),
+                     num_rows_removed=0) for b in range(10)]
     [found] = check_unbounded_state(record(growing))
     assert "least-squares fit +20.0 rows per batch with R² 1.00" in found.evidence[1]
     assert found.numbers["rows_per_batch"] == pytest.approx(20.0, abs=0.1)
@@ -248,13 +256,14 @@ def test_growth_finding_states_its_fitted_rate_and_confidence() -> None:
 
 
 def test_a_keyed_cause_with_flat_state_is_not_called_growing() -> None:
-    flat = [point(b, rows_total=0 if b == 0 else 5, rows_removed=0) for b in range(10)]
+    flat = [point(b, num_rows_total=0 if b == 0 else 5, num_rows_removed=0) for b in range(10)]
     found = check_unbounded_state(record(flat, query_plan=plan("agg_no_watermark")))
     assert codes(found) == [("aggregation-without-watermark", Severity.INFO)]
 
 
 def test_a_join_with_time_bounds_growing_is_healthy() -> None:
-    rows = [point(b, "symmetricHashJoin", rows_total=8 * (b + 1), rows_removed=0) for b in range(4)]
+    rows = [point(b, "symmetricHashJoin", num_rows_total=8 * (b + 1), num_rows_removed=0)
+            for b in range(4)]
     assert check_unbounded_state(record(rows, query_plan=plan("stream_join"))) == []
 
 
@@ -272,18 +281,19 @@ def test_a_delay_close_to_the_lateness_is_not_excessive() -> None:
 
 
 def test_state_time_in_a_small_share_of_long_batches_is_healthy() -> None:
-    quick = [point(b, commit_ms=100, update_ms=100, partitions=2) for b in range(5)]
+    quick = [point(b, commit_time_ms=100, all_updates_time_ms=100, num_shuffle_partitions=2)
+             for b in range(5)]
     batches = [batch(b, duration_ms=5000) for b in range(5)]
     assert check_state_time(record(quick, batches, plan("dedupe"))) == []
 
 
 def test_a_fitting_store_count_is_healthy() -> None:
-    fitting = [point(b, rows_total=200_000, partitions=16) for b in range(3)]
+    fitting = [point(b, num_rows_total=200_000, num_shuffle_partitions=16) for b in range(3)]
     assert check_store_count(record(fitting)) == []
 
 
 def test_rocksdb_with_a_warm_cache_and_no_stalls_is_healthy() -> None:
     custom = {"rocksdbGetCount": 100, "rocksdbWriterStallLatencyMs": 0,
               "rocksdbReadBlockCacheHitCount": 9000, "rocksdbReadBlockCacheMissCount": 100}
-    points = [point(b, custom=custom) for b in range(3)]
+    points = [point(b, custom_metrics=custom) for b in range(3)]
     assert check_rocksdb(record(points, query_plan=plan("dedupe"))) == []

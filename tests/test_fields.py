@@ -144,6 +144,7 @@ CONSUMERS = {
     "sparkwatch.history.schema": "operator_batches' columns",
     "sparkwatch.history.rows": "the operator_batches row of an operator",
     "sparkwatch.history.views": "StatePoint's fields (what the reader selects and returns)",
+    "sparkwatch.history.rollups": "the counters summed per bucket (those operator_rollups has)",
     "sparkwatch.metrics.catalogue": "the state families (names, kinds, help, units)",
     "sparkwatch.metrics.state": "the counters summed into totals",
     "sparkwatch.metrics.exposition": "each family's value in base units (the catalogue's groups)",

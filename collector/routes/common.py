@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Depends, Request, Security
@@ -32,22 +33,22 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 def read_auth(service: Service) -> list[Any]:
     """The dependency guarding reads: only declared (in OpenAPI too) when a read token is set."""
-    if not service.auth.reads_protected:
-        return []
-
-    def check(request: Request, _: Any = BEARER) -> None:
-        service.auth.check_read(request.headers.get("authorization"))
-
-    return [Depends(check)]
+    return _guard(service.auth.reads_protected, service.auth.check_read)
 
 
 def scrape_auth(service: Service) -> list[Any]:
     """/metrics: the scrape token or the admin read token, when either is set."""
-    if not service.auth.scrape_protected:
+    return _guard(service.auth.scrape_protected, service.auth.check_scrape)
+
+
+def _guard(protected: bool, check_header: Callable[[str | None], None]) -> list[Any]:
+    """A dependency passing the Authorization header to ``check_header`` (which raises on a
+    wrong token), or none when nothing is protected (no bearer scheme in OpenAPI then)."""
+    if not protected:
         return []
 
     def check(request: Request, _: Any = BEARER) -> None:
-        service.auth.check_scrape(request.headers.get("authorization"))
+        check_header(request.headers.get("authorization"))
 
     return [Depends(check)]
 

@@ -20,7 +20,6 @@ from sparkwatch.console.model import (
     BacklogPoint,
     BatchRow,
     FindingLink,
-    OperatorRow,
     QueryDetail,
     QueryRow,
     RunRow,
@@ -29,6 +28,7 @@ from sparkwatch.history import series
 from sparkwatch.history.engine import connect, create_engine
 from sparkwatch.history.errors import HistoryError, HistoryUnavailable
 from sparkwatch.history.reader import HistoryReader
+from sparkwatch.history.views import state_point
 from sparkwatch.plan.describe import summary
 from sparkwatch.summary import one_line
 
@@ -114,12 +114,12 @@ class HistoryData:
                 table = [_batch(r) for r in series.batches(conn, query_id, limit=TABLE_PAGE,
                                                            offset=page * TABLE_PAGE)]
                 operators = {
-                    index: [_operator(r) for r in reversed(
+                    index: [state_point(r) for r in reversed(
                         series.operator_series(conn, query_id, index, since, limit=MAX_POINTS))]
                     for index in series.operator_indexes(conn, query_id)}
                 backlog = _backlog(series.source_series(conn, query_id, since,
                                                         limit=MAX_POINTS))
-            names = {i: ops[-1].name for i, ops in operators.items() if ops}
+            names = {i: ops[-1].operator_name for i, ops in operators.items() if ops}
             if plans:
                 for op in plans[0].operators:
                     names[op.index] = f"{op.operator}: {summary(op)}"
@@ -209,16 +209,6 @@ def _batch(r: dict[str, Any]) -> BatchRow:
         input_rate=r["input_rows_per_second"], processed_rate=r["processed_rows_per_second"],
         phases={k: v for k, v in phases.items() if isinstance(v, int | float)},
         watermark=_epoch(r["watermark"]))
-
-
-def _operator(r: dict[str, Any]) -> OperatorRow:
-    return OperatorRow(
-        timestamp=r["timestamp"].timestamp(), run_id=r["run_id"], batch_id=r["batch_id"],
-        index=r["operator_index"], name=r["operator_name"], rows_total=r["num_rows_total"],
-        rows_updated=r["num_rows_updated"], rows_removed=r["num_rows_removed"],
-        rows_dropped=r["num_rows_dropped_by_watermark"], memory_bytes=r["memory_used_bytes"],
-        commit_ms=r["commit_time_ms"], update_ms=r["all_updates_time_ms"],
-        removal_ms=r["all_removals_time_ms"], custom=r["custom_metrics"] or {})
 
 
 def _run(r: Any) -> RunRow:

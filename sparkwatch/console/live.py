@@ -13,10 +13,10 @@ from sparkwatch.console.model import (
     SILENT,
     TERMINATED,
     BatchRow,
-    OperatorRow,
     QueryDetail,
     QueryRow,
 )
+from sparkwatch.history.views import progress_points
 from sparkwatch.metrics.state import MetricState, QueryState
 from sparkwatch.model.events import QueryProgress
 
@@ -46,16 +46,6 @@ def batch_of(p: QueryProgress) -> BatchRow:
         duration_ms=p.batch_duration_ms, input_rows=p.num_input_rows,
         input_rate=p.input_rows_per_second, processed_rate=p.processed_rows_per_second,
         phases=dict(p.duration_ms), watermark=p.event_time.watermark)
-
-
-def operators_of(p: QueryProgress) -> list[OperatorRow]:
-    return [OperatorRow(
-        timestamp=p.timestamp, run_id=p.run_id, batch_id=p.batch_id, index=op.index,
-        name=op.name, rows_total=op.num_rows_total, rows_updated=op.num_rows_updated,
-        rows_removed=op.num_rows_removed, rows_dropped=op.num_rows_dropped_by_watermark,
-        memory_bytes=op.memory_used_bytes, commit_ms=op.commit_time_ms,
-        update_ms=op.all_updates_time_ms, removal_ms=op.all_removals_time_ms,
-        custom=dict(op.custom_metrics)) for op in p.state_operators]
 
 
 SILENT_SECONDS = 600.0
@@ -109,9 +99,9 @@ def merge_detail(detail: QueryDetail, q: QueryState | None) -> QueryDetail:
     if last is None or (last.run_id, last.batch_id) != (p.run_id, p.batch_id) and \
             p.timestamp >= last.timestamp:
         detail.batches.append(batch_of(p))
-        for op in operators_of(p):
-            detail.operators.setdefault(op.index, []).append(op)
-            detail.operator_names.setdefault(op.index, op.name)
+        for op in progress_points(p):
+            detail.operators.setdefault(op.operator_index, []).append(op)
+            detail.operator_names.setdefault(op.operator_index, op.operator_name)
     for state_op in p.state_operators:
         known = q.identity(state_op)
         if known.node is not None and state_op.index not in detail.operator_names:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from sparkwatch.history.views import StatePoint
 
 RUNNING, IDLE, TERMINATED, FAILED = "running", "idle", "terminated", "failed"
 SILENT = "silent"
@@ -52,24 +53,6 @@ class BatchRow:
 
 
 @dataclass(frozen=True, slots=True)
-class OperatorRow:
-    timestamp: float
-    run_id: str
-    batch_id: int
-    index: int
-    name: str
-    rows_total: int
-    rows_updated: int
-    rows_removed: int
-    rows_dropped: int
-    memory_bytes: int
-    commit_ms: int
-    update_ms: int
-    removal_ms: int
-    custom: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
 class BacklogPoint:
     timestamp: float
     behind: float
@@ -108,7 +91,7 @@ class QueryDetail:
     status: str
     batches: list[BatchRow]
     """Oldest first (the charts' order)."""
-    operators: dict[int, list[OperatorRow]]
+    operators: dict[int, list[StatePoint]]
     """Per operator position, oldest first."""
     operator_names: dict[int, str]
     """What each operator is, from the plan when it was read, else its progress name."""

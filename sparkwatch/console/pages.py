@@ -9,8 +9,9 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from sparkwatch.console.model import FAILED, OperatorRow, QueryDetail, QueryRow
+from sparkwatch.console.model import FAILED, QueryDetail, QueryRow
 from sparkwatch.console.svg import Series, fmt_number, fmt_unit, line_chart, sparkline
+from sparkwatch.history.views import StatePoint
 
 RANGES: dict[str, float | None] = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 86400,
                                    "7d": 7 * 86400, "all": None}
@@ -125,36 +126,37 @@ def _chart(anchor: str, title: str, unit: str, series: Sequence[Series]) -> str:
             f"{e(title)}</a></figcaption>{line_chart(title, unit, series)}</figure>")
 
 
-def _op_series(ops: Sequence[OperatorRow], **fields: Callable[[OperatorRow], float]
+def _op_series(ops: Sequence[StatePoint], **fields: Callable[[StatePoint], float]
                ) -> list[Series]:
-    return [Series(label, [(o.timestamp, float(get(o))) for o in ops])
+    return [Series(label, [(o.timestamp.timestamp(), float(get(o))) for o in ops])
             for label, get in fields.items()]
 
 
-def _custom(ops: Sequence[OperatorRow], key: str) -> list[tuple[float, float]]:
+def _custom(ops: Sequence[StatePoint], key: str) -> list[tuple[float, float]]:
     out = []
     for o in ops:
-        value = o.custom.get(key)
+        value = o.custom_metrics.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
-            out.append((o.timestamp, float(value)))
+            out.append((o.timestamp.timestamp(), float(value)))
     return out
 
 
-def _operator_section(index: int, name: str, ops: Sequence[OperatorRow]) -> str:
+def _operator_section(index: int, name: str, ops: Sequence[StatePoint]) -> str:
     p = f"op-{index}"
     charts = [
         _chart(f"{p}-rows", "state rows (total)", "",
-               _op_series(ops, rows=lambda o: o.rows_total)),
+               _op_series(ops, rows=lambda o: o.num_rows_total)),
         _chart(f"{p}-changes", "rows updated / removed per batch", "",
-               _op_series(ops, updated=lambda o: o.rows_updated,
-                          removed=lambda o: o.rows_removed)),
+               _op_series(ops, updated=lambda o: o.num_rows_updated,
+                          removed=lambda o: o.num_rows_removed)),
         _chart(f"{p}-dropped", "rows dropped by watermark per batch", "",
-               _op_series(ops, dropped=lambda o: o.rows_dropped)),
+               _op_series(ops, dropped=lambda o: o.num_rows_dropped_by_watermark)),
         _chart(f"{p}-memory", "state memory", "bytes",
-               _op_series(ops, memory=lambda o: o.memory_bytes)),
+               _op_series(ops, memory=lambda o: o.memory_used_bytes)),
         _chart(f"{p}-time", "commit / update / removal time per batch", "ms",
-               _op_series(ops, commit=lambda o: o.commit_ms, update=lambda o: o.update_ms,
-                          removal=lambda o: o.removal_ms)),
+               _op_series(ops, commit=lambda o: o.commit_time_ms,
+                          update=lambda o: o.all_updates_time_ms,
+                          removal=lambda o: o.all_removals_time_ms)),
     ]
     rocks: list[str] = []
     for unit, keys in ROCKSDB_METRICS.items():
@@ -204,7 +206,7 @@ def query_page(d: QueryDetail, range_key: str, page: int, refresh: int,
                [Series("behind", [(p.timestamp, p.behind) for p in d.backlog])]),
     ]
     operators = "".join(
-        _operator_section(i, d.operator_names.get(i, ops[-1].name if ops else "?"), ops)
+        _operator_section(i, d.operator_names.get(i, ops[-1].operator_name if ops else "?"), ops)
         for i, ops in sorted(d.operators.items()))
     if not d.operators:
         operators = '<p class="empty">No state operator reported in this range.</p>'

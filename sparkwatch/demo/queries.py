@@ -22,7 +22,7 @@ from sparkwatch.summary import one_line
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, GroupedData, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 # A streaming limit keeps one state row (the count so far); once the count reaches the limit every
@@ -181,13 +181,16 @@ def _count_per_user(
     yield pd.DataFrame({"user": [key[0]], "seen": [seen]})
 
 
-def apply_in_pandas_with_state(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
+def _by_user(spark: SparkSession, cfg: DemoConfig) -> GroupedData:
+    """The rate source's rows grouped by one of three users (the pandas state queries' keys)."""
     from pyspark.sql import functions as F
 
+    return rate(spark, cfg).withColumn("user", F.col("value") % 3).groupBy("user")
+
+
+def apply_in_pandas_with_state(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
     return (
-        rate(spark, cfg)
-        .withColumn("user", F.col("value") % 3)
-        .groupBy("user")
+        _by_user(spark, cfg)
         .applyInPandasWithState(
             _count_per_user,
             outputStructType="user long, seen long",
@@ -199,14 +202,10 @@ def apply_in_pandas_with_state(spark: SparkSession, cfg: DemoConfig) -> DataFram
 
 
 def transform_with_state_in_pandas(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
-    from pyspark.sql import functions as F
-
     from sparkwatch.demo.processor import CountPerUser
 
     return (
-        rate(spark, cfg)
-        .withColumn("user", F.col("value") % 3)
-        .groupBy("user")
+        _by_user(spark, cfg)
         .transformWithStateInPandas(
             statefulProcessor=CountPerUser(),
             outputStructType="user long, seen long",

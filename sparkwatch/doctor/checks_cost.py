@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from sparkwatch.doctor.evidence import batch_range, count, median, seconds
 from sparkwatch.doctor.findings import finding
-from sparkwatch.doctor.model import Finding, OperatorPoint, QueryRecord, Severity
+from sparkwatch.doctor.model import Finding, QueryRecord, Severity
+from sparkwatch.history.views import StatePoint
 from sparkwatch.plan.model import OperatorIdentity
 from sparkwatch.plan.settings import PROVIDER
 
@@ -21,7 +22,7 @@ BYTES_PER_STORE_HIGH = 2 << 30
 ROCKSDB_CLASS = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def _steady(record: QueryRecord, points: tuple[OperatorPoint, ...]) -> list[OperatorPoint]:
+def _steady(record: QueryRecord, points: tuple[StatePoint, ...]) -> list[StatePoint]:
     """Points after the run's first batch (planning and cold caches inflate it)."""
     first = record.batches[0].batch_id if record.batches else None
     return [p for p in points if p.batch_id != first]
@@ -35,8 +36,9 @@ def check_state_time(record: QueryRecord) -> list[Finding]:
         if len(points) < 3:
             continue
         # Per store: the sums cover every store of the batch, which run in parallel.
-        commit = median([p.commit_ms / max(1, p.partitions) for p in points])
-        update = median([(p.update_ms + p.removal_ms) / max(1, p.partitions) for p in points])
+        commit = median([p.commit_time_ms / max(1, p.num_shuffle_partitions) for p in points])
+        update = median([(p.all_updates_time_ms + p.all_removals_time_ms)
+                         / max(1, p.num_shuffle_partitions) for p in points])
         batch = median([durations[p.batch_id] for p in points])
         if batch < MIN_BATCH_MS or (commit + update) / batch < DOMINANT_SHARE:
             continue
@@ -80,14 +82,14 @@ def check_store_count(record: QueryRecord) -> list[Finding]:
     out = []
     for index, points in sorted(record.operators.items()):
         last = points[-1]
-        stores = max(1, last.partitions)
-        per_store = last.rows_total / stores
-        memory = last.memory_bytes / stores
+        stores = max(1, last.num_shuffle_partitions)
+        per_store = last.num_rows_total / stores
+        memory = last.memory_used_bytes / stores
         op = record.identity(index)
         span = (points[0].batch_id, last.batch_id)
         if len(points) >= 3 and stores >= MANY_STORES and per_store < ROWS_PER_STORE_LOW:
             evidence = [
-                f"{stores} state stores hold {count(last.rows_total)} rows "
+                f"{stores} state stores hold {count(last.num_rows_total)} rows "
                 f"({per_store:.0f} per store) in batch {last.batch_id}; every store is a task, a "
                 f"commit and checkpoint files in every batch",
             ]
@@ -98,12 +100,12 @@ def check_store_count(record: QueryRecord) -> list[Finding]:
             )
             out.append(finding(record, "too-many-state-stores", Severity.INFO,
                                "many state stores for little state", evidence, fix, op, span,
-                               stores=stores, rows=last.rows_total))
+                               stores=stores, rows=last.num_rows_total))
         elif per_store > ROWS_PER_STORE_HIGH or memory > BYTES_PER_STORE_HIGH:
             evidence = [
-                f"{stores} state stores hold {count(last.rows_total)} rows and "
-                f"{count(last.memory_bytes)} bytes ({per_store:,.0f} rows, {memory:,.0f} bytes "
-                f"per store) in batch {last.batch_id}",
+                f"{stores} state stores hold {count(last.num_rows_total)} rows and "
+                f"{count(last.memory_used_bytes)} bytes ({per_store:,.0f} rows, "
+                f"{memory:,.0f} bytes per store) in batch {last.batch_id}",
             ]
             fix = (
                 f"Spread state over more stores from a new checkpoint: "
@@ -112,5 +114,6 @@ def check_store_count(record: QueryRecord) -> list[Finding]:
             )
             out.append(finding(record, "too-few-state-stores", Severity.WARNING,
                                "few state stores for much state", evidence, fix, op, span,
-                               stores=stores, rows=last.rows_total, memory_bytes=last.memory_bytes))
+                               stores=stores, rows=last.num_rows_total,
+                               memory_bytes=last.memory_used_bytes))
     return out

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from sparkwatch.doctor.evidence import batch_range, count, seconds
 from sparkwatch.doctor.findings import finding
-from sparkwatch.doctor.model import Finding, OperatorPoint, QueryRecord, Severity
+from sparkwatch.doctor.model import Finding, QueryRecord, Severity
+from sparkwatch.history.views import StatePoint
 from sparkwatch.plan.settings import BOUNDED_MEMORY, is_true
 
 STALL_SHARE = 0.05
@@ -13,12 +14,12 @@ MIN_LOOKUPS = 10_000
 LOW_HIT_RATIO = 0.5
 
 
-def _total(points: tuple[OperatorPoint, ...], key: str) -> float:
-    return float(sum(p.custom.get(key, 0) or 0 for p in points))
+def _total(points: tuple[StatePoint, ...], key: str) -> float:
+    return float(sum(p.custom_metrics.get(key, 0) or 0 for p in points))
 
 
-def _has(points: tuple[OperatorPoint, ...], key: str) -> bool:
-    return any(key in p.custom for p in points)
+def _has(points: tuple[StatePoint, ...], key: str) -> bool:
+    return any(key in p.custom_metrics for p in points)
 
 
 def check_rocksdb(record: QueryRecord) -> list[Finding]:
@@ -29,7 +30,8 @@ def check_rocksdb(record: QueryRecord) -> list[Finding]:
             continue  # not a RocksDB store
         op = record.identity(index)
         span = (points[0].batch_id, points[-1].batch_id)
-        stalls = _total(points, "rocksdbWriterStallLatencyMs") / max(1, points[-1].partitions)
+        stores = max(1, points[-1].num_shuffle_partitions)
+        stalls = _total(points, "rocksdbWriterStallLatencyMs") / stores
         if stalls / batch_ms >= STALL_SHARE:
             out.append(finding(
                 record, "rocksdb-write-stalls", Severity.WARNING, "RocksDB stalls writes",
@@ -59,11 +61,11 @@ def check_rocksdb(record: QueryRecord) -> list[Finding]:
                 record, "memory-figure-unreliable", Severity.INFO,
                 "memoryUsedBytes is unreliable under RocksDB bounded memory",
                 [f"{BOUNDED_MEMORY}=true; the operator reports "
-                 f"{count(points[-1].memory_bytes)} bytes in batch {points[-1].batch_id}, a "
+                 f"{count(points[-1].memory_used_bytes)} bytes in batch {points[-1].batch_id}, a "
                  f"figure known to be wrong in this mode (SPARK-48208, SPARK-53002)"],
                 "Size state by rocksdbSstFileSize (spark_streaming_state_rocksdb_sst_file_size"
                 "_bytes) and rocksdbPinnedBlocksMemoryUsage, and the shared budget by "
                 "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB, not memoryUsedBytes.",
-                op, span, memory_bytes=points[-1].memory_bytes,
+                op, span, memory_bytes=points[-1].memory_used_bytes,
             ))
     return out

@@ -26,12 +26,12 @@ MIN_DATA_BATCHES = 5
 def check_late_rows(record: QueryRecord) -> list[Finding]:
     out = []
     for index, points in sorted(record.operators.items()):
-        dropped = [p for p in points if p.rows_dropped > 0]
+        dropped = [p for p in points if p.num_rows_dropped_by_watermark > 0]
         if not dropped:
             continue
         op = record.identity(index)
         first, last = dropped[0].batch_id, dropped[-1].batch_id
-        total = sum(p.rows_dropped for p in dropped)
+        total = sum(p.num_rows_dropped_by_watermark for p in dropped)
         affected = {p.batch_id for p in dropped}
         inputs = sum(b.input_rows for b in record.batches if b.batch_id in affected)
         share = total / inputs if inputs else 0.0
@@ -81,13 +81,13 @@ def check_excessive_delay(record: QueryRecord) -> list[Finding]:
             continue
         if delay_ms < EXCESSIVE_FACTOR * max(late.seconds, 1.0) * 1000:
             continue
-        if any(p.rows_dropped for p in points):
+        if any(p.num_rows_dropped_by_watermark for p in points):
             continue
         first, last = with_data[0].batch_id, with_data[-1].batch_id
         evidence = [
             f"the watermark delay is {delay_text(delay_ms)}, but in {batch_range(first, last)} "
             f"no row arrived more than {seconds(late.seconds)} behind the newest event time",
-            f"the operator holds {count(points[-1].rows_total)} state rows",
+            f"the operator holds {count(points[-1].num_rows_total)} state rows",
         ]
         suggestion = watermark_text(max(late.seconds * 2, 60))
         fix = (

@@ -14,9 +14,9 @@ import urllib.request
 from datetime import datetime
 from typing import Any
 
-from sparkwatch.doctor.history_source import operator_point
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
+from sparkwatch.history.views import state_point
 from sparkwatch.httpopen import open_http
 from sparkwatch.plan.codec import plan_from_dict
 from sparkwatch.plan.model import QueryPlan
@@ -97,7 +97,7 @@ def _record(api: Api, query_id: str, limit: int) -> QueryRecord | None:
     first = rows[0]["batch_id"]
     for p in state:
         if p["run_id"] == run["run_id"] and p["batch_id"] >= first:
-            operators.setdefault(p["operator_index"], []).append(operator_point(p))
+            operators.setdefault(p["operator_index"], []).append(state_point(p))
     return QueryRecord(
         query_id=query_id,
         name=run["name"],

@@ -7,7 +7,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparkwatch.doctor.model import BatchPoint, OperatorPoint
+from sparkwatch.doctor.model import BatchPoint
+from sparkwatch.history.views import StatePoint
 
 MIN_BATCHES = 3
 """Fewer batches say nothing about a trend."""
@@ -54,9 +55,9 @@ class Fit:
     """Share of the rows' variance the line explains; 0 for constant rows."""
 
 
-def fit(points: Sequence[OperatorPoint]) -> Fit:
+def fit(points: Sequence[StatePoint]) -> Fit:
     xs = [float(p.batch_id) for p in points]
-    ys = [float(p.rows_total) for p in points]
+    ys = [float(p.num_rows_total) for p in points]
     if len(points) < 2:
         return Fit(0.0, 0.0)
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
@@ -111,13 +112,13 @@ class Growth:
         )
 
 
-def growth(points: Sequence[OperatorPoint]) -> Growth:
+def growth(points: Sequence[StatePoint]) -> Growth:
     return Growth(
         first_batch=points[0].batch_id,
         last_batch=points[-1].batch_id,
-        first_rows=points[0].rows_total,
-        last_rows=points[-1].rows_total,
-        removed=sum(p.rows_removed for p in points),
+        first_rows=points[0].num_rows_total,
+        last_rows=points[-1].num_rows_total,
+        removed=sum(p.num_rows_removed for p in points),
         batches=len(points),
         fit=fit(points),
     )

@@ -6,11 +6,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sparkwatch.doctor.model import BatchPoint, OperatorPoint, QueryRecord
+from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.engine import connect, create_engine
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.revision import check_schema
 from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun
+from sparkwatch.history.views import StatePoint, state_point
 
 DEFAULT_BATCHES = 200
 
@@ -93,33 +94,14 @@ def _batch_point(row: Any) -> BatchPoint:
 
 def _operators(
     conn: sa.Connection, run_id: str, first_batch: int
-) -> dict[int, tuple[OperatorPoint, ...]]:
+) -> dict[int, tuple[StatePoint, ...]]:
     o = OperatorBatch.__table__.c
     stmt = (
         sa.select(OperatorBatch.__table__)
         .where(o.run_id == run_id, o.batch_id >= first_batch)
         .order_by(o.operator_index, o.batch_id)
     )
-    out: dict[int, list[OperatorPoint]] = {}
+    out: dict[int, list[StatePoint]] = {}
     for row in conn.execute(stmt):
-        out.setdefault(row.operator_index, []).append(operator_point(row._mapping))
+        out.setdefault(row.operator_index, []).append(state_point(row._mapping))
     return {index: tuple(points) for index, points in out.items()}
-
-
-def operator_point(row: Any) -> OperatorPoint:
-    """An ``operator_batches`` row (or the same fields from a read API) as a point."""
-    return OperatorPoint(
-        batch_id=row["batch_id"],
-        name=row["operator_name"],
-        rows_total=row["num_rows_total"],
-        rows_updated=row["num_rows_updated"],
-        rows_removed=row["num_rows_removed"],
-        rows_dropped=row["num_rows_dropped_by_watermark"],
-        memory_bytes=row["memory_used_bytes"],
-        commit_ms=row["commit_time_ms"],
-        update_ms=row["all_updates_time_ms"],
-        removal_ms=row["all_removals_time_ms"],
-        partitions=row["num_shuffle_partitions"],
-        instances=row["num_state_store_instances"],
-        custom=dict(row["custom_metrics"] or {}),
-    )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from sparkwatch.history.views import StatePoint
 from sparkwatch.plan.kinds import kind_of
 from sparkwatch.plan.model import OperatorIdentity, QueryPlan, Source
 
@@ -39,25 +40,6 @@ class BatchPoint:
 
 
 @dataclass(frozen=True, slots=True)
-class OperatorPoint:
-    """One state operator in one batch."""
-
-    batch_id: int
-    name: str
-    rows_total: int
-    rows_updated: int
-    rows_removed: int
-    rows_dropped: int
-    memory_bytes: int
-    commit_ms: int
-    update_ms: int
-    removal_ms: int
-    partitions: int
-    instances: int
-    custom: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
 class QueryRecord:
     """The most recent run of a query with batches: what every check looks at."""
 
@@ -66,8 +48,8 @@ class QueryRecord:
     run_id: str
     batches: tuple[BatchPoint, ...]
     """Oldest first."""
-    operators: Mapping[int, tuple[OperatorPoint, ...]]
-    """Per operator index, oldest first."""
+    operators: Mapping[int, tuple[StatePoint, ...]]
+    """Per operator index, oldest first (as the history holds them: the field table's fields)."""
     plan: QueryPlan | None = None
 
     @property
@@ -80,7 +62,7 @@ class QueryRecord:
         if plan_op is not None:
             return plan_op
         points = self.operators.get(index, ())
-        name = points[-1].name if points else "unknown"
+        name = points[-1].operator_name if points else "unknown"
         return OperatorIdentity(index=index, operator=name, kind=kind_of(name))
 
     @property

@@ -2,7 +2,7 @@
 
 Shared by the collector's scheduled job and the listener's history sink (a listener-only
 deployment has no collector, and the History dashboard's fleet-wide panels read these rows), so
-it imports nothing but SQLAlchemy and the schema.
+it imports nothing but SQLAlchemy, the schema and the field table.
 
 Each run recomputes every bucket that overlaps the recent ``lookback`` window from the raw rows
 and upserts it, so a bucket converges to the exact aggregate of its batches, including batches
@@ -36,6 +36,7 @@ from sparkwatch.history.schema import (
     OperatorRollup,
     QueryRollup,
 )
+from sparkwatch.model.fields import OPERATOR_FIELDS
 
 RESOLUTIONS = {MINUTE: 60, HOUR: 3600}
 DAY_SECONDS = 86400
@@ -63,18 +64,8 @@ def query_aggregates(dialect: str, seconds: int, since: datetime) -> sa.Select[A
     """One row per (query, bucket) from ``batches`` with timestamps from ``since``."""
     b = Batch.__table__.c
     bucket = bucket_of(dialect, b.timestamp, seconds)
-    group = [b.query_id, bucket]
-    ranked = (
-        sa.select(
-            b.query_id, bucket, b.num_input_rows, b.batch_duration_ms,
-            (sa.func.row_number().over(partition_by=group, order_by=b.batch_duration_ms) - 1)
-            .label("rank"),
-            sa.func.count().over(partition_by=group).label("n"),
-        )
-        .where(b.timestamp >= since)
-        .subquery()
-    )
-    r = ranked.c
+    r = _ranked([b.query_id, bucket, b.num_input_rows, b.batch_duration_ms],
+                [b.query_id, bucket], b.batch_duration_ms, b.timestamp >= since).c
     return (
         sa.select(
             r.query_id, r.bucket,
@@ -82,10 +73,35 @@ def query_aggregates(dialect: str, seconds: int, since: datetime) -> sa.Select[A
             sa.func.sum(r.num_input_rows).label("num_input_rows"),
             sa.func.sum(r.batch_duration_ms).label("batch_duration_ms_sum"),
             sa.func.max(r.batch_duration_ms).label("batch_duration_ms_max"),
-            _percentile(r.rank, r.n, r.batch_duration_ms).label("batch_duration_ms_p95"),
+            _percentile(r.rank - 1, r.n, r.batch_duration_ms).label("batch_duration_ms_p95"),
         )
         .group_by(r.query_id, r.bucket)
     )
+
+
+def _ranked(columns: list[Any], group: list[Any], order_by: Any,
+            where: sa.ColumnElement[bool]) -> sa.Subquery:
+    """``columns`` of the rows ``where`` selects, each with its 1-based ``rank`` by ``order_by``
+    within its ``group`` and the group's size ``n`` (window functions both backends have)."""
+    return (
+        sa.select(
+            *columns,
+            sa.func.row_number().over(partition_by=group, order_by=order_by).label("rank"),
+            sa.func.count().over(partition_by=group).label("n"),
+        )
+        .where(where)
+        .subquery()
+    )
+
+
+def _first(r: Any, value: Any) -> sa.ColumnElement[Any]:
+    """``value`` at the group's first row (rank 1) of a :func:`_ranked` subquery ``r``."""
+    return sa.func.max(sa.case((r.rank == 1, value)))
+
+
+def _last(r: Any, value: Any) -> sa.ColumnElement[Any]:
+    """``value`` at the group's last row (rank n)."""
+    return sa.func.max(sa.case((r.rank == r.n, value)))
 
 
 def _percentile(rank: Any, n: Any, value: Any) -> sa.ColumnElement[Any]:
@@ -106,18 +122,9 @@ def operator_aggregates(dialect: str, seconds: int, since: datetime) -> sa.Selec
     """One row per (query, operator, bucket) from ``operator_batches`` from ``since``."""
     o = OperatorBatch.__table__.c
     bucket = bucket_of(dialect, o.timestamp, seconds)
-    group = [o.query_id, o.operator_index, bucket]
-    ranked = (
-        sa.select(
-            *(o[name] for name in _OPERATOR_COLUMNS), bucket,
-            sa.func.row_number().over(partition_by=group,
-                                      order_by=[o.timestamp, o.batch_id, o.run_id]).label("rank"),
-            sa.func.count().over(partition_by=group).label("n"),
-        )
-        .where(o.timestamp >= since)
-        .subquery()
-    )
-    r = ranked.c
+    r = _ranked([*(o[name] for name in _OPERATOR_COLUMNS), bucket],
+                [o.query_id, o.operator_index, bucket], [o.timestamp, o.batch_id, o.run_id],
+                o.timestamp >= since).c
     return (
         sa.select(
             r.query_id, r.operator_index, r.bucket,
@@ -125,15 +132,10 @@ def operator_aggregates(dialect: str, seconds: int, since: datetime) -> sa.Selec
             sa.func.count().label("batches"),
             sa.func.max(r.num_rows_total).label("num_rows_total_max"),
             sa.func.avg(r.num_rows_total).label("num_rows_total_avg"),
-            sa.func.max(sa.case((r.rank == 1, r.num_rows_total))).label("num_rows_total_first"),
-            sa.func.max(sa.case((r.rank == r.n, r.num_rows_total))).label("num_rows_total_last"),
-            sa.func.sum(r.num_rows_updated).label("num_rows_updated"),
-            sa.func.sum(r.num_rows_removed).label("num_rows_removed"),
-            sa.func.sum(r.num_rows_dropped_by_watermark).label("num_rows_dropped_by_watermark"),
+            _first(r, r.num_rows_total).label("num_rows_total_first"),
+            _last(r, r.num_rows_total).label("num_rows_total_last"),
+            *(sa.func.sum(r[name]).label(name) for name in SUMMED),
             sa.func.max(r.memory_used_bytes).label("memory_used_bytes_max"),
-            sa.func.sum(r.all_updates_time_ms).label("all_updates_time_ms"),
-            sa.func.sum(r.all_removals_time_ms).label("all_removals_time_ms"),
-            sa.func.sum(r.commit_time_ms).label("commit_time_ms"),
         )
         .group_by(r.query_id, r.operator_index, r.bucket)
     )
@@ -162,19 +164,9 @@ def operator_days(dialect: str, since: datetime) -> sa.Select[Any]:
     the first hour's first and the last hour's last, the mean is weighted by batches."""
     h = OperatorRollup.__table__.c
     day = bucket_of(dialect, h.bucket_start, DAY_SECONDS)
-    group = [h.query_id, h.operator_index, day]
-    ranked = (
-        sa.select(
-            *(h[name] for name in _DAY_COLUMNS), day,
-            sa.func.row_number().over(partition_by=group, order_by=h.bucket_start).label("rank"),
-            sa.func.count().over(partition_by=group).label("n"),
-        )
-        .where(h.resolution == HOUR, h.bucket_start >= since)
-        .subquery()
-    )
-    r = ranked.c
-    sums = ("num_rows_updated", "num_rows_removed", "num_rows_dropped_by_watermark",
-            "all_updates_time_ms", "all_removals_time_ms", "commit_time_ms")
+    r = _ranked([*(h[name] for name in _DAY_COLUMNS), day],
+                [h.query_id, h.operator_index, day], h.bucket_start,
+                sa.and_(h.resolution == HOUR, h.bucket_start >= since)).c
     return (
         sa.select(
             r.query_id, r.operator_index, r.bucket,
@@ -183,27 +175,26 @@ def operator_days(dialect: str, since: datetime) -> sa.Select[Any]:
             sa.func.max(r.num_rows_total_max).label("num_rows_total_max"),
             (sa.func.sum(r.num_rows_total_avg * r.batches) / sa.func.sum(r.batches))
             .label("num_rows_total_avg"),
-            sa.func.max(sa.case((r.rank == 1, r.num_rows_total_first)))
-            .label("num_rows_total_first"),
-            sa.func.max(sa.case((r.rank == r.n, r.num_rows_total_last)))
-            .label("num_rows_total_last"),
-            *(sa.func.sum(r[name]).label(name) for name in sums),
+            _first(r, r.num_rows_total_first).label("num_rows_total_first"),
+            _last(r, r.num_rows_total_last).label("num_rows_total_last"),
+            *(sa.func.sum(r[name]).label(name) for name in SUMMED),
             sa.func.max(r.memory_used_bytes_max).label("memory_used_bytes_max"),
         )
         .group_by(r.query_id, r.operator_index, r.bucket)
     )
 
 
+SUMMED = tuple(f.attr for f in OPERATOR_FIELDS
+               if f.counter and f.attr in OperatorRollup.__table__.c)
+"""The field table's counters, summed per bucket: each one ``operator_rollups`` has a column
+for (a new counter is rolled up once a migration gives it one; levels are aggregated by name
+above, each as it means something: the state rows' max, mean, first and last, memory's max)."""
+_OPERATOR_COLUMNS = ("query_id", "operator_index", "operator_name", "num_rows_total",
+                     "memory_used_bytes", *SUMMED)
 _DAY_COLUMNS = (
     "query_id", "operator_index", "operator_name", "bucket_start", "batches",
     "num_rows_total_max", "num_rows_total_avg", "num_rows_total_first", "num_rows_total_last",
-    "num_rows_updated", "num_rows_removed", "num_rows_dropped_by_watermark",
-    "memory_used_bytes_max", "all_updates_time_ms", "all_removals_time_ms", "commit_time_ms",
-)
-_OPERATOR_COLUMNS = (
-    "query_id", "operator_index", "operator_name", "num_rows_total", "num_rows_updated",
-    "num_rows_removed", "num_rows_dropped_by_watermark", "memory_used_bytes",
-    "all_updates_time_ms", "all_removals_time_ms", "commit_time_ms",
+    "memory_used_bytes_max", *SUMMED,
 )
 _TEXT = {"query_id", "operator_name", "operator_index"}
 _FLOAT = {"num_rows_total_avg", "batch_duration_ms_p95"}

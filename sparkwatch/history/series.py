@@ -15,17 +15,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from sparkwatch.history.schema import Batch, OperatorBatch, SourceBatch
+from sparkwatch.history.views import StatePoint
 
 BATCH_COLUMNS = (
     "timestamp", "run_id", "batch_id", "batch_duration_ms", "num_input_rows",
     "input_rows_per_second", "processed_rows_per_second", "duration_ms", "watermark",
 )
-OPERATOR_COLUMNS = (
-    "timestamp", "run_id", "batch_id", "operator_index", "operator_name", "num_rows_total",
-    "num_rows_updated", "num_rows_removed", "num_rows_dropped_by_watermark",
-    "memory_used_bytes", "commit_time_ms", "all_updates_time_ms", "all_removals_time_ms",
-    "custom_metrics",
-)
+OPERATOR_COLUMNS = tuple(StatePoint.__dataclass_fields__)
+"""Every column of a :class:`StatePoint` (the field table's among them)."""
 SOURCE_COLUMNS = ("timestamp", "run_id", "batch_id", "source_index", "description",
                   "end_offset", "latest_offset")
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, make_dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from sparkwatch.model.events import QueryProgress, StateOperator
 from sparkwatch.model.fields import OPERATOR_FIELDS
 
 
@@ -80,6 +82,29 @@ else:
     StatePoint.__module__ = __name__
     StatePoint.__doc__ = ("One state operator in one batch (its ``operator_batches`` row; the "
                           "fields after operator_name are the field table's).")
+
+
+def state_point(row: Mapping[Any, Any]) -> StatePoint:
+    """The point of a mapping with its fields (and maybe more): an ``operator_batches`` row or
+    an item of the state API (timestamp as ISO-8601, ``custom_metrics`` maybe null)."""
+    values = {name: row[name] for name in StatePoint.__dataclass_fields__}
+    if isinstance(values["timestamp"], str):
+        values["timestamp"] = datetime.fromisoformat(values["timestamp"])
+    values["custom_metrics"] = dict(values["custom_metrics"] or {})
+    return StatePoint(**values)
+
+
+def progress_points(p: QueryProgress) -> list[StatePoint]:
+    """The points of a progress's state operators, as the history would read them back."""
+    at = datetime.fromtimestamp(p.timestamp, tz=UTC)
+    return [StatePoint(timestamp=at, run_id=p.run_id, batch_id=p.batch_id,
+                       operator_index=op.index, operator_name=op.name, **_fields(op),
+                       custom_metrics=dict(op.custom_metrics))
+            for op in p.state_operators]
+
+
+def _fields(op: StateOperator) -> dict[str, Any]:
+    return {f.attr: getattr(op, f.attr) for f in OPERATOR_FIELDS}
 
 
 def to_dict(view: QuerySummary | RunSummary | StatePoint) -> dict[str, Any]:

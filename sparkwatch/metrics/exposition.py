@@ -75,8 +75,9 @@ class Families:
             hit = self._wanted[id(group)] = any(self.wants(m) for m in group)
         return hit
 
-    def add(self, metric: MetricDef, labels: Iterable[str], value: float) -> None:
-        if self._exported is not None and metric.name not in self._exported:
+    def add(self, metric: MetricDef, labels: Iterable[str], value: float | None) -> None:
+        """One sample; a value not known yet (None) is no sample (absent, never a made-up 0)."""
+        if value is None or self._exported is not None and metric.name not in self._exported:
             return
         self._family(metric).add(self._values(labels), value)
 
@@ -185,12 +186,9 @@ def add_listener_bus(out: Families, app: tuple[str, str], bus: BusSample) -> Non
         labels = (*app, q.name)
         out.add(cat.LISTENER_BUS_EVENTS_DROPPED, labels, q.dropped)
         out.add(cat.LISTENER_BUS_QUEUE_SIZE, labels, q.size)
-        if q.capacity is not None:
-            out.add(cat.LISTENER_BUS_QUEUE_CAPACITY, labels, q.capacity)
-        if q.processed is not None:
-            out.add(cat.LISTENER_BUS_EVENTS_PROCESSED, labels, q.processed)
-        if q.mean_processing_seconds is not None:
-            out.add(cat.LISTENER_BUS_PROCESSING_MEAN, labels, q.mean_processing_seconds)
+        out.add(cat.LISTENER_BUS_QUEUE_CAPACITY, labels, q.capacity)
+        out.add(cat.LISTENER_BUS_EVENTS_PROCESSED, labels, q.processed)
+        out.add(cat.LISTENER_BUS_PROCESSING_MEAN, labels, q.mean_processing_seconds)
 
 
 def query_labels(q: QueryState) -> tuple[str, str, str, str]:
@@ -210,10 +208,8 @@ def add_query(out: Families, q: QueryState) -> None:
     out.add(cat.QUERY_FAILED, labels, 1 if q.failed else 0)
     out.add(cat.QUERY_RUNS, labels, q.runs)
     out.add(cat.QUERY_FAILURES, labels, q.failures)
-    if q.start_time is not None:
-        out.add(cat.QUERY_START_TIME, labels, q.start_time)
-    if q.last_event_timestamp is not None:
-        out.add(cat.QUERY_LAST_EVENT, labels, q.last_event_timestamp)
+    out.add(cat.QUERY_START_TIME, labels, q.start_time)
+    out.add(cat.QUERY_LAST_EVENT, labels, q.last_event_timestamp)
     out.add(cat.QUERY_BATCHES, labels, q.batches)
     out.add(cat.QUERY_INPUT_ROWS, labels, q.input_rows)
     if out.wants(cat.QUERY_BATCH_DURATION):
@@ -268,8 +264,7 @@ def _add_progress(out: Families, p: QueryProgress, labels: tuple[str, ...],
     for observation, columns in sorted(p.observed_metrics.items()):
         for column, value in sorted(columns.items()):
             number = _number(value)
-            if number is not None:
-                out.add(cat.QUERY_OBSERVED_METRIC, (*labels, observation, column), number)
+            out.add(cat.QUERY_OBSERVED_METRIC, (*labels, observation, column), number)
 
 
 def _add_event_time(out: Families, q: QueryState, labels: tuple[str, ...]) -> None:
@@ -280,8 +275,7 @@ def _add_event_time(out: Families, q: QueryState, labels: tuple[str, ...]) -> No
     if et.min is not None:
         out.add(cat.QUERY_EVENT_TIME_MIN, labels, et.min)
         out.add(cat.QUERY_EVENT_TIME_SKEW, labels, et.max - et.min)
-    if et.avg is not None:
-        out.add(cat.QUERY_EVENT_TIME_AVG, labels, et.avg)
+    out.add(cat.QUERY_EVENT_TIME_AVG, labels, et.avg)
     if q.last_progress is not None:
         out.add(cat.QUERY_EVENT_TIME_LAG, labels, q.last_progress.timestamp - et.max)
 

@@ -7,9 +7,9 @@ Every consumer takes its operator fields from here (``tests/test_fields.py`` lis
 event model's :class:`~sparkwatch.model.events.StateOperator`, the parser, the validation
 contract and its OpenAPI schema, the history schema (``operator_batches`` columns), row builder
 and :class:`~sparkwatch.history.views.StatePoint`, the metric catalogue's state families, the
-metric state's totals and both expositions. Adding a field is one entry here, plus a history
-migration for its column and a line in the two type-checking stubs (events, views), which a
-test compares with this table.
+metric state's totals and both expositions, the rollups' sums of counters. Adding a field is one
+entry here, plus a history migration for its column and a line in the two type-checking stubs
+(events, views), which a test compares with this table.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 
 from sparkwatch.doctor.history_source import load_records
-from sparkwatch.doctor.model import OperatorPoint, QueryRecord
+from sparkwatch.doctor.model import QueryRecord
 from sparkwatch.history.reader import HistoryReader
+from sparkwatch.history.views import StatePoint
 from sparkwatch.plan.describe import summary
 from sparkwatch.redact import redact_url
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
@@ -48,25 +49,25 @@ def _query(record: QueryRecord, status: str) -> TopQuery:
 
 
 def _operator(
-    record: QueryRecord, index: int, points: tuple[OperatorPoint, ...], times: dict[int, float]
+    record: QueryRecord, index: int, points: tuple[StatePoint, ...], times: dict[int, float]
 ) -> TopOperator:
     identity = record.identity(index)
     p = points[-1]
     op = TopOperator(
         index=index,
-        operator=p.name,
+        operator=p.operator_name,
         kind=identity.kind,
         identity=summary(identity) if identity.node is not None else "",
-        rows=p.rows_total,
-        updated=p.rows_updated,
-        removed=p.rows_removed,
-        dropped=p.rows_dropped,
-        memory_bytes=p.memory_bytes,
-        commit_seconds=p.commit_ms / 1000,
+        rows=p.num_rows_total,
+        updated=p.num_rows_updated,
+        removed=p.num_rows_removed,
+        dropped=p.num_rows_dropped_by_watermark,
+        memory_bytes=p.memory_used_bytes,
+        commit_seconds=p.commit_time_ms / 1000,
     )
     if len(points) >= 2:
         prev = points[-2]
         elapsed = times.get(p.batch_id, 0.0) - times.get(prev.batch_id, 0.0)
         if elapsed > 0:
-            op.growth = (p.rows_total - prev.rows_total) / elapsed
+            op.growth = (p.num_rows_total - prev.num_rows_total) / elapsed
     return op
