@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import importlib.machinery
+import signal
 import sys
 import threading
 import weakref
@@ -109,11 +110,29 @@ def attach_once(session: Any) -> None:
         _attaching.active = True
         try:
             _attached[session] = _attach(session)
+            _exit_through_atexit_on_sigterm()
         except Exception as exc:  # noqa: BLE001 - never break the app we watch
             _attached[session] = None
             _say(f"sparkwatch: not attached: {exc}")
         finally:
             _attaching.active = False
+
+
+def _exit_through_atexit_on_sigterm() -> None:
+    """Python's default SIGTERM ends the process at once, skipping atexit: the listener would
+    neither write what it holds nor end the runs it saw start. For an app without a SIGTERM
+    handler of its own, SIGTERM raises SystemExit(143) in the main thread instead, so the
+    interpreter unwinds and the attachment's atexit detach runs (a second SIGTERM ends it at
+    once). Only here, for apps run unmodified: an app that attaches itself keeps its signals."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    signal.signal(signum, signal.SIG_DFL)
+    raise SystemExit(128 + signum)
 
 
 def detach(session: Any) -> None:

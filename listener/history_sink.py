@@ -13,11 +13,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from sparkwatch.metrics.stats import ListenerCounters
-from sparkwatch.model.events import ParsedEvent
+from sparkwatch.model.events import EventKind, ParsedEvent
 from sparkwatch.worker import Backoff, BoundedQueue, Worker
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,8 @@ _PERMANENT = _permanent_errors()
 
 class Writer(Protocol):
     def write(self, events: Sequence[ParsedEvent]) -> None: ...
+
+    def end_abandoned(self, run_ids: Collection[str]) -> int: ...
 
     def close(self) -> None: ...
 
@@ -65,6 +67,9 @@ class HistorySink:
         self._flush_seconds = flush_seconds
         self._backoff = Backoff(*backoff)
         self._queue: BoundedQueue[ParsedEvent | None] = BoundedQueue(capacity)
+        # Runs written as started or progressing and not yet as terminated: at a stop they are
+        # ended as lost, as nothing will write their end (see sparkwatch.history.lost).
+        self._open_runs: set[str] = set()
         self._abort = threading.Event()
         self.worker = Worker("history", self._run, "sparkwatch-history")
         self.worker.start()
@@ -104,6 +109,7 @@ class HistorySink:
                 self.worker.beat()
             if len(events) < len(batch) or self._abort.is_set():
                 self._count_abandoned()
+                self._end_open_runs()
                 return
             if time.monotonic() >= self._maintenance_due:
                 self._maintain()
@@ -139,10 +145,29 @@ class HistorySink:
                 break
         return batch
 
+    def _end_open_runs(self) -> None:
+        if self._abort.is_set() or not self._open_runs:
+            return
+        try:
+            ended = self._writer.end_abandoned(self._open_runs)
+        except Exception as exc:  # noqa: BLE001 - the history's silent-run rule ends them later
+            log.warning("sparkwatch: could not end the runs still open at the stop: %s", exc)
+            return
+        if ended:
+            log.info("sparkwatch: %d runs still running at the stop ended as lost", ended)
+
+    def _track_runs(self, events: list[ParsedEvent]) -> None:
+        for parsed in events:
+            if parsed.kind is EventKind.TERMINATED:
+                self._open_runs.discard(parsed.event.run_id)
+            else:
+                self._open_runs.add(parsed.event.run_id)
+
     def _write(self, events: list[ParsedEvent]) -> None:
         while True:
             try:
                 self._writer.write(events)
+                self._track_runs(events)
                 if failures := self._backoff.succeeded():
                     log.info(
                         "sparkwatch: history writes resumed after %d failed attempts", failures

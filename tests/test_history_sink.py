@@ -46,6 +46,28 @@ def test_every_event_offered_is_written_once(history_url: str) -> None:
     assert counters.dropped == {} and counters.delivery_failures == {}
 
 
+
+def test_a_stop_ends_as_lost_the_runs_it_saw_start_and_never_end(history_url: str) -> None:
+    """Detached (session stopping, driver exiting on a signal) before Spark said the queries
+    ended: nothing will write their end, so the sink does; a run seen terminated keeps its
+    status."""
+    progress = events()
+    ended = next(e for e in progress if e.event.run_id != progress[0].event.run_id)
+    terminated = parse_envelope(Envelope(EventKind.TERMINATED, APP, 0.0, {
+        "id": ended.event.query_id, "runId": ended.event.run_id, "exception": None}))
+    sink = HistorySink(HistoryWriter(history_url), ListenerCounters(), capacity=100,
+                       batch_size=4, flush_seconds=0.05)
+    for e in [*progress, terminated]:
+        sink(e)
+    sink.stop(30)
+    engine = sa.create_engine(history_url)
+    with engine.connect() as conn:
+        statuses = dict(conn.execute(sa.text("select run_id, status from query_runs")).all())
+    engine.dispose()
+    assert statuses.pop(ended.event.run_id) == "terminated"
+    assert statuses and set(statuses.values()) == {"lost"}
+
+
 def test_an_unusable_url_disables_the_history_and_counts_what_it_could_not_keep() -> None:
     counters = ListenerCounters()
     sink = HistorySink(HistoryWriter("mysql://nobody@127.0.0.1/x"), counters, capacity=10,

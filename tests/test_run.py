@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import urllib.request
@@ -205,6 +206,56 @@ def test_signals_reach_the_command(sig: signal.Signals) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+
+def run_statuses(db: Path) -> dict[str, int]:
+    """How many runs of the history at ``db`` have each status (empty before its first write)."""
+    if not db.exists():
+        return {}
+    with sqlite3.connect(db, timeout=30) as conn:
+        try:
+            return dict(conn.execute("select status, count(*) from query_runs "
+                                     "where batches > 0 group by status").fetchall())
+        except sqlite3.OperationalError:  # the schema is not there yet
+            return {}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_an_unmodified_app_stopped_by_a_signal_leaves_no_run_running(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """SIGTERM (to the command) or Ctrl-C (to its process group, as a terminal sends it) while
+    the app streams: the listener writes what it holds and ends the run it saw start as lost,
+    since no QueryTerminated will come; the stop line is printed."""
+    app, db = tmp_path / "app.py", tmp_path / "history.db"
+    app.write_text(APP.replace("{master}", "master"))
+    env = clean_env(SPARKWATCH_METRICS_PORT=str(free_port()),
+                    SPARKWATCH_HISTORY_URL=f"sqlite:///{db}")
+    stderr_path = tmp_path / "stderr.txt"
+    with stderr_path.open("w") as stderr:
+        proc = subprocess.Popen([*SPARKWATCH, "run", "--", sys.executable, str(app),
+                                 str(tmp_path / "never")], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+    try:
+        wait_for(lambda: run_statuses(db).get("running", 0) == 1, 240, "a running run written")
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = stderr_path.read_text()
+    # SIGTERM: SystemExit(143) through atexit (the attach's handler, the app having none);
+    # Ctrl-C: the app's own KeyboardInterrupt, which ends Python by SIGINT, as without us.
+    assert code == (128 + sig if sig == signal.SIGTERM else -sig), err[-3000:]
+    assert run_statuses(db) == {"lost": 1}, err[-3000:]
+    assert re.search(r"^sparkwatch stopped for \S+: \d+ events received", err, re.M), err[-3000:]
+    assert "sparkwatch/" not in err and "listener/" not in err, "no traceback of ours"
 
 
 def test_the_hook_is_installed_and_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:

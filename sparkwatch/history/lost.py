@@ -5,6 +5,8 @@ running in the history. Two rules end them, at the time of their last event:
 
 - **replaced**: a query runs once at a time, so when a new run of a query starts, every earlier
   run of it that is still running is over (exact, applied by the writer with the new run);
+- **abandoned**: a listener that detaches (its session stopping, its driver exiting on a signal)
+  ends the runs it saw start and never saw end: no one will record their end now;
 - **silent**: a run with no event for ``silent_seconds`` is lost: the collector's stall horizon
   (``--retention-days``, 7 by default), until which such a run is reported stalled; the same 7
   days in a driver's own history. A run that speaks again after all is running again (the
@@ -13,7 +15,7 @@ running in the history. Two rules end them, at the time of their last event:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -49,4 +51,15 @@ def end_silent(conn: sa.Connection, now: datetime, silent_seconds: float) -> int
         sa.update(QueryRun).where(
             r.status == RUNNING, r.last_event_at < now - timedelta(seconds=silent_seconds)
         ).values(status=LOST, ended_at=r.last_event_at)
+    ).rowcount
+
+
+def end_abandoned(conn: sa.Connection, run_ids: Collection[str]) -> int:
+    """End, as lost, those of ``run_ids`` still running; returns how many."""
+    if not run_ids:
+        return 0
+    r = QueryRun.__table__.c
+    return conn.execute(
+        sa.update(QueryRun).where(r.run_id.in_(list(run_ids)), r.status == RUNNING)
+        .values(status=LOST, ended_at=r.last_event_at)
     ).rowcount

@@ -11,7 +11,7 @@ import logging
 import os
 import socket
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -156,6 +156,13 @@ class HistoryWriter:
                 return False
             lost.end_silent(conn, now, self._lost_after_seconds)
             return True
+
+    def end_abandoned(self, run_ids: Collection[str]) -> int:
+        """End as lost the runs of ``run_ids`` still running (:func:`.lost.end_abandoned`)."""
+        if not run_ids:
+            return 0
+        with self._ready_engine().begin() as conn:
+            return lost.end_abandoned(conn, run_ids)
 
     def close(self) -> None:
         if self._engine is not None:
