@@ -33,7 +33,7 @@ from sparkwatch.collector.quarantine import (
     Quarantine,
     is_data_error,
 )
-from sparkwatch.collector.spoolread import RawPayload, TypedRecord, typed_record
+from sparkwatch.collector.typedwire import RawPayload, TypedRecord, typed_record
 from sparkwatch.history.errors import HistoryUrlError
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.logs import LOG_FORMAT

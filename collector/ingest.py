@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,15 +102,30 @@ class Ingestor:
 
         Raises :class:`~.rates.RateLimited` (nothing accepted) when the caller's tenant is over
         its events-per-second quota."""
+        self._take_quota(caller, len(items))
+        checked = check_events(items, strict_body)
+        items.clear()  # the decoded JSON: only the events' encodings are kept for the spool
+        return self._accept(checked, caller)
+
+    def ingest_checked(self, checked: Sequence[tuple[Item, bytes | None] | ContractViolation],
+                       caller: Caller) -> Outcome:
+        """:meth:`ingest` for events already through the contract (read typed, see
+        :func:`~sparkwatch.collector.typedwire.typed_body`)."""
+        self._take_quota(caller, len(checked))
+        return self._accept(checked, caller)
+
+    def _take_quota(self, caller: Caller, events: int) -> None:
         if self._event_rates is not None:
             try:
-                self._event_rates.take(caller.tenant, len(items))
+                self._event_rates.take(caller.tenant, events)
             except RateLimited:
-                self._metrics.quota_rejected(caller.tenant, self._event_rates.quota, len(items))
+                self._metrics.quota_rejected(caller.tenant, self._event_rates.quota, events)
                 raise
+
+    def _accept(self, checked: Sequence[tuple[Item, bytes | None] | ContractViolation],
+                caller: Caller) -> Outcome:
         outcome = Outcome()
-        valid = self._validate(items, caller.app, strict_body, outcome)
-        items.clear()  # the decoded JSON: only the events' encodings are kept for the spool
+        valid = self._validate(checked, caller.app, outcome)
         state = self._tenants.state(caller.tenant)
         with self._lock:
             admitted = self._admit(caller.tenant, valid, outcome)
@@ -137,11 +152,11 @@ class Ingestor:
         return outcome
 
     def _validate(
-        self, items: list[Any], allowed_app: str, strict_body: bytes | bytearray | None,
+        self, checked: Sequence[tuple[Item, bytes | None] | ContractViolation], allowed_app: str,
         outcome: Outcome,
     ) -> list[tuple[int, Item, bytes | None]]:
         valid = []
-        for index, result in enumerate(check_events(items, strict_body)):
+        for index, result in enumerate(checked):
             if isinstance(result, ContractViolation):
                 outcome.rejected.append(Rejection(index, INVALID, str(result)))
                 continue

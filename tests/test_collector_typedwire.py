@@ -1,4 +1,4 @@
-"""The history writer's typed reader of the spool (``collector/spoolread.py``): whatever it reads
+"""The history writer's typed reader of the spool (``collector/typedwire.py``): whatever it reads
 is exactly what the exact parser makes of the same record, and whatever it is unsure of goes to
 the exact parser, so every message and the quarantine stay as they were."""
 
@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from sparkwatch.collector.history_process import _wire, decode_tenant_records
-from sparkwatch.collector.spoolread import RawPayload, typed_record
+from sparkwatch.collector.typedwire import RawPayload, typed_record
 from sparkwatch.jsoncodec import loads
 from sparkwatch.model.events import ParsedEvent
 from tests.hostile import MUTATIONS, body_of, progress_event
@@ -69,3 +69,52 @@ def test_the_payload_read_typed_is_the_spooled_json_when_the_quarantine_asks() -
     assert _wire(item)["payload"] == event["payload"]
     assert _wire(item)["received_at"] == pytest.approx(event["received_at"])
     assert item.envelope.received_at <= time.time()
+
+
+def fleet_body(events: int = 20) -> bytes:
+    from bench.fleet import Fleet
+
+    fleet = Fleet(queries=10, provider="rocksdb")
+    template = fleet.template()
+    return orjson.dumps({"events": [fleet.envelope(template, i) for i in range(events)]})
+
+
+def test_a_canonical_body_of_progress_events_is_read_typed_as_the_contract_reads_it() -> None:
+    from sparkwatch.collector.body import events_of
+    from sparkwatch.collector.ingest import check_events
+    from sparkwatch.collector.typedwire import typed_body
+
+    body = fleet_body()
+    items, strict = events_of(body, 500)
+    exact = check_events(items, body if strict else None)
+    typed = typed_body(body, 500)
+    assert typed is not None and len(typed) == 20
+    for (parsed, encoded), (want, want_encoded) in zip(typed, exact, strict=True):
+        assert parsed == want and encoded == want_encoded
+
+
+@pytest.mark.parametrize("change", [
+    lambda b: b.replace(b'{"events":[', b'{"events": [', 1),  # spaced
+    lambda b: b.replace(b'"kind":"progress"', b'"kind":"progress","kind":"progress"', 1),
+    lambda b: b.replace(b'{"events":[', b'{"events":[],"events":[', 1),
+    lambda b: b.replace(b'"batchId":0', b'"batchId":0,"batchId":0', 1),
+    lambda b: b.replace(b'"numRowsTotal":', b'"numRowsTotal":1,"numRowsTotal":', 1),
+    lambda b: b.replace(b'"operatorName":"', b'"operatorName":"\\u0000', 1),
+    lambda b: b.replace(b'"batchId":0', b'"batchId":0.0', 1),
+    lambda b: b.replace(b'"batchId":0', b'"batchId":92233720368547758070', 1),
+    lambda b: b.replace(b'"kind":"progress"', b'"kind":"started"', 1),
+    lambda b: b.replace(b'"name":"fleet', b'"name":"\\u00e9', 1),
+    lambda b: b[:-2] + b',' + b'[' * 5000 + b']' * 5000 + b']}',
+], ids=["spaced", "key twice", "events twice", "payload key twice", "operator key twice",
+        "NUL escape", "float id", "long integer", "another kind", "escaped text", "deep"])
+def test_a_body_the_structs_cannot_vouch_for_takes_the_exact_way(change: Any) -> None:
+    from sparkwatch.collector.typedwire import typed_body
+
+    assert typed_body(fleet_body(), 500) is not None
+    assert typed_body(change(fleet_body()), 500) is None
+
+
+def test_a_body_over_the_event_limit_takes_the_exact_way_which_answers_413() -> None:
+    from sparkwatch.collector.typedwire import typed_body
+
+    assert typed_body(fleet_body(20), 19) is None
