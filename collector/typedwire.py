@@ -30,6 +30,7 @@ from typing import Annotated, Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
+from msgspec.structs import astuple
 
 from sparkwatch.jsoncodec import loads
 from sparkwatch.model.contract import INT64_MAX, INT64_MIN, LIMITS, has_long_integer
@@ -81,7 +82,7 @@ _Operator = msgspec.defstruct(
     rename={"operator_name": "operatorName", "custom_metrics": "customMetrics"},
     kw_only=True,
 )
-_COUNTERS = tuple(f.json for f in OPERATOR_FIELDS)
+_INT = frozenset((int,))
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=LIMITS.id_chars)]
 
 
@@ -275,15 +276,15 @@ def _progress(p: _Progress) -> QueryProgress:
 
 
 def _operator(op: Any, index: int) -> StateOperator:
-    name = op.operator_name or "unknown"
+    name, *counters, custom = astuple(op)  # in the field table's order, in C
+    name = name or "unknown"
     if len(name) > LIMITS.name_chars:
         raise Unsure
-    counters = [getattr(op, key) for key in _COUNTERS]
-    if not all(type(value) is int for value in counters):
+    if set(map(type, counters)) != _INT:
         _plain(name)  # the exact parser then checks the name's text too
         counters = [value or 0 for value in counters]
     return StateOperator(index, name, *counters,  # type: ignore[arg-type, call-arg]
-                         _given(op.custom_metrics, {}))
+                         _given(custom, {}))
 
 
 def _source(s: _Source, index: int) -> SourceProgress:
