@@ -147,3 +147,6 @@ def test_the_written_rate_is_stated_against_each_database_floor_of_the_same_run(
         "target written/floor ≥ 0.8× on SQLite: 0.40× (2,000 of 5,000 events/s), MISSED",
     ]
     assert floor_ratios(runs[:1]) == []
+    labelled = [Run("collector → PostgreSQL (before: 9be7f08), written", 50_000, 20.0), runs[2]]
+    assert floor_ratios(labelled) == [
+        "target written/floor ≥ 0.8× on PostgreSQL: 0.30× (2,500 of 8,333 events/s), MISSED"]

@@ -136,7 +136,9 @@ def floor_ratios(runs: Sequence[Run]) -> list[str]:
     """Written/floor for each backend whose written run and floor ran in this run."""
     lines = []
     for backend in ("PostgreSQL", "SQLite"):
-        written = find(runs, f"collector → {backend}, written")
+        # a build's label (--collector-label) follows the backend's name
+        written = next((r for r in runs if r.path.startswith(f"collector → {backend}")
+                        and r.path.endswith(", written")), None)
         floor = find(runs, f"floor: {backend}")
         if written is None or floor is None or not floor.rate:
             continue
