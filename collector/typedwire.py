@@ -198,14 +198,15 @@ def _canonical(raw: msgspec.Raw) -> tuple[ParsedEvent, bytes]:
     """The event read typed, when its JSON is the canonical encoding of what was read."""
     if len(raw) > LIMITS.event_bytes:
         raise Unsure
-    envelope = _ENVELOPE.decode(raw)
+    # Its own copy: the payload kept by the event then holds this event, never the whole body.
+    data = bytes(raw)
+    envelope = _ENVELOPE.decode(data)
     if envelope.kind != "progress":
         raise Unsure
-    data = bytes(raw)
     if _ENCODER.encode(envelope) != data:  # the payload is copied as it came: the rest is checked
         raise Unsure
     progress = _PROGRESS.decode(envelope.payload)
-    if _ENCODER.encode(progress) != bytes(envelope.payload):
+    if memoryview(envelope.payload) != _ENCODER.encode(progress):
         raise Unsure
     return _event(envelope, progress), data
 
