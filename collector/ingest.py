@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from sparkwatch.collector.auth import Caller
 from sparkwatch.collector.body import exact_events
 from sparkwatch.collector.config import ANY_APP, DEFAULT_TENANT
@@ -236,6 +238,14 @@ def _one(index: int, item: Any) -> tuple[Item, bytes | None] | ContractViolation
     except Exception as exc:  # noqa: BLE001 - a bug must cost one event, never a 500
         log.exception("event %d of a request could not be checked", index)
         return ContractViolation(f"event: could not be read ({type(exc).__name__})")
+
+
+def canonical_event(data: bytes) -> tuple[Item, bytes]:
+    """One event of a canonical body that the typed reading left to the contract (a plan,
+    another kind than progress): parsed as :func:`_cleared` parses it, with its encoding, which
+    :func:`~.typedwire.typed_body` holds to the bytes it came in. Raises what the contract
+    raises, and for JSON orjson refuses."""
+    return _checked(orjson.loads(data), True)
 
 
 def _cleared(items: list[Any], body: bytes | bytearray) -> list[tuple[Item, bytes]] | None:

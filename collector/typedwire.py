@@ -25,8 +25,8 @@ which gets it from :class:`RawPayload` on demand.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
-from typing import Annotated, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -52,6 +52,7 @@ Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 Key = Annotated[str, msgspec.Meta(max_length=LIMITS.key_chars)]
 Number = int | float
 Texts = Annotated[dict[str, str], msgspec.Meta(max_length=LIMITS.map_entries)]
+T = TypeVar("T")
 _LATEST_EPOCH = 253402300799  # as sparkwatch.model.parse: 9999-12-31T23:59:59Z
 
 
@@ -169,12 +170,14 @@ class RawPayload(Mapping[str, JsonValue]):
         return len(self.value())
 
 
-def typed_body(raw: bytes | bytearray, max_events: int
-               ) -> list[tuple[ParsedEvent, bytes]] | None:
+def typed_body(raw: bytes | bytearray, max_events: int, other: Callable[[bytes], tuple[T, bytes]]
+               ) -> list[tuple[ParsedEvent | T, bytes]] | None:
     """Every event of an ingest request body, parsed, each with its JSON as it will be spooled:
-    when the body is exactly ``{"events":[...]}`` in the canonical encoding, within the caps,
-    and every event a progress event the structs vouch for. None sends the body the exact way
-    (:func:`~sparkwatch.collector.body.events_of` and the contract), which says what is wrong."""
+    when the body is exactly ``{"events":[...]}`` in the canonical encoding and within the caps.
+    A progress event the structs vouch for is read typed; any other (a plan, another kind)
+    by ``other``, which returns it with its canonical encoding, and raises for anything else.
+    None sends the body the exact way (:func:`~sparkwatch.collector.body.events_of` and the
+    contract), which says what is wrong."""
     if b"\\u0000" in raw or has_long_integer(raw):
         return None
     try:
@@ -183,8 +186,8 @@ def typed_body(raw: bytes | bytearray, max_events: int
         # around them: any other body that holds them (spaces, other keys, escapes) is longer.
         if len(events) > max_events or len(raw) != _framed(events):
             return None
-        checked = [_canonical(event) for event in events]
-    except (*_REFUSED, Unsure):
+        checked = [_canonical(event, other) for event in events]
+    except Exception:  # noqa: BLE001 - refused, unsure, or a bug: the exact way tells which
         return None
     return checked
 
@@ -194,12 +197,25 @@ def _framed(events: list[msgspec.Raw]) -> int:
     return len(b'{"events":[]}') + sum(map(len, events)) + max(len(events) - 1, 0)
 
 
-def _canonical(raw: msgspec.Raw) -> tuple[ParsedEvent, bytes]:
-    """The event read typed, when its JSON is the canonical encoding of what was read."""
+def _canonical(raw: msgspec.Raw, other: Callable[[bytes], tuple[T, bytes]]
+               ) -> tuple[ParsedEvent | T, bytes]:
+    """The event read typed, when its JSON is the canonical encoding of what was read; else
+    read by ``other``, which holds it to the same."""
     if len(raw) > LIMITS.event_bytes:
         raise Unsure
     # Its own copy: the payload kept by the event then holds this event, never the whole body.
     data = bytes(raw)
+    try:
+        return _progress_of(data)
+    except (*_REFUSED, Unsure):
+        pass
+    read, encoded = other(data)
+    if encoded != data:
+        raise Unsure
+    return read, encoded
+
+
+def _progress_of(data: bytes) -> tuple[ParsedEvent, bytes]:
     envelope = _ENVELOPE.decode(data)
     if envelope.kind != "progress":
         raise Unsure

@@ -20,6 +20,7 @@ from sparkwatch.collector.body import (
     too_large,
 )
 from sparkwatch.collector.inflight import Busy
+from sparkwatch.collector.ingest import canonical_event
 from sparkwatch.collector.rates import RateLimited
 from sparkwatch.collector.request_context import current_request_id
 from sparkwatch.collector.routes.common import BEARER, error, errors
@@ -122,7 +123,7 @@ def _decode_and_ingest(
     raw = decompress(body.pop(), encoding, limit)  # the body is freed once inflated
     # The common body (the push sink's progress events, canonical JSON) is read typed in one
     # pass; any other, or one the structs are unsure of, takes the exact way below.
-    typed = typed_body(raw, service.settings.max_events_per_request)
+    typed = typed_body(raw, service.settings.max_events_per_request, canonical_event)
     if typed is not None:
         del raw
         return service.ingestor.ingest_checked(typed, caller)
