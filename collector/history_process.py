@@ -33,6 +33,7 @@ from sparkwatch.collector.quarantine import (
     Quarantine,
     is_data_error,
 )
+from sparkwatch.collector.typedwire import RawPayload, TypedRecord, typed_record
 from sparkwatch.history.errors import HistoryUrlError
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.logs import LOG_FORMAT
@@ -248,7 +249,7 @@ class SpanReader:
 
     def _read(self, start: Position, end: Position, max_events: int
               ) -> tuple[list[Tenanted], Position]:
-        records, position = read_span(self._directory, start, end, max_events)
+        records, position = read_span(self._directory, start, end, max_events, typed_record)
         unreadable: list[tuple[Any, str, str]] = []
         events = decode_tenant_records(records, unreadable)
         self.unreadable[position] = unreadable
@@ -280,7 +281,7 @@ def decode_tenant_records(records: list[Any],
         tenant, items = _tenant_items(record)
         for item in items:
             try:
-                events.append((tenant, _decoded(item)))
+                events.append((tenant, item if isinstance(item, ParsedEvent) else _decoded(item)))
             except (EventParseError, ContractViolation) as exc:
                 log.error("a spooled event no longer parses: %s", exc)
                 if unreadable is not None:
@@ -297,7 +298,10 @@ def _decoded(item: Any) -> ParsedEvent | PlanEvent:
 def _wire(item: ParsedEvent | PlanEvent) -> dict[str, Any]:
     if isinstance(item, PlanEvent):
         return plan_event_to_dict(item)
-    return envelope_to_dict(item.envelope)
+    wire = envelope_to_dict(item.envelope)
+    if isinstance(item.envelope.payload, RawPayload):  # read typed: the JSON, for the quarantine
+        wire["payload"] = item.envelope.payload.value()
+    return wire
 
 
 def _write(writer: HistoryWriter, items: list[Tenanted]) -> None:
@@ -310,6 +314,8 @@ def _write(writer: HistoryWriter, items: list[Tenanted]) -> None:
 
 
 def _tenant_items(record: Any) -> tuple[str, list[Any]]:
+    if isinstance(record, TypedRecord):
+        return record.tenant or DEFAULT_TENANT, record
     if isinstance(record, dict):
         return str(record.get("tenant") or DEFAULT_TENANT), list(record.get("events") or [])
     return DEFAULT_TENANT, record

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from sparkwatch.collector.auth import Caller
 from sparkwatch.collector.body import exact_events
@@ -102,15 +104,30 @@ class Ingestor:
 
         Raises :class:`~.rates.RateLimited` (nothing accepted) when the caller's tenant is over
         its events-per-second quota."""
+        self._take_quota(caller, len(items))
+        checked = check_events(items, strict_body)
+        items.clear()  # the decoded JSON: only the events' encodings are kept for the spool
+        return self._accept(checked, caller)
+
+    def ingest_checked(self, checked: Sequence[tuple[Item, bytes | None] | ContractViolation],
+                       caller: Caller) -> Outcome:
+        """:meth:`ingest` for events already through the contract (read typed, see
+        :func:`~sparkwatch.collector.typedwire.typed_body`)."""
+        self._take_quota(caller, len(checked))
+        return self._accept(checked, caller)
+
+    def _take_quota(self, caller: Caller, events: int) -> None:
         if self._event_rates is not None:
             try:
-                self._event_rates.take(caller.tenant, len(items))
+                self._event_rates.take(caller.tenant, events)
             except RateLimited:
-                self._metrics.quota_rejected(caller.tenant, self._event_rates.quota, len(items))
+                self._metrics.quota_rejected(caller.tenant, self._event_rates.quota, events)
                 raise
+
+    def _accept(self, checked: Sequence[tuple[Item, bytes | None] | ContractViolation],
+                caller: Caller) -> Outcome:
         outcome = Outcome()
-        valid = self._validate(items, caller.app, strict_body, outcome)
-        items.clear()  # the decoded JSON: only the events' encodings are kept for the spool
+        valid = self._validate(checked, caller.app, outcome)
         state = self._tenants.state(caller.tenant)
         with self._lock:
             admitted = self._admit(caller.tenant, valid, outcome)
@@ -137,11 +154,11 @@ class Ingestor:
         return outcome
 
     def _validate(
-        self, items: list[Any], allowed_app: str, strict_body: bytes | bytearray | None,
+        self, checked: Sequence[tuple[Item, bytes | None] | ContractViolation], allowed_app: str,
         outcome: Outcome,
     ) -> list[tuple[int, Item, bytes | None]]:
         valid = []
-        for index, result in enumerate(check_events(items, strict_body)):
+        for index, result in enumerate(checked):
             if isinstance(result, ContractViolation):
                 outcome.rejected.append(Rejection(index, INVALID, str(result)))
                 continue
@@ -221,6 +238,14 @@ def _one(index: int, item: Any) -> tuple[Item, bytes | None] | ContractViolation
     except Exception as exc:  # noqa: BLE001 - a bug must cost one event, never a 500
         log.exception("event %d of a request could not be checked", index)
         return ContractViolation(f"event: could not be read ({type(exc).__name__})")
+
+
+def canonical_event(data: bytes) -> tuple[Item, bytes]:
+    """One event of a canonical body that the typed reading left to the contract (a plan,
+    another kind than progress): parsed as :func:`_cleared` parses it, with its encoding, which
+    :func:`~.typedwire.typed_body` holds to the bytes it came in. Raises what the contract
+    raises, and for JSON orjson refuses."""
+    return _checked(orjson.loads(data), True)
 
 
 def _cleared(items: list[Any], body: bytes | bytearray) -> list[tuple[Item, bytes]] | None:

@@ -28,7 +28,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -339,18 +339,20 @@ class Spool:
 
 
 def read_span(
-    directory: Path, start: Position, end: Position, max_items: int
+    directory: Path, start: Position, end: Position, max_items: int,
+    decode: Callable[[bytes], Any] = loads,
 ) -> tuple[list[Any], Position]:
     """Records of the spool in ``directory`` from ``start`` (before ``end``), whole, until their
     items reach ``max_items`` (a list record counts its length), and the position after the last.
 
+    ``decode`` turns a record's JSON bytes into the record (the history writer reads them typed).
     Takes no lock: safe beside the appending process (which writes only past ``end``) as long as
     nothing commits past ``start`` meanwhile, e.g. from the spool's reader or a process it runs.
     """
     records: list[Any] = []
     items = 0
     position = start
-    for record, after in _scan(directory, start, end):
+    for record, after in _scan(directory, start, end, decode):
         position = after
         if record is None:
             continue
@@ -365,7 +367,8 @@ def _segment_path(directory: Path, segment: int) -> Path:
     return directory / f"{segment:012d}{SUFFIX}"
 
 
-def _scan(directory: Path, start: Position, end: Position) -> Iterator[tuple[Any, Position]]:
+def _scan(directory: Path, start: Position, end: Position,
+          decode: Callable[[bytes], Any] = loads) -> Iterator[tuple[Any, Position]]:
     """Records in [start, end), each with the position after it."""
     segment, offset = start.segment, start.offset
     while Position(segment, offset) < end:
@@ -374,7 +377,7 @@ def _scan(directory: Path, start: Position, end: Position) -> Iterator[tuple[Any
         if path.exists():
             with open(path, "rb") as f:
                 f.seek(offset)
-                for record, after in _frames(f, offset, limit, path):
+                for record, after in _frames(f, offset, limit, path, decode=decode):
                     offset = after
                     yield record, Position(segment, after)
             if segment < end.segment and offset < path.stat().st_size:
@@ -410,7 +413,8 @@ def _seq(path: Path) -> int:
 
 
 def _frames(
-    f: Any, offset: int, limit: int | None, path: Path, strict: bool = True
+    f: Any, offset: int, limit: int | None, path: Path, strict: bool = True,
+    decode: Callable[[bytes], Any] = loads,
 ) -> Iterator[tuple[Any, int]]:
     """Decode frames from ``f`` at ``offset`` up to ``limit``; yields (record, offset after)."""
     while limit is None or offset < limit:
@@ -425,6 +429,6 @@ def _frames(
                           path, offset)
             return
         offset += HEADER.size + length
-        record = loads(data)
+        record = decode(data)
         del data  # not held while the caller works on the record (it may be a large request)
         yield record, offset

@@ -82,6 +82,8 @@ def test_the_gateway_takes_every_push_and_the_table_is_recorded(smoke: dict[str,
     assert doc.count(begin) == 1 and end in doc
     assert "| collector → PostgreSQL, written | 240 |" in doc
     assert "correctness: every event accepted and written exactly once" in doc
+    assert "target written/floor ≥ 0.8× on PostgreSQL: " in doc
+    assert "target written/floor ≥ 0.8× on SQLite: " in doc
 
 
 def test_each_client_sends_its_queries_in_order() -> None:
@@ -130,3 +132,21 @@ def test_a_written_run_states_its_cpu_per_event_and_the_cores_the_target_takes()
     assert cpu_budget(run) == ("CPU per event: collector 503 µs + PostgreSQL 251 µs; "
                                "20,000 events/s at that cost takes 15.1 cores")
     assert cpu_budget(Run("floor: PostgreSQL COPY", 10, 1.0)) is None
+
+
+def test_the_written_rate_is_stated_against_each_database_floor_of_the_same_run() -> None:
+    from bench.ingest.report import floor_ratios
+    from bench.ingest.runs import Run
+
+    runs = [Run("collector → PostgreSQL, written", 50_000, 10.0),
+            Run("collector → SQLite, written", 50_000, 25.0),
+            Run("floor: PostgreSQL COPY", 50_000, 6.0),
+            Run("floor: SQLite executemany", 50_000, 10.0)]
+    assert floor_ratios(runs) == [
+        "target written/floor ≥ 0.8× on PostgreSQL: 0.60× (5,000 of 8,333 events/s), MISSED",
+        "target written/floor ≥ 0.8× on SQLite: 0.40× (2,000 of 5,000 events/s), MISSED",
+    ]
+    assert floor_ratios(runs[:1]) == []
+    labelled = [Run("collector → PostgreSQL (before: 9be7f08), written", 50_000, 20.0), runs[2]]
+    assert floor_ratios(labelled) == [
+        "target written/floor ≥ 0.8× on PostgreSQL: 0.30× (2,500 of 8,333 events/s), MISSED"]

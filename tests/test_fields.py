@@ -140,6 +140,7 @@ def test_a_field_added_to_the_table_is_exposed_by_the_driver_and_the_collector(
 CONSUMERS = {
     "sparkwatch.model.events": "StateOperator's fields",
     "sparkwatch.model.parse": "reads each field from Spark's JSON name",
+    "collector.typedwire": "the history writer's typed struct of an operator (JSON names, range)",
     "sparkwatch.model.contract": "each field's range, and the OpenAPI schema",
     "sparkwatch.history.schema": "operator_batches' columns",
     "sparkwatch.history.rows": "the operator_batches row of an operator",

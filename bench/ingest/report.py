@@ -10,6 +10,8 @@ from bench.tables import cell, table
 
 TARGET_PG_EVENTS_S = 20_000
 TARGET_VS_PUSHGATEWAY = 3.0
+TARGET_VS_FLOOR = 0.8
+"""Written events/s per replica against the raw database's own floor, measured in the same run."""
 PEER = "Pushgateway, consistency check off"
 """The faster Pushgateway configuration: ratios are taken against the stronger peer."""
 
@@ -112,6 +114,7 @@ def verdict(runs: Sequence[Run]) -> list[str]:
         met = "met" if written.rate >= TARGET_PG_EVENTS_S else "MISSED"
         lines.append(f"target ≥ {TARGET_PG_EVENTS_S:,} events/s written to PostgreSQL: "
                      f"{rate(written.rate)} events/s, {met}")
+    lines += floor_ratios(runs)
     for peer_name in (PEER, "Pushgateway, defaults"):
         peer = find(runs, peer_name)
         if peer is None or not peer.rate:
@@ -126,6 +129,23 @@ def verdict(runs: Sequence[Run]) -> list[str]:
     problems = [p for r in runs for p in r.problems]
     lines.append("correctness: every event accepted and written exactly once" if not problems
                  else "correctness PROBLEMS: " + "; ".join(problems))
+    return lines
+
+
+def floor_ratios(runs: Sequence[Run]) -> list[str]:
+    """Written/floor for each backend whose written run and floor ran in this run."""
+    lines = []
+    for backend in ("PostgreSQL", "SQLite"):
+        # a build's label (--collector-label) follows the backend's name
+        written = next((r for r in runs if r.path.startswith(f"collector → {backend}")
+                        and r.path.endswith(", written")), None)
+        floor = find(runs, f"floor: {backend}")
+        if written is None or floor is None or not floor.rate:
+            continue
+        x = written.rate / floor.rate
+        met = "met" if x >= TARGET_VS_FLOOR else "MISSED"
+        lines.append(f"target written/floor ≥ {TARGET_VS_FLOOR:g}× on {backend}: {x:.2f}× "
+                     f"({rate(written.rate)} of {rate(floor.rate)} events/s), {met}")
     return lines
 
 

@@ -20,10 +20,12 @@ from sparkwatch.collector.body import (
     too_large,
 )
 from sparkwatch.collector.inflight import Busy
+from sparkwatch.collector.ingest import canonical_event
 from sparkwatch.collector.rates import RateLimited
 from sparkwatch.collector.request_context import current_request_id
 from sparkwatch.collector.routes.common import BEARER, error, errors
 from sparkwatch.collector.service import Service
+from sparkwatch.collector.typedwire import typed_body
 from sparkwatch.spool import SpoolUnavailable
 
 log = logging.getLogger(__name__)
@@ -119,6 +121,12 @@ def _decode_and_ingest(
     service: Service, body: list[bytearray], encoding: str | None, limit: int, caller: Caller
 ) -> Any:
     raw = decompress(body.pop(), encoding, limit)  # the body is freed once inflated
+    # The common body (the push sink's progress events, canonical JSON) is read typed in one
+    # pass; any other, or one the structs are unsure of, takes the exact way below.
+    typed = typed_body(raw, service.settings.max_events_per_request, canonical_event)
+    if typed is not None:
+        del raw
+        return service.ingestor.ingest_checked(typed, caller)
     items, strict = events_of(raw, service.settings.max_events_per_request)
     # A strictly read body is kept for the contract's canonical check (bodies over the lean
     # decode size are never strict, so this holds at most a few MiB); any other is freed now.

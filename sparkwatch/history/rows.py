@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from sparkwatch.history.columns import from_epoch
@@ -160,12 +161,16 @@ def _child_key(p: QueryProgress) -> Row:
     }
 
 
+_OPERATOR_ATTRS = tuple(f.attr for f in OPERATOR_FIELDS)
+_operator_values = attrgetter(*_OPERATOR_ATTRS)
+
+
 def operator_row(p: QueryProgress, op: StateOperator, child: Row | None = None) -> Row:
     return {
         **(child or _child_key(p)),
         "operator_index": op.index,
         "operator_name": _clean(op.name),
-        **{f.attr: getattr(op, f.attr) for f in OPERATOR_FIELDS},
+        **dict(zip(_OPERATOR_ATTRS, _operator_values(op), strict=True)),
         "custom_metrics": json_safe(op.custom_metrics),
     }
 
@@ -219,6 +224,7 @@ def json_safe(value: Any) -> Any:
 
 
 _SCALARS = frozenset((int, float, str))
+_NUMBERS = frozenset((int, float))
 
 
 def _flat_and_safe(value: dict[Any, Any]) -> bool:
@@ -228,12 +234,15 @@ def _flat_and_safe(value: dict[Any, Any]) -> bool:
     if not kinds <= _SCALARS:
         return False
     try:
+        if kinds <= _NUMBERS:  # custom metrics: every value checked in C
+            return ((float not in kinds or all(map(math.isfinite, values)))
+                    and "\x00" not in "".join(value))
         if float in kinds and not all(map(math.isfinite, (v for v in values if type(v) is float))):
             return False
         text = "".join(value)
         if str in kinds:
             text += "".join(v for v in values if type(v) is str)
-    except TypeError:  # a key that is not a string
+    except (TypeError, OverflowError):  # a key that is not a string; an int past any float
         return False
     return "\x00" not in text
 

@@ -4,7 +4,8 @@ over the batch (a delta the metrics accumulate into a ``_total``) or as a level,
 its metric names with their help.
 
 Every consumer takes its operator fields from here (``tests/test_fields.py`` lists them): the
-event model's :class:`~sparkwatch.model.events.StateOperator`, the parser, the validation
+event model's :class:`~sparkwatch.model.events.StateOperator`, the parser (and the history
+writer's typed reader of the spool, ``collector/typedwire.py``), the validation
 contract and its OpenAPI schema, the history schema (``operator_batches`` columns), row builder
 and :class:`~sparkwatch.history.views.StatePoint`, the metric catalogue's state families, the
 metric state's totals and both expositions, the rollups' sums of counters. Adding a field is one
