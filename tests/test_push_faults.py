@@ -13,12 +13,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from itertools import pairwise
 from typing import Any
 
 import pytest
 
+from bench.local import QuietHandler
 from sparkwatch.listener.push_sink import Endpoint, PushSink
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
@@ -98,25 +99,15 @@ class Gate:
         self.forwarded: list[int] = []
         gate = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 if gate.shut:
                     gate.refused_at.append(time.monotonic())
-                    self._answer(503, b'{"detail": "busy"}', {"Retry-After": gate.retry_after})
+                    self.answer(503, b'{"detail": "busy"}',
+                                headers={"Retry-After": gate.retry_after})
                 else:
-                    self._answer(*gate.forward(body, dict(self.headers)), {})
-
-            def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-                self.send_response(status)
-                for name, value in {**headers, "Content-Type": "application/json"}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
+                    self.answer(*gate.forward(body, dict(self.headers)))
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
