@@ -8,6 +8,7 @@ import copy
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +30,6 @@ from tests.test_collector_support import (
     Collector,
     count_rows,
     database_collector,
-    fresh_ids,
     samples,
 )
 
@@ -52,7 +52,7 @@ def _recorded_run(query_id: str, run_id: str) -> tuple[AppInfo, list[dict[str, A
 
 
 def _plan_entry() -> dict[str, Any]:
-    app, _, plan = _recorded_run(**fresh_ids())
+    app, _, plan = _recorded_run(str(uuid.uuid4()), str(uuid.uuid4()))
     return plan_to_wire(app, plan, 1795252542.5)
 
 
@@ -186,8 +186,8 @@ def _identity(text: str, query_id: str) -> dict[str, dict[str, str]]:
 def test_a_pushed_plan_names_operators_in_metrics_history_doctor_and_top(
     collector: Collector,
 ) -> None:
-    app, wire, plan = _recorded_run(**fresh_ids())
-    query_id, run_id = plan.query_id, plan.run_id
+    query_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    app, wire, plan = _recorded_run(query_id, run_id)
     first_progress = next(i for i, e in enumerate(wire) if e["kind"] == "progress")
     # As the listener sends it: the plan right behind the run's first progress.
     entries = [*wire[:first_progress + 1], plan_to_wire(app, plan, 1795252542.5),
@@ -222,8 +222,8 @@ def test_a_pushed_plan_names_operators_in_metrics_history_doctor_and_top(
 def test_a_plan_for_another_tenants_query_is_refused_and_one_for_an_unknown_run_is_not_kept(
     collector: Collector,
 ) -> None:
-    app, wire, plan = _recorded_run(**fresh_ids())
-    query_id = plan.query_id
+    query_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    app, wire, plan = _recorded_run(query_id, run_id)
     # A plan alone, for a run nobody pushed: accepted (it claims nothing) but names nothing.
     lone = plan_to_wire(app, plan, 1795252542.5)
     assert collector.post([lone]).json()["accepted"] == 1
