@@ -1,5 +1,5 @@
-"""Local resources that the benchmarks, the tests and the scripts all need: free ports and a
-local Spark session.
+"""Local resources that the benchmarks, the tests and the scripts all need: free ports, a
+local Spark session and the handler of a local stub HTTP server.
 
 One place, so that every harness starts Spark the same way (two cores, two shuffle partitions,
 no UI, bound to loopback: what the tests and the benchmark figures assume).
@@ -7,6 +7,7 @@ no UI, bound to loopback: what the tests and the benchmark figures assume).
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
 import sys
@@ -43,3 +44,20 @@ def local_spark(app_name: str, conf: Mapping[str, str] | None = None,
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(log_level)
     return session
+
+
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """The handler of a local stub server (a gate in front of a collector, an OTLP receiver): it
+    answers with :meth:`answer` and logs nothing (its test or benchmark reports what matters)."""
+
+    def answer(self, status: int, body: bytes, content_type: str = "application/json",
+               headers: Mapping[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in {**(headers or {}), "Content-Type": content_type}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        pass

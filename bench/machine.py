@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import subprocess
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -58,3 +61,14 @@ def describe() -> dict[str, object]:
         "kernel": platform.release(),
         "code": code_version(),
     }
+
+
+def provenance(argv: list[str], m: Mapping[str, object], machine_tail: str = "") -> list[str]:
+    """The date, command and machine lines every recorded block starts with (``m`` from
+    :func:`describe`); ``machine_tail`` ends the machine line."""
+    return [
+        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` (code `{m['code']}`)",
+        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}"
+        + machine_tail,
+    ]

@@ -1,5 +1,5 @@
 """Child processes of the benchmarks (collector, Pushgateway, py-spy) and what /proc says
-about them: CPU seconds and resident memory."""
+about them: CPU seconds and resident memory; a ``sparkwatch collector`` on a free port."""
 
 from __future__ import annotations
 
@@ -7,16 +7,21 @@ import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from bench.local import free_port
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PR_SET_PDEATHSIG = 1
 POLL_S = 0.05
+START_TIMEOUT_S = 60.0
 
 
 class ProcessFailed(RuntimeError):
@@ -57,16 +62,17 @@ def proc_stats(pid: int) -> ProcStats:
     cpu = rss = peak = 0.0
     for each in [pid, *descendants(pid)]:
         try:
-            status = _status(each)
+            fields = status(each)
             cpu += cpu_seconds(each)
         except OSError:  # a child that ended between listing and reading
             continue
-        rss += _kib(status, "VmRSS") / 1024
-        peak += _kib(status, "VmHWM") / 1024
+        rss += kib(fields, "VmRSS") / 1024
+        peak += kib(fields, "VmHWM") / 1024
     return ProcStats(cpu, rss, peak)
 
 
-def _status(pid: int) -> dict[str, str]:
+def status(pid: int) -> dict[str, str]:
+    """``/proc/<pid>/status`` as a mapping (``VmRSS``, ``VmHWM``, ... with their units)."""
     status = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")
@@ -74,8 +80,8 @@ def _status(pid: int) -> dict[str, str]:
     return status
 
 
-def _kib(status: dict[str, str], key: str) -> int:
-    return int(status.get(key, "0 kB").split()[0])
+def kib(fields: dict[str, str], key: str) -> int:
+    return int(fields.get(key, "0 kB").split()[0])
 
 
 def _die_with_parent() -> None:
@@ -128,3 +134,34 @@ def wait_serving(proc: subprocess.Popen[bytes], url: str, log: Path, timeout: fl
 
 def tail(log: Path, chars: int = 2000) -> str:
     return log.read_text(errors="replace")[-chars:] if log.exists() else "(no log)"
+
+
+@contextmanager
+def serving(args: Sequence[str], url: str, log: Path, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """``args`` started, once ``url`` (its health check) answers 200; stopped (TERM, then KILL)
+    on exit."""
+    proc = spawn(args, log, env, cwd)
+    try:
+        wait_serving(proc, url, log, START_TIMEOUT_S)
+        yield proc
+    finally:
+        stop(proc)
+
+
+@contextmanager
+def collector(workdir: Path, *flags: str, tokens: str | None = None,
+              python: str | None = None) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``sparkwatch collector *flags`` on a free localhost port, its spool and log in
+    ``workdir``, ``tokens`` (``SPARKWATCH_COLLECTOR_TOKENS``) in its environment, never on its
+    command line; the process and its base URL. ``python``: another interpreter (a virtualenv
+    holding another build), run from ``workdir`` so that this checkout does not shadow it."""
+    port = free_port()
+    args = [python or sys.executable, "-m", "sparkwatch.cli.main", "collector",
+            "--host", "127.0.0.1", "--port", str(port), "--spool-dir", str(workdir / "spool"),
+            *flags]
+    env = {**os.environ, **({"SPARKWATCH_COLLECTOR_TOKENS": tokens} if tokens else {})}
+    url = f"http://127.0.0.1:{port}"
+    with serving(args, url + "/healthz", workdir / "collector.log", env,
+                 cwd=workdir if python else None) as proc:
+        yield proc, url

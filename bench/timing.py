@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 AfterCall = Callable[[int, Any], None]
@@ -26,9 +26,6 @@ class Summary:
     p99_ms: float
     mean_ms: float
     max_ms: float
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:

@@ -16,13 +16,13 @@ from sparkwatch.dashboards.promql import (
     rate,
     sel,
 )
-from sparkwatch.dashboards.skeleton import assemble, new_dashboard
+from sparkwatch.dashboards.skeleton import prometheus_board
 from sparkwatch.dashboards.tables import column_units, join_columns, status_column
-from sparkwatch.dashboards.variables import prometheus_variables
 from sparkwatch.metrics import catalogue as cat
 
 UID = "sparkwatch-overview"
 TITLE = "Overview"
+DESCRIPTION = "Every Structured Streaming query sparkwatch sees, problems first."
 LEGEND = "{{query_name}}"
 
 
@@ -286,16 +286,9 @@ def listener() -> list[Any]:
 
 
 def build(config: Config) -> dict[str, Any]:
-    board = new_dashboard(
-        UID,
-        TITLE,
-        "Every Structured Streaming query sparkwatch sees, problems first.",
-        prometheus_variables(),
-    )
-    sections = [
+    return prometheus_board(UID, TITLE, DESCRIPTION, [
         ("Queries", [*counters(), queries_table()]),
         ("Throughput and latency", throughput(config)),
         ("State and watermark", state_and_watermark(config)),
         ("sparkwatch listener", listener()),
-    ]
-    return assemble(board, sections)
+    ])

@@ -43,6 +43,12 @@ def _common(panel: Any, title: str, description: str, targets: Sequence[Target])
     return panel
 
 
+def _placed(panel: Any, unit: str, width: int, height: int,
+            datasource: dm.DataSourceRef = PROMETHEUS) -> Any:
+    """``panel`` on ``datasource``, values in ``unit``, ``width`` of 24 columns by ``height``."""
+    return panel.datasource(datasource).unit(unit).span(width).height(height)
+
+
 def threshold_steps(limit: float | None) -> db.ThresholdsConfig:
     steps = [dm.Threshold(value=None, color="green")]
     if limit is not None:
@@ -73,11 +79,7 @@ def graph(
         .calcs(["lastNotNull", "max"])
     )
     panel = (
-        timeseries.Panel()
-        .datasource(datasource)
-        .unit(unit)
-        .span(width)
-        .height(height)
+        _placed(timeseries.Panel(), unit, width, height, datasource)
         .legend(legend)
         .fill_opacity(10)
         .tooltip(
@@ -107,11 +109,7 @@ def single(
 ) -> stat.Panel:
     """One current number (instant query), red from ``limit`` on."""
     panel = (
-        stat.Panel()
-        .datasource(PROMETHEUS)
-        .unit(unit)
-        .span(width)
-        .height(height)
+        _placed(stat.Panel(), unit, width, height)
         .graph_mode(cm.BigValueGraphMode.NONE)
         .color_mode(cm.BigValueColorMode.VALUE)
         .thresholds(threshold_steps(limit))
@@ -131,11 +129,7 @@ def bars(
 ) -> bargauge.Panel:
     """Current values as horizontal bars (instant targets)."""
     panel = (
-        bargauge.Panel()
-        .datasource(PROMETHEUS)
-        .unit(unit)
-        .span(width)
-        .height(height)
+        _placed(bargauge.Panel(), unit, width, height)
         .orientation(cm.VizOrientation.HORIZONTAL)
         .display_mode(cm.BarGaugeDisplayMode.GRADIENT)
         .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))

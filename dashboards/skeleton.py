@@ -10,6 +10,8 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dm
 
+from sparkwatch.dashboards.variables import prometheus_variables
+
 TAG = "sparkwatch"
 
 
@@ -46,6 +48,13 @@ def assemble(board: db.Dashboard, sections: Sequence[tuple[str, Sequence[Any]]])
         for panel in panels:
             board = board.with_panel(panel)
     return finish(board)
+
+
+def prometheus_board(uid: str, title: str, description: str,
+                     sections: Sequence[tuple[str, Sequence[Any]]]) -> dict[str, Any]:
+    """A dashboard on the Prometheus metrics (its data source, tenant, app and query variables):
+    ``sections`` as rows of panels."""
+    return assemble(new_dashboard(uid, title, description, prometheus_variables()), sections)
 
 
 def finish(board: db.Dashboard) -> dict[str, Any]:

@@ -18,13 +18,15 @@ from sparkwatch.dashboards.promql import (
     sel,
     with_identity,
 )
-from sparkwatch.dashboards.skeleton import assemble, new_dashboard
+from sparkwatch.dashboards.skeleton import prometheus_board
 from sparkwatch.dashboards.tables import column_units, join_columns
-from sparkwatch.dashboards.variables import prometheus_variables
 from sparkwatch.metrics import catalogue as cat
 
 UID = "sparkwatch-state-store"
 TITLE = "State store"
+DESCRIPTION = (
+    "Per stateful operator: size, growth and projection, churn, timings, RocksDB and HDFS."
+)
 OP = OPERATOR_LEGEND
 RI = "$__rate_interval"
 
@@ -270,16 +272,9 @@ def hdfs_and_other_panels() -> list[Any]:
 
 
 def build(config: Config) -> dict[str, Any]:
-    board = new_dashboard(
-        UID,
-        TITLE,
-        "Per stateful operator: size, growth and projection, churn, timings, RocksDB and HDFS.",
-        prometheus_variables(),
-    )
-    sections = [
+    return prometheus_board(UID, TITLE, DESCRIPTION, [
         ("Operators", [operators_table(), *size_panels(config)]),
         ("Churn and timings", churn_panels()),
         ("RocksDB provider", rocksdb_panels()),
         ("HDFS provider and other custom metrics", hdfs_and_other_panels()),
-    ]
-    return assemble(board, sections)
+    ])

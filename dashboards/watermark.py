@@ -19,12 +19,12 @@ from sparkwatch.dashboards.promql import (
     sel,
     with_identity,
 )
-from sparkwatch.dashboards.skeleton import assemble, new_dashboard
-from sparkwatch.dashboards.variables import prometheus_variables
+from sparkwatch.dashboards.skeleton import prometheus_board
 from sparkwatch.metrics import catalogue as cat
 
 UID = "sparkwatch-watermark"
 TITLE = "Watermark, latency and backlog"
+DESCRIPTION = "Event time and watermark, late rows, batch duration parts, source backlog."
 Q = "{{query_name}}"
 SRC = "{{query_name}} source {{source_index}}"
 RI = "$__rate_interval"
@@ -197,16 +197,9 @@ def backlog_panels() -> list[Any]:
 
 
 def build(config: Config) -> dict[str, Any]:
-    board = new_dashboard(
-        UID,
-        TITLE,
-        "Event time and watermark, late rows, batch duration parts, source backlog.",
-        prometheus_variables(),
-    )
-    sections = [
+    return prometheus_board(UID, TITLE, DESCRIPTION, [
         ("Event time and watermark", event_time_panels(config)),
         ("Late rows", late_panels(config)),
         ("Batch duration", duration_panels(config)),
         ("Backlog", backlog_panels()),
-    ]
-    return assemble(board, sections)
+    ])

@@ -213,24 +213,18 @@ def _counting_processor(pandas: bool) -> Any:
     return Counting()
 
 
+def _counting_tws(spark: Any, inputs: list[Path], pandas: bool) -> Any:
+    grouped = _read(spark, inputs[0]).groupBy("key")
+    transform = grouped.transformWithStateInPandas if pandas else grouped.transformWithState
+    return transform(_counting_processor(pandas=pandas), "key STRING, count LONG", "Update", "None")
+
+
 def build_tws_in_pandas(spark: Any, inputs: list[Path]) -> Any:
-    return (
-        _read(spark, inputs[0])
-        .groupBy("key")
-        .transformWithStateInPandas(
-            _counting_processor(pandas=True), "key STRING, count LONG", "Update", "None"
-        )
-    )
+    return _counting_tws(spark, inputs, pandas=True)
 
 
 def build_tws_row(spark: Any, inputs: list[Path]) -> Any:
-    return (
-        _read(spark, inputs[0])
-        .groupBy("key")
-        .transformWithState(
-            _counting_processor(pandas=False), "key STRING, count LONG", "Update", "None"
-        )
-    )
+    return _counting_tws(spark, inputs, pandas=False)
 
 
 SCENARIOS: tuple[Scenario, ...] = (

@@ -17,12 +17,15 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from bench.local import local_spark
 from tests.support import create_database, drop_database
+
+if TYPE_CHECKING:
+    from tests.test_collector_support import PrivatePostgres
 
 pytest_plugins = ("pytester",)  # tests of the suite's own checks
 
@@ -96,6 +99,15 @@ def pg_url(pg_admin_url: str) -> Iterator[str]:
     url = sa.engine.make_url(pg_admin_url).set(database=name, password=CANARY_PASSWORD)
     yield url.render_as_string(hide_password=False)
     drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="module")
+def private_cluster() -> Iterator[PrivatePostgres]:
+    """A PostgreSQL cluster of the module's own, which its tests may stop and start."""
+    from tests.test_collector_support import private_postgres  # that module imports this one
+
+    with private_postgres() as pg:
+        yield pg
 
 
 @pytest.fixture

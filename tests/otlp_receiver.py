@@ -12,14 +12,14 @@ from collections.abc import Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from bench.local import free_port
+from bench.local import QuietHandler, free_port
 from tests.support import wait_for
 
 
@@ -121,7 +121,7 @@ class Received:
         wait_for(predicate, timeout, what)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     received: Received
     status = 200
 
@@ -139,14 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
         request.ParseFromString(body)
         self.received.add(dict(self.headers.items()), request)
         reply = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
-        self.send_response(self.status)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.answer(self.status, reply, "application/x-protobuf")
 
 
 @contextmanager

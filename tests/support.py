@@ -1,10 +1,15 @@
-"""Helpers shared by tests: waiting on conditions, throwaway PostgreSQL databases."""
+"""Helpers shared by tests: waiting on conditions, throwaway PostgreSQL databases, the CLI run
+in-process."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from collections.abc import Callable
+
+import pytest
+
+from sparkwatch.cli.main import main
 
 SPARK_OPERATOR_NUMBERS = {
     "numRowsTotal": "num_rows_total",
@@ -49,3 +54,10 @@ def drop_database(admin_url: str, name: str) -> None:
     with engine.connect() as conn:
         conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     engine.dispose()
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``sparkwatch *argv`` in this process: its exit code, stdout and stderr."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -17,9 +17,9 @@ from tests.test_collector_support import (
     READ_TOKEN,
     TOKEN,
     Collector,
+    database_collector,
     envelope,
     fresh_ids,
-    module_database,
     recorded,
     run_events,
 )
@@ -50,15 +50,10 @@ def tenant_env(tokens: dict[str, str] | None = None, **extra: str) -> dict[str, 
 def tenant_collector(pg_admin_url: str, workdir: Path, *flags: str,
                      tokens: dict[str, str] | None = None) -> Iterator[Collector]:
     """A collector on a database of its own, with jobs quick enough to see stalls in seconds."""
-    with module_database(pg_admin_url) as url:
-        c = Collector(url, workdir / "spool", "--stall-min-seconds", "1",
-                      "--stall-check-seconds", "1", "--rollup-interval-seconds", "1", *flags,
-                      env=tenant_env(tokens))
-        c.start()
-        try:
-            yield c
-        finally:
-            c.stop()
+    with database_collector(pg_admin_url, workdir / "spool", "--stall-min-seconds", "1",
+                            "--stall-check-seconds", "1", "--rollup-interval-seconds", "1",
+                            *flags, env=tenant_env(tokens)) as c:
+        yield c
 
 
 def tenant_series(c: Collector, tenant: str) -> list[str]:

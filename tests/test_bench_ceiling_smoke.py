@@ -8,16 +8,14 @@ measured, and adds up as the summary says.
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from bench.ceiling import cmd as ceiling_cmd
 from bench.record import markers
+from tests.bench_support import recorded_run
 
 pytestmark = pytest.mark.postgres
 EVENTS = 600
@@ -27,16 +25,8 @@ EVENTS = 600
 def smoke(pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("ceiling")
     admin = sa.engine.make_url(pg_admin_url).render_as_string(hide_password=False)
-    argv = ["ceiling", "--events", str(EVENTS), "--queries", "50", "--batch", "100",
-            "--per-tx", "100", "--target", "20000", "--pg-admin-url", admin,
-            "--json", str(tmp / "ceiling.json"), "--record"]
-    parser = argparse.ArgumentParser()
-    ceiling_cmd.add_arguments(parser)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SPARKWATCH_BENCH_DOC", str(tmp / "benchmarks.md"))
-        code = ceiling_cmd.main(parser.parse_args(argv[1:]), argv)
-    return {"code": code, "raw": json.loads((tmp / "ceiling.json").read_text()),
-            "doc": (tmp / "benchmarks.md").read_text()}
+    return recorded_run(["ceiling", "--events", str(EVENTS), "--queries", "50", "--batch", "100",
+                         "--per-tx", "100", "--target", "20000", "--pg-admin-url", admin], tmp)
 
 
 @pytest.mark.timeout(180)  # a hang guard; the run takes ~10 s

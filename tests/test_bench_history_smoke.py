@@ -8,7 +8,6 @@ what its spec says, and a second run must reuse it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import uuid
 from collections.abc import Iterator
@@ -18,11 +17,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from bench.history import cmd as history_cmd
 from bench.history import grafana as history_grafana
 from bench.history import population as history_population
 from bench.history.spec import Population
 from sparkwatch.history import rollups
+from tests.bench_support import run_bench
 from tests.support import drop_database
 
 pytestmark = [pytest.mark.postgres]
@@ -39,20 +38,12 @@ def bench_url(pg_admin_url: str) -> Iterator[str]:
     drop_database(pg_admin_url, name)
 
 
-def run_bench(url: str, *flags: str) -> int:
-    parser = argparse.ArgumentParser()
-    history_cmd.add_arguments(parser)
-    args = ["--url", url, "--rows", str(ROWS), "--queries", str(QUERIES), "--samples", "4",
-            "--repetitions", "2", "--warmup", "0", *flags]
-    return history_cmd.main(parser.parse_args(args), ["history", *args])
-
-
-def test_bench_history_smoke(bench_url: str, tmp_path: Path,
-                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_history_smoke(bench_url: str, tmp_path: Path) -> None:
     doc, raw = tmp_path / "benchmarks.md", tmp_path / "history.json"
-    monkeypatch.setenv("SPARKWATCH_BENCH_DOC", str(doc))
-
-    assert run_bench(bench_url, "--record", "--json", str(raw)) == 0
+    argv = ["history", "--url", bench_url, "--rows", str(ROWS), "--queries", str(QUERIES),
+            "--samples", "4", "--repetitions", "2", "--warmup", "0", "--record", "--json",
+            str(raw)]
+    assert run_bench(argv, doc) == 0
 
     population = Population(ROWS, QUERIES)
     loaded = history_population.loaded(bench_url, population, reused=True)

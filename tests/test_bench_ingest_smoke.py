@@ -7,8 +7,6 @@ only that every event is accepted and written exactly once and the table is prod
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,21 +14,15 @@ import pytest
 import sqlalchemy as sa
 
 from bench.fleet import Fleet
-from bench.ingest import cmd as ingest_cmd
 from bench.ingest import profile as ingest_profile
 from bench.ingest import pushgw as ingest_pushgw
 from bench.ingest.bodies import lane_events
 from bench.record import markers
+from tests.bench_support import recorded_run
 from tests.conftest import unavailable
 
 EVENTS, QUERIES, GATEWAY_EVENTS = 240, 20, 40
 TABLES = ("query_runs", "batches", "operator_batches", "source_batches", "sink_batches")
-
-
-def _parse(args: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    ingest_cmd.add_arguments(parser)
-    return parser.parse_args(args)
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +31,11 @@ def smoke(pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         unavailable(str(ingest_pushgw.available()))
     tmp = tmp_path_factory.mktemp("ingest")
     admin = sa.engine.make_url(pg_admin_url).render_as_string(hide_password=False)
-    argv = ["ingest", "--quick", "--events", str(EVENTS), "--queries", str(QUERIES),
-            "--batch", "50", "--clients", "2", "--pushgateway-events", str(GATEWAY_EVENTS),
-            "--pushgateway-seconds", "20", "--per-tx", "100", "--pg-admin-url", admin,
-            "--json", str(tmp / "runs.json"), "--record"]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SPARKWATCH_BENCH_DOC", str(tmp / "benchmarks.md"))
-        code = ingest_cmd.main(_parse(argv[1:]), argv)
-    runs = {r["path"]: r for r in json.loads((tmp / "runs.json").read_text())}
-    return {"code": code, "runs": runs, "doc": (tmp / "benchmarks.md").read_text()}
+    result = recorded_run(["ingest", "--quick", "--events", str(EVENTS), "--queries", str(QUERIES),
+                           "--batch", "50", "--clients", "2", "--pushgateway-events",
+                           str(GATEWAY_EVENTS), "--pushgateway-seconds", "20", "--per-tx", "100",
+                           "--pg-admin-url", admin], tmp)
+    return {**result, "runs": {r["path"]: r for r in result["raw"]}}
 
 
 @pytest.mark.timeout(120)  # a hang guard; the run takes ~15-30 s

@@ -8,28 +8,17 @@ was answered, and its figures are measured and reported as the table says.
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.memory import cmd as memory_cmd
 from bench.record import markers
+from tests.bench_support import recorded_run
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    tmp: Path = tmp_path_factory.mktemp("memory")
-    argv = ["memory", "--quick", "--json", str(tmp / "memory.json"), "--record"]
-    parser = argparse.ArgumentParser()
-    memory_cmd.add_arguments(parser)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SPARKWATCH_BENCH_DOC", str(tmp / "benchmarks.md"))
-        code = memory_cmd.main(parser.parse_args(argv[1:]), argv)
-    return {"code": code, "raw": json.loads((tmp / "memory.json").read_text()),
-            "doc": (tmp / "benchmarks.md").read_text()}
+    return recorded_run(["memory", "--quick"], tmp_path_factory.mktemp("memory"))
 
 
 @pytest.mark.timeout(180)  # a hang guard; the run takes ~5 s

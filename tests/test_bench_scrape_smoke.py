@@ -7,7 +7,6 @@ docs/benchmarks.md); only that both sides serve the same thing and every figure 
 
 from __future__ import annotations
 
-import argparse
 import json
 import secrets
 from pathlib import Path
@@ -18,12 +17,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.record import markers
-from bench.scrape import cmd as scrape_cmd
 from bench.scrape import peer as scrape_peer
 from bench.scrape import procs as scrape_procs
 from bench.scrape.fleet import spread
 from bench.scrape.load import push_fleet
 from bench.scrape.measure import body_of
+from tests.bench_support import run_bench
 from tests.conftest import unavailable
 
 QUERIES, PER_APP, BATCHES = 20, 8, 2  # three apps, the last one smaller
@@ -79,17 +78,13 @@ def test_the_collector_and_the_pushgateway_serve_the_same_series(
 
 @pytest.mark.timeout(120)
 def test_the_cli_prints_and_records_the_table(
-    tmp_path: Path, pushgateway: str, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, pushgateway: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
     doc, raw = tmp_path / "benchmarks.md", tmp_path / "scrape.json"
-    monkeypatch.setenv("SPARKWATCH_BENCH_DOC", str(doc))
-    argv = ["--queries", str(QUERIES), "--queries-per-app", str(PER_APP), "--batches",
-            str(BATCHES), "--scrapes", "2", "--pushgateway", pushgateway, "--record",
-            "--json", str(raw)]
-    parser = argparse.ArgumentParser()
-    scrape_cmd.add_arguments(parser)
-    assert scrape_cmd.main(parser.parse_args(argv), ["scrape", *argv]) == 0
+    argv = ["scrape", "--queries", str(QUERIES), "--queries-per-app", str(PER_APP),
+            "--batches", str(BATCHES), "--scrapes", "2", "--pushgateway", pushgateway,
+            "--record", "--json", str(raw)]
+    assert run_bench(argv, doc) == 0
     [result] = json.loads(raw.read_text())
     check_result(result)
     printed = capsys.readouterr().out
@@ -129,15 +124,13 @@ def check_result(result: dict[str, Any]) -> None:
 
 
 def test_the_profiles_alone_print_and_record_their_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     doc, raw = tmp_path / "benchmarks.md", tmp_path / "profiles.json"
-    monkeypatch.setenv("SPARKWATCH_BENCH_DOC", str(doc))
-    argv = ["--profiles-only", "--queries", str(QUERIES), "--queries-per-app", str(PER_APP),
-            "--batches", str(BATCHES), "--renders", "2", "--record", "--json", str(raw)]
-    parser = argparse.ArgumentParser()
-    scrape_cmd.add_arguments(parser)
-    assert scrape_cmd.main(parser.parse_args(argv), ["scrape", *argv]) == 0
+    argv = ["scrape", "--profiles-only", "--queries", str(QUERIES), "--queries-per-app",
+            str(PER_APP), "--batches", str(BATCHES), "--renders", "2", "--record", "--json",
+            str(raw)]
+    assert run_bench(argv, doc) == 0
     [result] = json.loads(raw.read_text())
     default, full = result["profiles"]["default"], result["profiles"]["full"]
     assert default["per_query"] <= 60 < full["per_query"] and full["render"]["n"] == 2

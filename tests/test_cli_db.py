@@ -9,14 +9,9 @@ import pytest
 from sparkwatch.cli.main import main
 from sparkwatch.history import migrate
 from sparkwatch.history.schema import SCHEMA_REVISION
+from tests.support import run_cli as run
 
 UNREACHABLE = "postgresql+psycopg://postgres@127.0.0.1:1/x"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_upgrade_creates_the_schema_and_says_so(sqlite_url: str, capsys) -> None:

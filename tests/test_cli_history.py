@@ -13,6 +13,7 @@ import pytest
 from sparkwatch.cli.history import parse_time
 from sparkwatch.cli.main import main
 from sparkwatch.history import migrate
+from tests.support import run_cli as run
 from tests.test_history_reader import JOIN, NEW_RUN, OLD_RUN, QUERY, populate
 from tests.test_history_support import migrated_database
 
@@ -22,12 +23,6 @@ def url(request: pytest.FixtureRequest) -> Iterator[str]:
     for db_url in migrated_database(request):
         populate(db_url)
         yield db_url
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_queries_table(url: str, capsys) -> None:

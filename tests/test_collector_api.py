@@ -21,9 +21,9 @@ from tests.test_collector_support import (
     TOKEN,
     Collector,
     count_rows,
+    database_collector,
     envelope,
     fresh_ids,
-    module_database,
     recorded,
     run_events,
     samples,
@@ -44,15 +44,12 @@ LYING_GZIP = gzip.compress(json.dumps(
 
 @pytest.fixture(scope="module")
 def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
-    with module_database(pg_admin_url) as url:
-        c = Collector(url, tmp_path_factory.mktemp("api") / "spool",
-                      "--max-body-bytes", str(MAX_BODY),
-                      "--max-events-per-request", str(MAX_EVENTS),
-                      "--max-queries-per-app", str(MAX_QUERIES),
-                      env={"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN})
-        c.start()
+    with database_collector(pg_admin_url, tmp_path_factory.mktemp("api") / "spool",
+                            "--max-body-bytes", str(MAX_BODY),
+                            "--max-events-per-request", str(MAX_EVENTS),
+                            "--max-queries-per-app", str(MAX_QUERIES),
+                            env={"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN}) as c:
         yield c
-        c.stop()
 
 
 def app_named(name: str) -> dict[str, str]:

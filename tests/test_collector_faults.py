@@ -10,16 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from sparkwatch.history import migrate
-from tests.support import create_database, wait_for
+from tests.support import wait_for
 from tests.test_collector_support import (
     Collector,
     PrivatePostgres,
     count_rows,
     fresh_ids,
-    private_postgres,
     run_events,
     running,
     samples,
@@ -29,21 +27,11 @@ from tests.test_collector_support import (
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivatePostgres]:
-    with private_postgres() as pg:
-        yield pg
-
-
 @pytest.fixture
-def private_url(cluster: PrivatePostgres) -> Iterator[str]:
+def private_url(private_cluster: PrivatePostgres) -> Iterator[str]:
     """A database in the private cluster; the cluster is running again after the test."""
-    name = create_database(cluster.url)
-    yield sa.engine.make_url(cluster.url).set(database=name).render_as_string(False)
-    try:
-        scalar(cluster.url, "select 1")
-    except sa.exc.OperationalError:
-        cluster.start()
+    with private_cluster.database() as url:
+        yield url
 
 
 def batches(url: str, run_id: str) -> int:
@@ -66,7 +54,7 @@ def in_metrics(collector: Collector, query_id: str) -> float | None:
 
 
 def test_database_down_ingest_continues_and_replays_without_loss(
-    cluster: PrivatePostgres, private_url: str, tmp_path: Path
+    private_cluster: PrivatePostgres, private_url: str, tmp_path: Path
 ) -> None:
     collector = Collector(private_url, tmp_path / "spool")
     before, during = [fresh_ids() for _ in range(2)], [fresh_ids() for _ in range(3)]
@@ -77,7 +65,7 @@ def test_database_down_ingest_continues_and_replays_without_loss(
         wait_for(lambda: all(batches(private_url, i["run_id"]) == expected(runs[i["run_id"]])[0]
                              for i in before), 30, "the first runs in the history")
 
-        cluster.stop()
+        private_cluster.stop()
         for ids in during:
             response = collector.post(runs[ids["run_id"]], gzipped=True)
             assert response.status_code == 200 and response.json()["rejected"] == []
@@ -89,7 +77,7 @@ def test_database_down_ingest_continues_and_replays_without_loss(
         for ids in during:  # metrics keep being served while the database is down
             assert in_metrics(collector, ids["query_id"]) == expected(runs[ids["run_id"]])[0]
 
-        cluster.start()
+        private_cluster.start()
         for run_id, events in runs.items():
             n_batches, n_operators = expected(events)
             wait_for(lambda r=run_id, n=n_batches: batches(private_url, r) == n, 60,
@@ -100,7 +88,7 @@ def test_database_down_ingest_continues_and_replays_without_loss(
 
 
 def test_sigkill_with_events_in_the_spool_replays_them_after_restart(
-    cluster: PrivatePostgres, private_url: str, tmp_path: Path
+    private_cluster: PrivatePostgres, private_url: str, tmp_path: Path
 ) -> None:
     migrate.upgrade(private_url)  # the schema exists before the database goes away
     collector = Collector(private_url, tmp_path / "spool")
@@ -109,11 +97,11 @@ def test_sigkill_with_events_in_the_spool_replays_them_after_restart(
     n_batches, n_operators = expected(events)
     collector.start()
     try:
-        cluster.stop()  # keep the events in the spool
+        private_cluster.stop()  # keep the events in the spool
         assert collector.post(events).json()["accepted"] == len(events)
         assert collector.get("/readyz").json()["spool"]["pending_bytes"] > 0
         collector.kill()
-        cluster.start()
+        private_cluster.start()
         assert batches(private_url, ids["run_id"]) == 0, "nothing was written before the kill"
 
         collector.start()

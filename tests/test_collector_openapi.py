@@ -11,7 +11,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from tests.test_collector_support import Collector, module_database, run_events, samples
+from tests.test_collector_support import Collector, database_collector, run_events, samples
 
 pytestmark = pytest.mark.postgres
 
@@ -21,16 +21,13 @@ SHARED_TOKEN = "schemathesis-shared-token"
 
 @pytest.fixture(scope="module")
 def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
-    with module_database(pg_admin_url) as url:
-        c = Collector(url, tmp_path_factory.mktemp("openapi") / "spool", env={
-            "SPARKWATCH_COLLECTOR_TOKENS": f"*={SHARED_TOKEN}",
-            "SPARKWATCH_COLLECTOR_READ_TOKEN": SHARED_TOKEN,
-        })
-        c.start()
+    with database_collector(pg_admin_url, tmp_path_factory.mktemp("openapi") / "spool", env={
+        "SPARKWATCH_COLLECTOR_TOKENS": f"*={SHARED_TOKEN}",
+        "SPARKWATCH_COLLECTOR_READ_TOKEN": SHARED_TOKEN,
+    }) as c:
         # Some history, so that reads of a known query find rows.
         assert c.post(run_events(), token=SHARED_TOKEN).json()["accepted"] > 0
         yield c
-        c.stop()
 
 
 @pytest.fixture(scope="module")

@@ -153,6 +153,15 @@ def module_database(admin_url: str) -> Iterator[str]:
         drop_database(admin_url, name)
 
 
+@contextmanager
+def database_collector(admin_url: str, spool_dir: Path, *flags: str,
+                       env: dict[str, str] | None = None) -> Iterator[Collector]:
+    """A running collector whose history is a database of its own, dropped afterwards."""
+    with module_database(admin_url) as url, running(Collector(url, spool_dir, *flags,
+                                                                env=env)) as collector:
+        yield collector
+
+
 def scalar(url: str, sql: str, **params: Any) -> Any:
     engine = sa.create_engine(url)
     try:
@@ -253,6 +262,24 @@ class PrivatePostgres:
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def running(self) -> bool:
+        try:
+            scalar(self.url, "select 1")
+        except sa.exc.OperationalError:
+            return False
+        return True
+
+    @contextmanager
+    def database(self) -> Iterator[str]:
+        """A database of this cluster; the cluster runs again afterwards (a test may have stopped
+        it)."""
+        name = create_database(self.url)
+        try:
+            yield sa.engine.make_url(self.url).set(database=name).render_as_string(False)
+        finally:
+            if not self.running():
+                self.start()
 
     def destroy(self) -> None:
         with suppress(AssertionError):

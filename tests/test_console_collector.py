@@ -41,8 +41,8 @@ def test_the_collector_console_shows_apps_of_two_spark_drivers_behind_a_read_tok
 
     def second_driver() -> None:
         done = subprocess.run(
-            [sys.executable, "-m", "tests.console_driver_app", c.ingest_url, TOKEN,
-             APP_B, str(tmp_path / "chk-b")],
+            [sys.executable, "-m", "tests.console_driver", APP_B, str(tmp_path / "chk-b"),
+             "push", c.ingest_url, TOKEN],
             capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
         other["done"] = done
 

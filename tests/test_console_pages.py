@@ -17,10 +17,10 @@ from sparkwatch.console.app import CSP, Console
 from sparkwatch.console.history import HistoryData, anchor_of, offsets_behind
 from sparkwatch.listener.exporter import serve_metrics
 from sparkwatch.metrics.state import MetricState
+from tests.test_history_reader import AGG, JOIN, NEW_RUN, OLD_RUN, QUERY, agg_runs_and_join
 from tests.test_history_support import (
     APP,
     batch_of,
-    load_sample,
     migrated_database,
     progress,
     started,
@@ -28,10 +28,7 @@ from tests.test_history_support import (
     write,
 )
 
-AGG = load_sample("window_agg")
-JOIN = load_sample("stream_stream_join_rocksdb")
-QUERY, JOIN_QUERY = AGG["id"], JOIN["id"]
-OLD_RUN, NEW_RUN = "00000000-0000-4000-8000-000000000001", AGG["runId"]
+JOIN_QUERY = JOIN["id"]
 HOSTILE_ID = "e0000000-0000-4000-8000-00000000000e"
 FAILED_ID = "f0000000-0000-4000-8000-00000000000f"
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
@@ -50,12 +47,8 @@ def history_db(request: pytest.FixtureRequest) -> Iterator[str]:
     for url in migrated_database(request):
         write(
             url,
-            started(QUERY, OLD_RUN, "window_agg", "2026-11-21T08:59:00.000Z"),
-            *(progress(_agg(OLD_RUN, b, b)) for b in range(3)),
-            terminated(QUERY, OLD_RUN, "2026-11-21T09:03:00.000Z", "boom\n\tat X", "FAILED_X"),
-            started(QUERY, NEW_RUN, "window_agg", "2026-11-21T09:09:00.000Z"),
-            *(progress(_agg(NEW_RUN, b, 10 + b)) for b in range(3, 6)),
-            progress(JOIN),
+            *agg_runs_and_join([progress(_agg(OLD_RUN, b, b)) for b in range(3)],
+                               [progress(_agg(NEW_RUN, b, 10 + b)) for b in range(3, 6)]),
             progress(batch_of(JOIN, 1, "2026-11-21T08:00:00.000Z", id=HOSTILE_ID,
                               runId=HOSTILE_ID, name=HOSTILE)),
             started(FAILED_ID, FAILED_ID, "broken", "2026-11-21T07:00:00.000Z"),
@@ -113,7 +106,7 @@ def test_query_page_draws_each_operator_over_time_with_runs_and_batches(
     assert "last 60" in rows_chart
     for chart in ("batches", "rates", "watermark", "backlog"):
         assert f'id="{chart}"' in html
-    assert OLD_RUN in html and "FAILED_X" in html
+    assert OLD_RUN in html and "STREAM_FAILED" in html
     assert html.count("<tr><td>") == 6  # the batches table: batches 5..0
 
 

@@ -22,8 +22,8 @@ from tests.conftest import ROOT
 def test_a_restarted_driver_shows_the_earlier_runs_points(spark: Any, tmp_path: Path) -> None:
     history_url = f"sqlite:///{tmp_path / 'history.db'}"
     done = subprocess.run(
-        [sys.executable, "-m", "tests.console_history_driver", history_url,
-         str(tmp_path / "chk")],
+        [sys.executable, "-m", "tests.console_driver", "restarted", str(tmp_path / "chk"),
+         "history", history_url],
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     first = json.loads(done.stdout.strip().splitlines()[-1])

@@ -22,8 +22,8 @@ from tests.support import wait_for
 from tests.test_collector_support import (
     Collector,
     count_rows,
+    database_collector,
     fresh_ids,
-    module_database,
     run_events,
     samples,
 )
@@ -118,12 +118,9 @@ def test_tree_paths_name_the_position_of_the_value() -> None:
 
 @pytest.fixture(scope="module")
 def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
-    with module_database(pg_admin_url) as url:
-        c = Collector(url, tmp_path_factory.mktemp("contract") / "spool",
-                      "--max-body-bytes", str(4 << 20))
-        c.start()
+    with database_collector(pg_admin_url, tmp_path_factory.mktemp("contract") / "spool",
+                            "--max-body-bytes", str(4 << 20)) as c:
         yield c
-        c.stop()
 
 
 def _post_raw(collector: Collector, body: bytes) -> httpx.Response:

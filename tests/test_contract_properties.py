@@ -24,7 +24,7 @@ from sparkwatch.model.events import AppInfo, EventKind
 from sparkwatch.model.parse import EventParseError, envelope_to_dict, listener_event
 from tests.conftest import load_fixture
 from tests.support import wait_for
-from tests.test_collector_support import TOKEN, Collector, count_rows, module_database, samples
+from tests.test_collector_support import TOKEN, Collector, count_rows, database_collector, samples
 
 PROFILE = settings(max_examples=60, deadline=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -128,11 +128,8 @@ def test_arbitrary_json_is_refused_with_a_named_reason_or_accepted_whole(doc: An
 
 @pytest.fixture(scope="module")
 def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
-    with module_database(pg_admin_url) as url:
-        c = Collector(url, tmp_path_factory.mktemp("properties") / "spool")
-        c.start()
+    with database_collector(pg_admin_url, tmp_path_factory.mktemp("properties") / "spool") as c:
         yield c
-        c.stop()
 
 
 def _wire(payload: dict[str, Any]) -> dict[str, Any]:

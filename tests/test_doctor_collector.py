@@ -16,7 +16,7 @@ from sparkwatch.model.events import AppInfo, EventKind
 from sparkwatch.model.parse import envelope_from_json, envelope_to_dict
 from tests.doctor_support import recorded
 from tests.support import wait_for
-from tests.test_collector_support import READ_TOKEN, TOKEN, Collector, module_database
+from tests.test_collector_support import READ_TOKEN, TOKEN, Collector, database_collector
 
 pytestmark = pytest.mark.postgres
 
@@ -34,17 +34,14 @@ def wire_events(name: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
-    with module_database(pg_admin_url) as url:
-        c = Collector(url, tmp_path_factory.mktemp("doctor") / "spool",
-                      env={"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN})
-        c.start()
+    with database_collector(pg_admin_url, tmp_path_factory.mktemp("doctor") / "spool",
+                            env={"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN}) as c:
         auth = {"Authorization": f"Bearer {TOKEN}"}
         for name in PUSHED:
             response = httpx.post(c.ingest_url, json={"events": wire_events(name)}, headers=auth)
             assert response.status_code < 300, response.text
         wait_for(lambda: _recorded(c) == len(PUSHED), 30, "the collector to write the runs")
         yield c
-        c.stop()
 
 
 def _recorded(c: Collector) -> int:

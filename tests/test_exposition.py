@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,13 @@ class Scraper:
         stats = None if listener_stats is None else (lambda: listener_stats)
         self.registry.register(SparkwatchCollector(self.state, stats))
 
+    @classmethod
+    def of(cls, events: Iterable[ParsedEvent]) -> Scraper:
+        """A scraper whose state has applied ``events``."""
+        scraper = cls()
+        scraper.apply(events)
+        return scraper
+
     def apply(self, events: Iterable[ParsedEvent]) -> list[bool]:
         return [self.state.apply(e) for e in events]
 
@@ -101,6 +108,12 @@ def operators(progress: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     return list(enumerate(progress["stateOperators"]))
 
 
+def last_operators(data: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any], dict[str, str]]]:
+    """Each operator of the last progress: its index, its entry and its metric labels."""
+    for index, op in operators(data["progress"][-1]):
+        yield index, op, operator_labels(data, index, op["operatorName"])
+
+
 def op_sum(data: dict[str, Any], index: int, key: str, batches: slice = slice(None)) -> int:
     return sum(p["stateOperators"][index][key] for p in data["progress"][batches])
 
@@ -115,11 +128,8 @@ def sample(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 def test_state_gauges_equal_the_last_progress(sample: dict[str, Any]) -> None:
-    scraper = Scraper()
-    scraper.apply(run_events(sample))
-    last = sample["progress"][-1]
-    for index, op in operators(last):
-        labels = operator_labels(sample, index, op["operatorName"])
+    scraper = Scraper.of(run_events(sample))
+    for _, op, labels in last_operators(sample):
         expected = {
             "spark_streaming_state_rows": op["numRowsTotal"],
             "spark_streaming_state_memory_used_bytes": op["memoryUsedBytes"],
@@ -136,8 +146,7 @@ def test_state_gauges_equal_the_last_progress(sample: dict[str, Any]) -> None:
 
 
 def test_counters_equal_sums_over_all_batches(sample: dict[str, Any]) -> None:
-    scraper = Scraper()
-    scraper.apply(run_events(sample))
+    scraper = Scraper.of(run_events(sample))
     q = query_labels(sample)
     progress = sample["progress"]
     assert scraper.value("spark_streaming_query_batches_total", q) == len(progress)
@@ -207,8 +216,7 @@ def restarted(data: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
 
 def test_restarted_query_keeps_counters_monotonic() -> None:
     data = fixture("spark-4.3.0/window_agg_hdfs.json")
-    scraper = Scraper()
-    scraper.apply(run_events(data, terminated=True))
+    scraper = Scraper.of(run_events(data, terminated=True))
     q = query_labels(data)
     op = operator_labels(data, 0, "stateStoreSave")
     first_updated = scraper.value("spark_streaming_state_rows_updated_total", op)
@@ -230,8 +238,7 @@ def test_restarted_query_keeps_counters_monotonic() -> None:
 def test_late_redelivery_from_the_previous_run_is_not_counted_again() -> None:
     # A retried push can land after the restarted run's first progress.
     data = fixture("spark-4.3.0/dedupe_hdfs.json")
-    scraper = Scraper()
-    scraper.apply(progress_events(data))
+    scraper = Scraper.of(progress_events(data))
     second_run = restarted(data, "00000000-0000-4000-8000-000000000002")
     scraper.apply([event(EventKind.PROGRESS, second_run[0])])
     text = scraper.text()
@@ -260,8 +267,7 @@ def test_terminated_query_is_evicted_after_the_grace_period() -> None:
 
 def test_idle_event_sets_idle_and_last_event_time() -> None:
     data = fixture("spark-4.3.0/session_window_rocksdb.json")
-    scraper = Scraper()
-    scraper.apply(run_events(data))
+    scraper = Scraper.of(run_events(data))
     q = query_labels(data)
     assert scraper.value("spark_streaming_query_idle", q) == 1
     idle_at = event(EventKind.IDLE, data["idle"]).event.timestamp  # type: ignore[union-attr]
@@ -287,8 +293,7 @@ def test_rates_fall_to_zero_while_idle_and_come_back_with_the_next_batch() -> No
 @pytest.mark.parametrize("version", ["spark-3.5.9", "spark-4.3.0"])
 def test_known_rocksdb_keys_are_exported_in_base_units(version: str) -> None:
     data = fixture(f"{version}/join_rocksdb.json")
-    scraper = Scraper()
-    scraper.apply(progress_events(data))
+    scraper = Scraper.of(progress_events(data))
     labels = operator_labels(data, 0, "symmetricHashJoin")
     last = data["progress"][-1]["stateOperators"][0]["customMetrics"]
     file_sync = custom_sum(data, 0, "rocksdbCommitFileSyncLatencyMs") * MS
@@ -311,11 +316,8 @@ def test_known_rocksdb_keys_are_exported_in_base_units(version: str) -> None:
 
 
 def test_every_known_key_of_a_fixture_gets_its_dedicated_metric(sample: dict[str, Any]) -> None:
-    scraper = Scraper()
-    scraper.apply(progress_events(sample))
-    last = sample["progress"][-1]
-    for index, op in operators(last):
-        labels = operator_labels(sample, index, op["operatorName"])
+    scraper = Scraper.of(progress_events(sample))
+    for index, op, labels in last_operators(sample):
         for key, value in op.get("customMetrics", {}).items():
             known = KNOWN.get(key)
             if known is None:
@@ -334,16 +336,14 @@ def test_unknown_custom_key_goes_through_the_generic_metric() -> None:
     data = fixture("spark-4.3.0/dedupe_hdfs.json")
     raw = copy.deepcopy(data["progress"][-1])
     raw["stateOperators"][0]["customMetrics"]["someKeyFromSpark9"] = 77
-    scraper = Scraper()
-    scraper.apply([event(EventKind.PROGRESS, raw)])
+    scraper = Scraper.of([event(EventKind.PROGRESS, raw)])
     labels = {**operator_labels(data, 0, "dedupe"), "metric": "someKeyFromSpark9"}
     assert scraper.value("spark_streaming_state_custom_metric", labels) == 77
 
 
 def test_per_instance_keys_are_aggregated_min_max_reported() -> None:
     data = fixture("spark-4.3.0/join_hdfs.json")
-    scraper = Scraper()
-    scraper.apply(progress_events(data))
+    scraper = Scraper.of(progress_events(data))
     custom = data["progress"][-1]["stateOperators"][0]["customMetrics"]
     snapshots = [v for k, v in custom.items() if k.startswith("SnapshotLastUploaded.partition_")]
     # 8 stores (2 partitions x 4 join stores) but Spark reports only the 5 lowest by default.
@@ -371,8 +371,7 @@ def test_source_backlog_gauges_come_from_kafka_like_metrics() -> None:
             "notANumber": "n/a",
         },
     )
-    scraper = Scraper()
-    scraper.apply([event(EventKind.PROGRESS, raw)])
+    scraper = Scraper.of([event(EventKind.PROGRESS, raw)])
     labels = {**query_labels(data), "source_index": "0", "source": "KafkaV2[Subscribe[events]]"}
     assert scraper.value("spark_streaming_source_min_offsets_behind_latest", labels) == 26
     assert scraper.value("spark_streaming_source_max_offsets_behind_latest", labels) == 46
@@ -386,8 +385,7 @@ def test_source_backlog_gauges_come_from_kafka_like_metrics() -> None:
 
 def test_source_rows_are_counted_per_source_of_a_join() -> None:
     data = fixture("spark-4.3.0/join_hdfs.json")
-    scraper = Scraper()
-    scraper.apply(progress_events(data))
+    scraper = Scraper.of(progress_events(data))
     for index in (0, 1):
         source = data["progress"][-1]["sources"][index]["description"]
         labels = {**query_labels(data), "source_index": str(index), "source": source}
@@ -398,8 +396,7 @@ def test_source_rows_are_counted_per_source_of_a_join() -> None:
 def test_v1_sink_reports_no_output_rows_counter() -> None:
     data = fixture("spark-4.3.0/update_agg_hdfs.json")
     assert {p["sink"]["numOutputRows"] for p in data["progress"]} == {-1}
-    scraper = Scraper()
-    scraper.apply(progress_events(data))
+    scraper = Scraper.of(progress_events(data))
     q = query_labels(data)
     assert scraper.value("spark_streaming_sink_output_rows_total", q) is None
     assert scraper.value("spark_streaming_sink_info", {**q, "description": "ForeachBatchSink"}) == 1
@@ -407,8 +404,7 @@ def test_v1_sink_reports_no_output_rows_counter() -> None:
 
 def test_watermark_gauges_skip_the_epoch_of_batch_zero() -> None:
     data = fixture("spark-4.3.0/window_agg_hdfs.json")
-    scraper = Scraper()
-    scraper.apply(progress_events(data)[:1])
+    scraper = Scraper.of(progress_events(data)[:1])
     q = query_labels(data)
     assert scraper.value("spark_streaming_query_watermark_timestamp_seconds", q) == 0.0
     assert scraper.value("spark_streaming_query_watermark_lag_seconds", q) is None
@@ -425,8 +421,7 @@ def test_watermark_gauges_skip_the_epoch_of_batch_zero() -> None:
 
 
 def test_batch_duration_histogram_counts_every_batch(sample: dict[str, Any]) -> None:
-    scraper = Scraper()
-    scraper.apply(progress_events(sample))
+    scraper = Scraper.of(progress_events(sample))
     q = query_labels(sample)
     progress = sample["progress"]
     assert scraper.value("spark_streaming_query_batch_duration_seconds_count", q) == len(progress)

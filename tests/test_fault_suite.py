@@ -23,12 +23,11 @@ import sqlalchemy as sa
 from bench.fleet import Fleet
 from sparkwatch.collector.quarantine import Quarantine
 from sparkwatch.history import migrate
-from tests.support import create_database, wait_for
+from tests.support import wait_for
 from tests.test_collector_support import (
     Collector,
     PrivatePostgres,
     count_rows,
-    private_postgres,
     samples,
 )
 from tests.tmpfs import Filler, small_filesystem
@@ -43,21 +42,12 @@ FLAGS = ("--no-jobs-enabled",)
 REFUSE = "ALTER TABLE query_runs ADD CONSTRAINT no_poison CHECK (name IS DISTINCT FROM 'poison')"
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivatePostgres]:
-    with private_postgres() as pg:
-        yield pg
-
-
 @pytest.fixture
-def history(cluster: PrivatePostgres) -> Iterator[str]:
-    name = create_database(cluster.url)
-    url = sa.engine.make_url(cluster.url).set(database=name).render_as_string(False)
-    migrate.upgrade(url)
-    _execute(url, REFUSE)
-    yield url
-    if not _up(cluster):
-        cluster.start()
+def history(private_cluster: PrivatePostgres) -> Iterator[str]:
+    with private_cluster.database() as url:
+        migrate.upgrade(url)
+        _execute(url, REFUSE)
+        yield url
 
 
 def _execute(url: str, sql: str) -> None:
@@ -65,14 +55,6 @@ def _execute(url: str, sql: str) -> None:
     with engine.begin() as conn:
         conn.execute(sa.text(sql))
     engine.dispose()
-
-
-def _up(cluster: PrivatePostgres) -> bool:
-    try:
-        _execute(cluster.url, "select 1")
-    except sa.exc.OperationalError:
-        return False
-    return True
 
 
 @dataclass
@@ -205,17 +187,17 @@ def test_collector_sigkill(history: str, tmp_path: Path) -> None:
         collector.stop()
 
 
-def test_database_stopped(cluster: PrivatePostgres, history: str, tmp_path: Path) -> None:
+def test_database_stopped(private_cluster: PrivatePostgres, history: str, tmp_path: Path) -> None:
     spool, load = tmp_path / "spool", Load("fault-db")
     collector = Collector(history, spool, *FLAGS)
 
     def during(i: int) -> None:
         if i == 10:
-            cluster.stop()
+            private_cluster.stop()
         if i == 20:
             hold(FAULT_SECONDS, collector)
             assert collector.get("/readyz").json()["status"] == "degraded"
-            cluster.start()
+            private_cluster.start()
 
     collector.start()
     try:

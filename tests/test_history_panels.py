@@ -48,12 +48,9 @@ def progress(q: int, query_id: str, run_id: str) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def history(pg_admin_url: str) -> Any:
-    from tests.support import create_database, drop_database
-
-    name = create_database(pg_admin_url)
-    url = sa.engine.make_url(pg_admin_url).set(database=name).render_as_string(False)
+def write_history(url: str) -> sa.Engine:
+    """The three queries' batches written to ``url`` by the product's writer and rolled up by its
+    job; an engine on it."""
     writer = HistoryWriter(url)
     payloads = [p for q in range(3) for p in progress(q, **fresh_ids())]
     writer.write([parse_envelope(Envelope(EventKind.PROGRESS, APP, END.timestamp(), p))
@@ -62,6 +59,16 @@ def history(pg_admin_url: str) -> Any:
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         rollups.recompute(conn, END, lookback_seconds=4 * 86400)
+    return engine
+
+
+@pytest.fixture(scope="module")
+def history(pg_admin_url: str) -> Any:
+    from tests.support import create_database, drop_database
+
+    name = create_database(pg_admin_url)
+    url = sa.engine.make_url(pg_admin_url).set(database=name).render_as_string(False)
+    engine = write_history(url)
     yield engine
     engine.dispose()
     drop_database(pg_admin_url, name)

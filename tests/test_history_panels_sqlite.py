@@ -20,17 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from sparkwatch.dashboards.docs import panels_in_order
-from sparkwatch.history import rollups
-from sparkwatch.history.writer import HistoryWriter
-from sparkwatch.model.events import Envelope, EventKind
-from sparkwatch.model.parse import parse_envelope
-from tests.test_collector_support import fresh_ids
 from tests.test_dashboards_support import sqlite_for_test, variable_queries
-from tests.test_history_panels import APP, END, START
-from tests.test_history_panels import progress as canned_progress
+from tests.test_history_panels import APP, END, START, write_history
 
 BOARD = Path(__file__).parents[1] / "dashboards/generated/grafana/sparkwatch-history-sqlite.json"
 NAMES = ["panel-q0", "panel-q1", "panel-q2"]
@@ -46,16 +39,7 @@ class Result:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     path = tmp_path_factory.mktemp("history-sqlite") / "sparkwatch.db"
-    url = f"sqlite:///{path}"
-    writer = HistoryWriter(url)
-    payloads = [p for q in range(3) for p in canned_progress(q, **fresh_ids())]
-    writer.write([parse_envelope(Envelope(EventKind.PROGRESS, APP, END.timestamp(), p))
-                  for p in payloads])
-    writer.close()
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        rollups.recompute(conn, END, lookback_seconds=4 * 86400)
-    engine.dispose()
+    write_history(f"sqlite:///{path}").dispose()
     yield path
 
 
@@ -145,13 +129,19 @@ ORDER BY b.batch_duration_ms DESC LIMIT 50""")
     ]
 
 
+def state_rows_totals(history: Path) -> list[tuple[Any, ...]]:
+    """(timestamp, "<query> <operator> #<index>", numRowsTotal) of every raw operator row, in
+    time order: the series the state rows panels show."""
+    return raw(history, """
+SELECT ob.timestamp, r.name || ' ' || ob.operator_name || ' #' || ob.operator_index,
+       ob.num_rows_total
+FROM operator_batches ob JOIN query_runs r ON r.run_id = ob.run_id ORDER BY ob.timestamp""")
+
+
 def test_state_rows_per_day_equal_the_raw_daily_maximum(history: Path) -> None:
     shown = {(r["time"], r["metric"]): r["rows"]
              for r in panel(history, "State rows per day, per operator (max)").rows}
-    rows = raw(history, """
-SELECT ob.timestamp, r.name || ' ' || ob.operator_name || ' #' || ob.operator_index,
-       ob.num_rows_total
-FROM operator_batches ob JOIN query_runs r ON r.run_id = ob.run_id""")
+    rows = state_rows_totals(history)
     expected: dict[tuple[datetime, str], int] = {}
     for at, metric, total in rows:
         key = (day_of(stored(at)), metric)
@@ -163,10 +153,7 @@ FROM operator_batches ob JOIN query_runs r ON r.run_id = ob.run_id""")
 def test_state_rows_gained_per_day_equal_the_raw_rows(history: Path) -> None:
     shown = {(r["time"], r["metric"]): r["rows gained"]
              for r in panel(history, "State rows gained per day, per operator").rows}
-    rows = raw(history, """
-SELECT ob.timestamp, r.name || ' ' || ob.operator_name || ' #' || ob.operator_index,
-       ob.num_rows_total
-FROM operator_batches ob JOIN query_runs r ON r.run_id = ob.run_id ORDER BY ob.timestamp""")
+    rows = state_rows_totals(history)
     days: dict[str, dict[datetime, list[int]]] = defaultdict(lambda: defaultdict(list))
     for at, metric, total in rows:
         days[metric][day_of(stored(at))].append(total)

@@ -17,6 +17,7 @@ from sparkwatch.history.errors import (
 )
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.views import to_dict
+from sparkwatch.model.events import ParsedEvent
 from tests.test_history_support import (
     batch_of,
     load_sample,
@@ -41,6 +42,19 @@ def _agg_batch(run_id: str, batch_id: int, minute: int, rows_total: int) -> dict
     return raw
 
 
+def agg_runs_and_join(old: list[ParsedEvent], new: list[ParsedEvent]) -> list[ParsedEvent]:
+    """window_agg: a run that failed after the ``old`` batches, then a running one with the
+    ``new`` batches; and the join's one batch."""
+    return [
+        started(QUERY, OLD_RUN, "window_agg", "2026-11-21T08:59:00.000Z"),
+        *old,
+        terminated(QUERY, OLD_RUN, "2026-11-21T09:03:00.000Z", "boom\n\tat X", "STREAM_FAILED"),
+        started(QUERY, NEW_RUN, "window_agg", "2026-11-21T09:09:00.000Z"),
+        *new,
+        progress(JOIN),
+    ]
+
+
 def populate(url: str) -> None:
     """window_agg: a failed run (batches 0-2) then a running one (3-5); a join attached late;
     two queries sharing the name "dup"."""
@@ -50,16 +64,7 @@ def populate(url: str) -> None:
         progress(batch_of(JOIN, 1, "2026-11-21T08:00:00.000Z", id=qid, runId=qid, name="dup"))
         for qid in DUP_IDS
     ]
-    write(
-        url,
-        started(QUERY, OLD_RUN, "window_agg", "2026-11-21T08:59:00.000Z"),
-        *old,
-        terminated(QUERY, OLD_RUN, "2026-11-21T09:03:00.000Z", "boom\n\tat X", "STREAM_FAILED"),
-        started(QUERY, NEW_RUN, "window_agg", "2026-11-21T09:09:00.000Z"),
-        *new,
-        progress(JOIN),
-        *dups,
-    )
+    write(url, *agg_runs_and_join(old, new), *dups)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

@@ -43,34 +43,28 @@ def test_every_import_contract_is_kept(installed: Path) -> None:
     assert "Contracts: 4 kept, 0 broken." in result.stdout
 
 
-def test_the_shared_model_importing_the_collector_breaks_the_layers(installed: Path) -> None:
-    (installed / "sparkwatch" / "model" / "leak.py").write_text(
-        "from sparkwatch.collector import ingest\n")
-    result = lint_imports(installed)
-    assert result.returncode != 0
-    assert "sparkwatch.model is not allowed to import sparkwatch.collector" in result.stdout
-
-
-def test_the_listener_importing_the_web_stack_breaks_the_driver_rule(installed: Path) -> None:
-    (installed / "sparkwatch" / "listener" / "leak.py").write_text("import fastapi\n")
-    result = lint_imports(installed)
-    assert result.returncode != 0
-    assert "sparkwatch.listener is not allowed to import fastapi" in result.stdout
-
-
-def test_the_listener_importing_opentelemetry_itself_breaks_the_otlp_rule(installed: Path) -> None:
+# (module that imports, what it imports, the rule that breaks: "<room> is not allowed to import
+# <forbidden>")
+VIOLATIONS = [
+    ("model.leak", "sparkwatch.collector.ingest", "sparkwatch.model", "sparkwatch.collector"),
+    ("listener.leak", "fastapi", "sparkwatch.listener", "fastapi"),
     # Only sparkwatch.otlp may import the SDK: the listener reaches it through that room, lazily.
-    (installed / "sparkwatch" / "listener" / "leak.py").write_text(
-        "from opentelemetry.sdk.metrics import export\n")
-    result = lint_imports(installed)
-    assert result.returncode != 0
-    assert "sparkwatch.listener is not allowed to import opentelemetry" in result.stdout
+    ("listener.leak", "opentelemetry.sdk.metrics", "sparkwatch.listener", "opentelemetry"),
+    ("terminal", "sparkwatch.demo.table", "sparkwatch.terminal", "sparkwatch.demo"),
+]
 
 
-def test_a_shared_module_importing_a_room_breaks_its_rule(installed: Path) -> None:
-    (installed / "sparkwatch" / "terminal.py").write_text(
-        (installed / "sparkwatch" / "terminal.py").read_text()
-        + "\nfrom sparkwatch.demo import table  # noqa: E402\n")
+@pytest.mark.parametrize(("module", "imported", "room", "forbidden"), VIOLATIONS, ids=[
+    "the shared model importing the collector breaks the layers",
+    "the listener importing the web stack breaks the driver rule",
+    "the listener importing opentelemetry itself breaks the otlp rule",
+    "a shared module importing a room breaks its rule",
+])
+def test_a_deliberate_violation_breaks_its_rule(installed: Path, module: str, imported: str,
+                                                room: str, forbidden: str) -> None:
+    path = (installed / "sparkwatch" / module.replace(".", "/")).with_suffix(".py")
+    before = path.read_text() if path.exists() else ""
+    path.write_text(f"{before}\nimport {imported}  # noqa: E402\n")
     result = lint_imports(installed)
     assert result.returncode != 0
-    assert "sparkwatch.terminal is not allowed to import sparkwatch.demo" in result.stdout
+    assert f"{room} is not allowed to import {forbidden}" in result.stdout

@@ -134,12 +134,17 @@ def workload_params() -> list[str]:
     return supported()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-@pytest.mark.parametrize("workload", workload_params())
-def test_exported_operator_values_equal_the_last_progress(
-    runs: dict[str, Run], attachments: dict[str, Any], workload: str, backend: str
-) -> None:
-    run, att = runs[workload], attachments[backend]
+@pytest.fixture(params=[(w, b) for w in workload_params() for b in ("sqlite", "postgresql")],
+                ids="-".join)
+def case(request: pytest.FixtureRequest, runs: dict[str, Run],
+         attachments: dict[str, Any]) -> tuple[str, Run, Any]:
+    """Every workload with each history backend: its name, its run and that backend's listener."""
+    workload, backend = request.param
+    return workload, runs[workload], attachments[backend]
+
+
+def test_exported_operator_values_equal_the_last_progress(case: tuple[str, Run, Any]) -> None:
+    workload, run, att = case
     samples = scrape(att)
     op = run.last["stateOperators"][0]
     ids = {"query_id": run.query_id, "operator_index": "0", "operator": op["operatorName"]}
@@ -193,12 +198,8 @@ def test_late_rows_are_dropped_and_exported_as_dropped_by_watermark(
     )
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-@pytest.mark.parametrize("workload", workload_params())
-def test_history_has_one_row_per_batch_equal_to_the_progress(
-    runs: dict[str, Run], attachments: dict[str, Any], workload: str, backend: str
-) -> None:
-    run, att = runs[workload], attachments[backend]
+def test_history_has_one_row_per_batch_equal_to_the_progress(case: tuple[str, Run, Any]) -> None:
+    _, run, att = case
     engine = sa.create_engine(att.settings.history_url)
     try:
         with engine.connect() as conn:

@@ -29,7 +29,7 @@ from tests.test_collector_support import (
     READ_TOKEN,
     Collector,
     count_rows,
-    module_database,
+    database_collector,
     samples,
 )
 
@@ -172,12 +172,9 @@ def test_the_listener_fits_what_a_plan_holds_within_the_caps() -> None:
 
 @pytest.fixture(scope="module")
 def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
-    with module_database(pg_admin_url) as url:
-        c = Collector(url, tmp_path_factory.mktemp("plans") / "spool",
-                      env={"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN})
-        c.start()
+    with database_collector(pg_admin_url, tmp_path_factory.mktemp("plans") / "spool",
+                            env={"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN}) as c:
         yield c
-        c.stop()
 
 
 def _identity(text: str, query_id: str) -> dict[str, dict[str, str]]:

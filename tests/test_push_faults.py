@@ -13,12 +13,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from itertools import pairwise
 from typing import Any
 
 import pytest
 
+from bench.local import QuietHandler
 from sparkwatch.listener.push_sink import Endpoint, PushSink
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
@@ -27,9 +28,9 @@ from tests.support import wait_for
 from tests.test_collector_support import (
     TOKEN,
     Collector,
+    database_collector,
     free_port,
     fresh_ids,
-    module_database,
     run_events,
     samples,
 )
@@ -44,10 +45,8 @@ BASE_TAG = 1_700_000_000
 
 @pytest.fixture(scope="module")
 def collector(pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
-    with module_database(pg_admin_url) as url:
-        c = Collector(url, tmp_path_factory.mktemp("push-faults") / "spool").start()
+    with database_collector(pg_admin_url, tmp_path_factory.mktemp("push-faults") / "spool") as c:
         yield c
-        c.stop()
 
 
 def tagged_events(n: int) -> list[ParsedEvent]:
@@ -100,25 +99,15 @@ class Gate:
         self.forwarded: list[int] = []
         gate = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 if gate.shut:
                     gate.refused_at.append(time.monotonic())
-                    self._answer(503, b'{"detail": "busy"}', {"Retry-After": gate.retry_after})
+                    self.answer(503, b'{"detail": "busy"}',
+                                headers={"Retry-After": gate.retry_after})
                 else:
-                    self._answer(*gate.forward(body, dict(self.headers)), {})
-
-            def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-                self.send_response(status)
-                for name, value in {**headers, "Content-Type": "application/json"}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
+                    self.answer(*gate.forward(body, dict(self.headers)))
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -179,6 +168,17 @@ def kept(n: int = EVENTS) -> list[int]:
     return [0, *range(n - CAPACITY, n)]
 
 
+def reopen_and_drain(gate: Gate, push: PushSink) -> None:
+    gate.shut = False
+    assert push.flush(30), "delivery resumes by itself"
+    push.stop(5)
+
+
+def assert_the_kept_events_delivered_once(gate: Gate, counters: ListenerCounters) -> None:
+    assert sorted(gate.forwarded) == kept(), "every kept event delivered exactly once"
+    assert counters.delivered == {"push": len(kept())}
+
+
 def test_a_collector_that_accepts_and_never_answers_cannot_wedge_the_sink(
     collector: Collector
 ) -> None:
@@ -194,14 +194,11 @@ def test_a_collector_that_accepts_and_never_answers_cannot_wedge_the_sink(
     finally:
         silent.close()
     gate = Gate(port, collector.ingest_url, retry_after="1")
-    gate.shut = False
     try:
-        assert push.flush(30), "delivery resumes by itself"
-        push.stop(5)
+        reopen_and_drain(gate, push)
     finally:
         gate.close()
-    assert sorted(gate.forwarded) == kept(), "every kept event delivered exactly once"
-    assert counters.delivered == {"push": len(kept())}
+    assert_the_kept_events_delivered_once(gate, counters)
     assert metric(collector, "sparkwatch_collector_events_accepted_total") == \
         accepted + len(kept())
 
@@ -216,13 +213,10 @@ def test_503_with_retry_after_is_waited_out_and_retried_not_dropped(collector: C
         wait_for(lambda: len(gate.refused_at) >= 3, 30, "two more attempts")
         gaps = [b - a for a, b in pairwise(list(gate.refused_at))]
         assert min(gaps) >= 0.9, f"retried before Retry-After: {gaps}"
-        gate.shut = False
-        assert push.flush(30), "delivery resumes by itself"
-        push.stop(5)
+        reopen_and_drain(gate, push)
     finally:
         gate.close()
-    assert sorted(gate.forwarded) == kept(), "every kept event delivered exactly once"
-    assert counters.delivered == {"push": len(kept())}
+    assert_the_kept_events_delivered_once(gate, counters)
     assert counters.dropped == {"push": EVENTS - len(kept())}
 
 
@@ -233,9 +227,7 @@ def test_a_retry_after_longer_than_the_cap_waits_only_the_cap(collector: Collect
     try:
         push(tagged_events(1)[0])
         wait_for(lambda: len(gate.refused_at) >= 4, 10, "retries every 0.3 s, not every hour")
-        gate.shut = False
-        assert push.flush(30)
-        push.stop(5)
+        reopen_and_drain(gate, push)
     finally:
         gate.close()
     assert gate.forwarded == [0] and counters.dropped == {}

@@ -21,7 +21,7 @@ from sparkwatch.top.rates import GrowthTracker
 from sparkwatch.top.render import frame
 from sparkwatch.top.view import View, handle_key, visible
 from tests.doctor_support import SCENARIOS, events_of, load, plan_of, recorded
-from tests.top_terminal import has, query_rows, spawn, wait_frame
+from tests.top_terminal import has, query_rows, quit_top, running_top, wait_frame
 
 
 def exposition(names: list[str]) -> str:
@@ -200,8 +200,7 @@ def test_unreachable_metrics_once_exits_2(capsys) -> None:
 def test_history_in_a_pseudo_terminal(sqlite_url: str) -> None:
     migrate.upgrade(sqlite_url)
     load(sqlite_url, SCENARIOS)
-    child = spawn("--url", sqlite_url, "--interval", "0.3")
-    try:
+    with running_top("--url", sqlite_url, "--interval", "0.3") as child:
         lines = wait_frame(child, has("QUERY / OPERATOR"), "the table", timeout=30)
         assert len(query_rows(lines)) == 5
         child.send("l")
@@ -211,10 +210,5 @@ def test_history_in_a_pseudo_terminal(sqlite_url: str) -> None:
         assert [row[0] for row in query_rows(lines)] == ["join_no_bounds"]
         child.send("\r")
         wait_frame(child, has("#0 symmetricHashJoin: stream_stream_join on [key]"), "detail")
-        child.send("q")
-        child.wait()
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
-    assert child.exitstatus == 0
+        assert quit_top(child) == 0
 

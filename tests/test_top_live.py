@@ -13,7 +13,7 @@ import sparkwatch
 from tests import stateful_scenarios
 from tests.support import wait_for
 from tests.test_plan_spark import scenario
-from tests.top_terminal import has, query_rows, spawn, wait_frame
+from tests.top_terminal import has, query_rows, quit_top, running_top, wait_frame
 
 pytestmark = [pytest.mark.spark]
 
@@ -43,8 +43,7 @@ def _planned(att: Any, query: Any) -> bool:
 
 
 def test_top_renders_operators_and_reacts_to_keys(exporter: str) -> None:
-    child = spawn("--metrics", exporter, "--interval", "0.5")
-    try:
+    with running_top("--metrics", exporter, "--interval", "0.5") as child:
         lines = wait_frame(child, has("dedupe on [key, ts]"), "the plan identities")
         assert has("#0 stateStoreSave")(lines) and has("#1 dedupe")(lines)
         assert has("aggregation on [window, key], append, watermark ts 5s, 2 stores, hdfs")(lines)
@@ -73,9 +72,4 @@ def test_top_renders_operators_and_reacts_to_keys(exporter: str) -> None:
         assert has("#1 dedupe: dedupe on [key, ts], append, watermark ts 5s")(lines)
         assert has("(esc: back to the list)")(lines)
 
-        child.send("q")
-        child.wait()
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
-    assert child.exitstatus == 0
+        assert quit_top(child) == 0

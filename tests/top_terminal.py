@@ -7,7 +7,8 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pexpect
 
@@ -22,6 +23,24 @@ def spawn(*args: str) -> pexpect.spawn:
         sys.executable, ["-m", "sparkwatch.cli.main", "top", *args], env=env,
         dimensions=(HEIGHT, WIDTH), encoding="utf-8", timeout=30,
     )
+
+
+@contextmanager
+def running_top(*args: str) -> Iterator[pexpect.spawn]:
+    """``sparkwatch top *args`` in a pseudo-terminal, killed on the way out if still running."""
+    child = spawn(*args)
+    try:
+        yield child
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+
+
+def quit_top(child: pexpect.spawn) -> int:
+    """Press q; the exit status once top has ended."""
+    child.send("q")
+    child.wait()
+    return int(child.exitstatus)
 
 
 def next_frame(child: pexpect.spawn, timeout: float = 30) -> list[str]:

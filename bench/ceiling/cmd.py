@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
 from dataclasses import asdict
-from datetime import UTC, datetime
 
 from bench import ROOT, machine
 from bench.ceiling.db import DbCost, history_write, minimal_rows, minimal_write
@@ -127,10 +125,7 @@ def _least(stages: list[Stage]) -> float:
 def _header(fleet: Fleet, ns: argparse.Namespace, argv: list[str]) -> str:
     m = machine.describe()
     return "\n".join([
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` (code `{m['code']}`)",
-        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}, "
-        f"Python {m['python']}; PostgreSQL local, default settings",
+        *machine.provenance(argv, m, f", Python {m['python']}; PostgreSQL local, default settings"),
         f"- events: {ns.events} progress events of {fleet.queries} queries × 4 operators "
         f"({fleet.provider} custom metrics, {wire_size(fleet):,} bytes of JSON each), "
         f"{ns.batch} per request, {ns.per_tx} per transaction",

@@ -19,9 +19,10 @@ import sqlalchemy as sa
 from bench import ROOT
 from bench.history import cases, grafana, population, report
 from bench.history import retention as retention_timing
-from bench.history.collector import CollectorFailed, collector
+from bench.history.collector import collector
 from bench.history.measure import Case, Result, measure_all
 from bench.history.spec import NAMED, Population
+from bench.procs import ProcessFailed
 from bench.record import doc_path, write_block
 from sparkwatch.history import migrate
 from sparkwatch.history.engine import parse_url
@@ -175,7 +176,7 @@ def main(ns: argparse.Namespace, argv: list[str]) -> int:
         server = server_info(conn)
         try:
             results = run_cases(opts, loaded, conn)
-        except CollectorFailed as exc:
+        except ProcessFailed as exc:
             log(f"[bench] {exc}")
             return 1
     before = report.load_before(opts.before) if opts.before else None

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +77,7 @@ def header(argv: list[str], loaded: Loaded, server: dict[str, str], reps: int,
     m = machine.describe()
     settings = ", ".join(f"{k} {v}" for k, v in server.items() if k != "version")
     return "\n".join([
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` (code `{m['code']}`)",
-        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}, "
-        f"Python {m['python']}",
+        *machine.provenance(argv, m, f", Python {m['python']}"),
         f"- {server['version']} on the same machine ({settings})",
         population_text(loaded),
         f"- each read: {warmup} warm-up run per parameter variant (warm cache), then up to "

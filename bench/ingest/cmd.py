@@ -6,14 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import ROOT, machine
@@ -176,11 +174,7 @@ def versions(opts: Options) -> str:
 def header(opts: Options, fleet: Fleet, argv: list[str]) -> str:
     m = machine.describe()
     return "\n".join([
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` "
-        f"(code `{m['code']}`)",
-        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}, "
-        f"Python {m['python']}; {versions(opts)}",
+        *machine.provenance(argv, m, f", Python {m['python']}; {versions(opts)}"),
         f"- events: {opts.events} progress events of {fleet.queries} queries × 4 operators "
         f"({fleet.provider} custom metrics, {wire_size(fleet):,} bytes of JSON each); "
         f"{opts.clients} clients, {opts.batch} events per gzip request; collector with spool "

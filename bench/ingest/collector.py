@@ -10,10 +10,8 @@ would act on them, and their cost depends on time, not on events.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,10 +19,9 @@ from pathlib import Path
 
 import httpx
 
-from bench.local import free_port
-from bench.procs import ProcessFailed, spawn, stop, tail, wait_serving
+from bench import procs
+from bench.procs import ProcessFailed, tail
 
-START_TIMEOUT_S = 60.0
 QUERY_CAP_MIN = 200
 
 
@@ -81,20 +78,9 @@ def sample(samples: dict[str, float], name: str, **labels: str) -> float:
 def collector(history_url: str, workdir: Path, app: str, queries: int,
               python: str | None = None, extra: Sequence[str] = ()) -> Iterator[Running]:
     """``python``: another interpreter (e.g. a virtualenv holding an older sparkwatch, for
-    before/after figures); it runs from ``workdir`` so that this checkout does not shadow it.
-    ``extra``: more collector flags."""
-    port, token = free_port(), secrets.token_hex(16)
-    log = workdir / "collector.log"
-    args = [python or sys.executable, "-m", "sparkwatch.cli.main", "collector",
-            "--host", "127.0.0.1",
-            "--port", str(port), "--history-url", history_url,
-            "--spool-dir", str(workdir / "spool"), "--no-jobs-enabled",
-            "--max-queries-per-app", str(max(QUERY_CAP_MIN, queries)), *extra]
-    env = {**os.environ, "SPARKWATCH_COLLECTOR_TOKENS": f"{app}={token}"}
-    proc = spawn(args, log, env, cwd=workdir if python else None)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_serving(proc, url + "/healthz", log, START_TIMEOUT_S)
-        yield Running(proc.pid, url, token, log, proc.poll)
-    finally:
-        stop(proc)
+    before/after figures). ``extra``: more collector flags."""
+    token = secrets.token_hex(16)
+    flags = ["--history-url", history_url, "--no-jobs-enabled",
+             "--max-queries-per-app", str(max(QUERY_CAP_MIN, queries)), *extra]
+    with procs.collector(workdir, *flags, tokens=f"{app}={token}", python=python) as (proc, url):
+        yield Running(proc.pid, url, token, workdir / "collector.log", proc.poll)

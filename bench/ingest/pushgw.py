@@ -30,13 +30,12 @@ from prometheus_client.registry import Collector
 from bench.fleet import Fleet
 from bench.ingest.push import Request
 from bench.local import free_port
-from bench.procs import spawn, stop, wait_serving
+from bench.procs import serving
 from sparkwatch.metrics.exposition import Families, add_query
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
 
 BINARY = "/usr/bin/prometheus-pushgateway"
-START_TIMEOUT_S = 60.0
 HEADERS = {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
 NO_CHECK = "--push.disable-consistency-check"
 
@@ -94,10 +93,8 @@ def args(port: int, persistence: Path, consistency_check: bool) -> list[str]:
 def pushgateway(workdir: Path, consistency_check: bool) -> Iterator[Gateway]:
     """A gateway whose groups survive from one to the next in ``workdir`` (see above)."""
     port, log = free_port(), workdir / "pushgateway.log"
-    proc = spawn(args(port, workdir / "pushgateway.data", consistency_check), log)
     url = f"http://127.0.0.1:{port}"
-    try:
-        wait_serving(proc, url + "/-/ready", log, START_TIMEOUT_S)
+    # Stopped with SIGTERM: the gateway writes its persistence file on the way out.
+    with serving(args(port, workdir / "pushgateway.data", consistency_check), url + "/-/ready",
+                 log) as proc:
         yield Gateway(proc.pid, url, consistency_check)
-    finally:
-        stop(proc)  # SIGTERM: the gateway writes its persistence file on the way out

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +58,16 @@ def listener_result(m: Measured, received_at_stop: int) -> dict[str, Any]:
         "received": m.timer.calls,
         "settled": m.settle(),
         "exported": m.exported(),
-        "callback": callback.to_dict() if callback else None,
+        "callback": asdict(callback) if callback else None,
         "callback_total_s": sum(m.timer.samples_ns) / 1e9,
         **m.details(),
     }
     if m.probe is not None:
         e2e, scrape = summarize_ns(m.probe.latencies_ns), summarize_ns(m.probe.scrape_ns)
         history = summarize_ns(m.probe.history_latencies_ns)
-        out["e2e"] = e2e.to_dict() if e2e else None
-        out["e2e_history"] = history.to_dict() if history else None
-        out["e2e_scrape"] = scrape.to_dict() if scrape else None
+        out["e2e"] = asdict(e2e) if e2e else None
+        out["e2e_history"] = asdict(history) if history else None
+        out["e2e_scrape"] = asdict(scrape) if scrape else None
         out["e2e_skipped"], out["e2e_timeouts"] = m.probe.skipped, m.probe.timeouts
         out["e2e_history_timeouts"] = m.probe.history_timeouts
     return out

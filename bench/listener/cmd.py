@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +109,7 @@ def render(timing: dict[str, Any] | None, runs: list[dict[str, Any]], opts: Opti
 def header(results: list[dict[str, Any]], argv: list[str]) -> str:
     m, first = machine.describe(), results[0]
     return "\n".join([
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` (code `{m['code']}`)",
-        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}",
+        *machine.provenance(argv, m),
         f"- PySpark {first['pyspark']}, Python {m['python']}, {m['java']}; Spark `local[2]`, "
         f"2 shuffle partitions, UI off, streams queue capacity {first['streams_capacity']}",
         f"- other load on the machine: 1-min load average {loads(results)} over the runs "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.listener.e2e import MetricsProbe
@@ -78,7 +78,7 @@ def measure_public(spark: Any, probe_e2e: bool, history_file: str | None) -> Mea
         export = summarize_ns(public.export.export_ns)
         # The inline export alone: callback time minus this is PySpark's fromJObject + .json.
         return {"export_errors": public.export.errors,
-                "inline_export": export.to_dict() if export else None}
+                "inline_export": asdict(export) if export else None}
 
     def close() -> None:
         if probe is not None:

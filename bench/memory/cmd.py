@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import signal
 import sys
 import tempfile
 import time
 from dataclasses import asdict
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -139,10 +137,8 @@ def render(result: dict[str, Any]) -> str:
 def _header(fleet: Fleet, limit: int, per_body: int, argv: list[str]) -> str:
     m = machine.describe()
     return "\n".join([
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` (code `{m['code']}`)",
-        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}, "
-        f"Python {m['python']}; history SQLite (local file), spool fsync on",
+        *machine.provenance(argv, m, f", Python {m['python']}; history SQLite (local file), "
+                                     "spool fsync on"),
         f"- requests: --max-body-bytes {limit:,}; each request {per_body} progress events "
         f"({fleet.provider} custom metrics, {wire_size(fleet):,} bytes of JSON each) of "
         f"{fleet.queries} queries, all new",

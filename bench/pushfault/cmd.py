@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.ingest.collector import collector, sample
+from bench.local import QuietHandler
 from bench.machine import describe
 from bench.sparkenv import start_session
 from bench.workload import windowed_count
@@ -140,29 +141,18 @@ class _Gate(http.server.ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/api/v1/events"
 
 
-class _GateHandler(http.server.BaseHTTPRequestHandler):
+class _GateHandler(QuietHandler):
     server: _Gate
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         if not self.server.open:
-            self.send_response(503)
-            self.send_header("Retry-After", "1")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.answer(503, b"", headers={"Retry-After": "1"})
             return
         request = urllib.request.Request(self.server.target + "/api/v1/events", data=body,
                                          method="POST", headers=dict(self.headers))
         with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 - localhost
-            data = answer.read()
-            self.send_response(answer.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    def log_message(self, *_: Any) -> None:
-        pass
+            self.answer(answer.status, answer.read())
 
 
 @contextlib.contextmanager

@@ -6,18 +6,17 @@ import argparse
 import json
 import os
 import secrets
-import shlex
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench import ROOT, machine
+from bench.procs import ProcessFailed
 from bench.record import write_block
 from bench.scrape import peer as scrape_peer
 from bench.scrape import procs as scrape_procs
@@ -119,8 +118,8 @@ def run_size(opts: Options, queries: int, workdir: Path) -> dict[str, Any]:
             raise
     rendered = profiles = None
     if opts.renders and queries <= opts.render_max_queries:
-        rendered = scrape_render.compare(apps, opts.batches, opts.renders,
-                                         select(opts.server_profile)).to_dict()
+        rendered = asdict(scrape_render.compare(apps, opts.batches, opts.renders,
+                                                select(opts.server_profile)))
         profiles = scrape_profiles.compare(apps, opts.batches, opts.renders)
     return {"queries": queries, "apps": len(apps), "per_app": opts.per_app,
             "batches": opts.batches, "events": sides["sparkwatch"]["load"]["events"],
@@ -133,19 +132,19 @@ def _measure(opts: Options, apps: list[AppFleet], token: str, http: httpx.Client
              sw: scrape_procs.Server, pg: scrape_procs.Server) -> dict[str, dict[str, Any]]:
     queries = sum(app.fleet.queries for app in apps)
     sw_side: dict[str, Any] = {
-        "load": push_fleet(sw.url, token, apps, opts.batches, opts.push_batch).to_dict()}
+        "load": asdict(push_fleet(sw.url, token, apps, opts.batches, opts.push_batch))}
     body = wait_for_queries(http, sw.url + "/metrics", queries, SHOW_TIMEOUT_S)
-    sw_side["census"], sw_side["memory_loaded"] = Census.of(body).to_dict(), sw.memory()
+    sw_side["census"], sw_side["memory_loaded"] = asdict(Census.of(body)), sw.memory()
     pushed = scrape_peer.push_fleet(pg.url, apps, opts.batches, select(opts.server_profile))
-    pg_side: dict[str, Any] = {"push": pushed.to_dict()}
+    pg_side: dict[str, Any] = {"push": asdict(pushed)}
     body = wait_for_queries(http, pg.url + "/metrics", queries, SHOW_TIMEOUT_S)
-    pg_side["census"], pg_side["memory_loaded"] = Census.of(body).to_dict(), pg.memory()
+    pg_side["census"], pg_side["memory_loaded"] = asdict(Census.of(body)), pg.memory()
     del body
     scraped = alternate(http, {"sparkwatch": sw.url + "/metrics",
                                "pushgateway": pg.url + "/metrics"}, opts.scrapes, opts.warmup)
     for side, server, name in ((sw_side, sw, "sparkwatch"), (pg_side, pg, "pushgateway")):
         side["memory_scraped"] = server.memory()
-        side["scrapes"] = {e: s.to_dict() for e, s in scraped[name].items()}
+        side["scrapes"] = {e: asdict(s) for e, s in scraped[name].items()}
     return {"sparkwatch": sw_side, "pushgateway": pg_side}
 
 
@@ -154,9 +153,7 @@ def header(results: list[dict[str, Any]], argv: list[str], opts: Options) -> str
     loads = [r["loadavg_1m"] for r in results]
     history = "off" if opts.history_url == "off" else "on"
     return "\n".join([
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` (code `{m['code']}`)",
-        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}",
+        *machine.provenance(argv, m),
         f"- Python {m['python']}, {_pushgateway_version(opts.pushgateway)}; collector: one "
         f"uvicorn process, history {history}, metric profile {opts.server_profile}; "
         "Pushgateway in memory, push-time consistency "
@@ -188,17 +185,21 @@ def profiles_main(opts: Options, argv: list[str]) -> int:
     m = machine.describe()
     loads = ", ".join(f"{r['loadavg_1m']:.1f}" for r in results)
     body = "\n".join([
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- command: `{shlex.join(['python', '-m', 'bench', *argv])}` (code `{m['code']}`)",
-        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, Linux {m['kernel']}, "
-        f"Python {m['python']}",
+        *machine.provenance(argv, m, f", Python {m['python']}"),
         f"- 1-min load average at the end of each size: {loads} (other processes included)",
     ]) + "\n\n" + report.render_profiles(results)
+    return publish(opts, results, body, "scrape-profiles", "Metric profiles side by side")
+
+
+def publish(opts: Options, results: list[dict[str, Any]], body: str, block: str,
+            title: str) -> int:
+    """Print ``body``; write the raw results to ``--json`` and ``body`` to its ``--record``
+    block."""
     print(body)
     if opts.json_out:
         opts.json_out.write_text(json.dumps(results, indent=1))
     if opts.record:
-        write_block(DOC, "scrape-profiles", "Metric profiles side by side", body)
+        write_block(DOC, block, title, body)
         print("[bench] recorded", file=sys.stderr)
     return 0
 
@@ -213,15 +214,9 @@ def main(ns: argparse.Namespace, argv: list[str]) -> int:
             print(f"[bench] scrape: {queries:,} queries × 4 operators", file=sys.stderr)
             with tempfile.TemporaryDirectory(prefix="sparkwatch-bench-scrape-") as tmp:
                 results.append(run_size(opts, queries, Path(tmp)))
-    except (OSError, httpx.HTTPError, scrape_procs.ServerFailed, LoadFailed,
+    except (OSError, httpx.HTTPError, ProcessFailed, LoadFailed,
             scrape_peer.PushFailed, scrape_render.RenderMismatch, TimeoutError) as exc:
         print(f"[bench] {exc}", file=sys.stderr)
         return 1
     body = header(results, argv, opts) + "\n\n" + report.render(results)
-    print(body)
-    if opts.json_out:
-        opts.json_out.write_text(json.dumps(results, indent=1))
-    if opts.record:
-        write_block(DOC, "scrape", "Scrape: /metrics vs Pushgateway", body)
-        print("[bench] recorded", file=sys.stderr)
-    return 0
+    return publish(opts, results, body, "scrape", "Scrape: /metrics vs Pushgateway")

@@ -7,8 +7,7 @@ import gzip
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import httpx
 
@@ -27,9 +26,6 @@ class Loaded:
     events: int
     requests: int
     seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def push_fleet(url: str, token: str, apps: Sequence[AppFleet], batches: int,

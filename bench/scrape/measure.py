@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import gzip
 import time
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import httpx
 
@@ -62,9 +61,6 @@ class Census:
             push_failure_time=starting(b"push_failure_time_seconds{"),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
 class Scraped:
@@ -77,9 +73,6 @@ class Scraped:
     latency: Latency
     wire_bytes: int
     """Bytes on the wire of the last scrape (the gzipped size when served gzipped)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

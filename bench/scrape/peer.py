@@ -13,8 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import httpx
 from prometheus_client import CollectorRegistry, generate_latest
@@ -45,9 +44,6 @@ class Pushed:
     bytes: int
     seconds: float
     """Pushing only (the rendering in this process is not counted)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def exposition(app: AppFleet, batches: int, selection: Selection = FULL) -> bytes:

@@ -3,24 +3,17 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import procs
 from bench.local import free_port
-from bench.procs import ProcessFailed, stop, wait_serving
+from bench.procs import ProcessFailed, kib, status, tail
 
 PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"
-START_TIMEOUT_S = 60.0
-
-
-class ServerFailed(RuntimeError):
-    pass
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,43 +25,21 @@ class Server:
 
     def memory(self) -> dict[str, int]:
         """VmRSS (now) and VmHWM (peak) in bytes."""
-        return memory(self.proc.pid)
+        fields = status(self.proc.pid)
+        return {key: kib(fields, key) * 1024 for key in ("VmRSS", "VmHWM")}
 
     def check(self) -> None:
-        """Raise :class:`ServerFailed`, with the end of its log, if the process has exited."""
+        """Raise :class:`ProcessFailed`, with the end of its log, if the process has exited."""
         if self.proc.poll() is not None:
-            raise ServerFailed(f"{self.name} exited {self.proc.returncode}:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 30) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-def memory(pid: int) -> dict[str, int]:
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0]) * 1024
-    return out
+            raise ProcessFailed(f"{self.name} exited {self.proc.returncode}:\n{tail(self.log)}")
 
 
 @contextmanager
-def serving(name: str, args: Sequence[str], url: str, health_path: str, log: Path,
-            env: dict[str, str] | None = None) -> Iterator[Server]:
+def serving(name: str, args: Sequence[str], url: str, health_path: str,
+            log: Path) -> Iterator[Server]:
     """Start ``args``, wait until ``health_path`` answers 200, stop it (TERM, then KILL) after."""
-    with log.open("ab") as out:
-        proc = subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})})
-    server = Server(name, proc, url, log)
-    try:
-        try:
-            wait_serving(proc, url + health_path, log, START_TIMEOUT_S)
-        except ProcessFailed as exc:
-            raise ServerFailed(f"{name}: {exc}") from None
-        yield server
-    finally:
-        stop(proc, timeout=15)
+    with procs.serving(args, url + health_path, log) as proc:
+        yield Server(name, proc, url, log)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,22 +53,17 @@ class CollectorSpec:
     """The Pushgateway comparison serves the whole catalogue unless told otherwise."""
 
 
-def collector(spec: CollectorSpec) -> AbstractContextManager[Server]:
+@contextmanager
+def collector(spec: CollectorSpec) -> Iterator[Server]:
     """``sparkwatch collector`` with caps raised to the fleet's size (and the token in its env,
     never on the command line)."""
-    port = free_port()
-    args = [
-        sys.executable, "-m", "sparkwatch.cli.main", "collector", "--host", "127.0.0.1",
-        "--port", str(port), "--history-url", spec.history_url,
-        "--spool-dir", str(spec.workdir / "spool"), "--max-apps", str(spec.max_apps),
-        "--max-queries-per-app", str(spec.max_queries_per_app),
-        # Every event is pushed within seconds, but 10,000 queries take a while to load:
-        # nothing may be evicted as stale before the scrapes.
-        "--stale-seconds", "86400", "--metrics-profile", spec.metrics_profile,
-    ]
-    env = {"SPARKWATCH_COLLECTOR_TOKENS": f"*={spec.token}"}
-    return serving("collector", args, f"http://127.0.0.1:{port}", "/healthz",
-                   spec.workdir / "collector.log", env)
+    flags = ["--history-url", spec.history_url, "--max-apps", str(spec.max_apps),
+             "--max-queries-per-app", str(spec.max_queries_per_app),
+             # Every event is pushed within seconds, but 10,000 queries take a while to load:
+             # nothing may be evicted as stale before the scrapes.
+             "--stale-seconds", "86400", "--metrics-profile", spec.metrics_profile]
+    with procs.collector(spec.workdir, *flags, tokens=f"*={spec.token}") as (proc, url):
+        yield Server("collector", proc, url, spec.workdir / "collector.log")
 
 
 def pushgateway(workdir: Path, binary: str = PUSHGATEWAY,

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -32,9 +31,6 @@ class Rendered:
     prometheus_client: Latency
     sparkwatch: Latency
     bytes: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def registry_of(
