@@ -27,12 +27,12 @@ import pytest
 import sqlalchemy as sa
 
 from sparkwatch.demo import queries as dq
-from tests.conftest import DEMO_PORTS, ROOT
+from tests.conftest import DEMOS, ROOT
 from tests.support import create_database, drop_database, wait_for
 from tests.test_collector_support import samples
 from tests.workloads import installed_spark_version
 
-pytestmark = [pytest.mark.spark, pytest.mark.postgres, DEMO_PORTS]
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, DEMOS]
 
 DEMO_SECONDS = "300"
 """The README's demo runs until Ctrl-C or ``--duration``: the test presses Ctrl-C once every query
@@ -213,6 +213,7 @@ def database(pg_admin_url: str) -> Iterator[str]:
     drop_database(pg_admin_url, name)
 
 
+@pytest.mark.timeout(1200)  # two rounds of two demos and two state reads: minutes by nature
 def test_every_readme_command_works_on_a_fresh_clone_and_again(
     clone: Clone, database: str, tmp_path: Path
 ) -> None:
