@@ -35,6 +35,12 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 CANARY_PASSWORD = "canary-pw-Q7x2"
 CANARY_TOKEN = "canary-token-Zk93"
 CANARIES = (CANARY_PASSWORD, CANARY_TOKEN)
+DEMOS = pytest.mark.xdist_group("demos")
+"""Tests running the demo (nine queries, the heaviest load of the suite; some bind its fixed
+ports, the README's 9750 and the collector's 9751): under pytest-xdist (scripts/test) they run
+one after another on one worker."""
+CONNECT_PORT = pytest.mark.xdist_group("spark-connect-15002")
+"""Tests starting a local Spark Connect server, which listens on Spark's fixed port 15002."""
 SHOWS_CANARIES = "shows_canaries"
 """The marker of a test that shows canaries on purpose (the test of this check itself)."""
 PG_ADMIN_URL = os.environ.get(
@@ -121,6 +127,16 @@ def history_url(request: pytest.FixtureRequest) -> str:
     if request.param == "sqlite":
         return str(request.getfixturevalue("sqlite_url"))
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's loadgroup (scripts/test) a test without a group of its own runs on
+    its module's worker: module-scoped set-ups (a benchmark run, a collector, a browser, running
+    queries) happen once, as in a run on one process."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 def shown_canaries(text: str) -> list[str]:

@@ -3,6 +3,7 @@ in-process."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -39,7 +40,9 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 def create_database(admin_url: str) -> str:
     import sqlalchemy as sa
 
-    name = f"sparkwatch_test_{uuid.uuid4().hex[:12]}"
+    # The pytest-xdist worker's id (gw0, gw1) in the name: whose leftover a database is.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    name = f"sparkwatch_test_{worker}_{uuid.uuid4().hex[:12]}"
     engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))

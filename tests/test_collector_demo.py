@@ -13,10 +13,11 @@ import httpx
 import pytest
 
 from sparkwatch.collector.config import DEFAULT_PORT
+from tests.conftest import DEMOS
 from tests.support import wait_for
 from tests.test_collector_support import samples, scalar
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, DEMOS]
 
 
 def collector_series() -> list[dict[str, str]]:

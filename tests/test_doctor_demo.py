@@ -14,6 +14,7 @@ import pytest
 
 from sparkwatch.cli.main import main
 from sparkwatch.demo import queries as dq
+from tests.conftest import DEMOS
 from tests.test_demo import free_port
 from tests.workloads import installed_spark_version
 
@@ -22,6 +23,8 @@ DEMO_SECONDS = 75
 hundred rows of its hot key (nine a second per side, kept 15 s by the watermark and time range)."""
 
 SKEW_CODES = {"state-partition-skew", "state-hot-key"}
+
+pytestmark = DEMOS
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sparkwatch.bootstrap import PATH as BOOTSTRAP_PATH
 from sparkwatch.cli.run import child_environment
-from tests.conftest import ROOT, unavailable
+from tests.conftest import CONNECT_PORT, ROOT, unavailable
 from tests.support import wait_for
 
 SPARKWATCH = [sys.executable, "-m", "sparkwatch.cli.main"]
@@ -102,7 +102,7 @@ def spark_connect_runs_client_listeners() -> bool:
     [
         "spark-submit",
         "python",
-        "python-connect",
+        pytest.param("python-connect", marks=CONNECT_PORT),
         # Cluster deploy mode's way (docs/run.md): the driver's environment names the bootstrap
         # (spark.kubernetes.driverEnv.PYTHONPATH, spark.yarn.appMasterEnv.PYTHONPATH).
         "spark-submit-driver-env",

@@ -127,7 +127,9 @@ def _events() -> list[Any]:
 @pytest.mark.parametrize("url", [
     f"http://pusher:{PW}@{DEAD}/api/v1/events", f"http://{DEAD}/api/v1/events?token={TOK}",
     f"file:///etc/passwd?password={PW}",
-])
+    # ids fixed: the dead port differs from one collection to the next (pytest-xdist's workers
+    # must collect the same names)
+], ids=["password-in-url", "token-in-query", "file-url"])
 def test_the_push_sink_logs_failed_pushes_without_url_secrets_or_token(
     url: str, caplog: pytest.LogCaptureFixture
 ) -> None:

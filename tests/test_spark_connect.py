@@ -12,9 +12,9 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import ROOT, unavailable
+from tests.conftest import CONNECT_PORT, ROOT, unavailable
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, CONNECT_PORT]
 
 
 def test_spark_connect_session_is_observed_through_the_public_api(sqlite_url: str) -> None:
