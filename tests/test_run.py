@@ -233,6 +233,9 @@ def test_an_unmodified_app_stopped_by_a_signal_leaves_no_run_running(
     app.write_text(APP.replace("{master}", "master"))
     env = clean_env(SPARKWATCH_METRICS_PORT=str(free_port()),
                     SPARKWATCH_HISTORY_URL=f"sqlite:///{db}")
+    # Without the suite's subprocess coverage: its SIGTERM handler (pyproject's sigterm = true)
+    # would be the app's own, and an app with its own handler keeps it.
+    env = {k: v for k, v in env.items() if not k.startswith(("COVERAGE_", "COV_CORE_"))}
     stderr_path = tmp_path / "stderr.txt"
     with stderr_path.open("w") as stderr:
         proc = subprocess.Popen([*SPARKWATCH, "run", "--", sys.executable, str(app),
