@@ -37,6 +37,15 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+
+def unmeasured(env: dict[str, str]) -> dict[str, str]:
+    """``env`` without the suite's subprocess coverage. Coverage installs its own SIGTERM handler
+    as the interpreter starts (pyproject's ``sigterm = true``): a test of what a process does
+    with a signal from its very start, or of an app with no handler of its own, must not have
+    it."""
+    return {k: v for k, v in env.items() if not k.startswith(("COVERAGE_", "COV_CORE_"))}
+
+
 def create_database(admin_url: str) -> str:
     import sqlalchemy as sa
 

@@ -30,7 +30,7 @@ import pytest
 
 from bench.local import free_port
 from sparkwatch.terminal import SHOW_CURSOR
-from tests.support import wait_for
+from tests.support import unmeasured, wait_for
 from tests.test_collector_support import run_events
 from tests.top_terminal import FRAME_END
 from tests.top_terminal import spawn as spawn_top
@@ -134,8 +134,10 @@ def _cmdline(pid: int) -> str:
 def sparkwatch(tmp_path: Path, *args: str) -> Iterator[Command]:
     marker = uuid.uuid4().hex
     out, err = tmp_path / f"out-{marker}", tmp_path / f"err-{marker}"
-    env = {**os.environ, MARK: marker, "COLUMNS": "160", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1"}
+    # Unmeasured: coverage's SIGTERM handler, installed as the interpreter starts, would make
+    # handlers_installed() true before sparkwatch's own are.
+    env = {**unmeasured(dict(os.environ)), MARK: marker, "COLUMNS": "160",
+           "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     with out.open("wb") as out_file, err.open("wb") as err_file:
         proc = subprocess.Popen([sys.executable, "-m", "sparkwatch.cli.main", *args],
                                 stdout=out_file, stderr=err_file, env=env, cwd=tmp_path,
@@ -211,7 +213,7 @@ def test_top_stopped_in_its_terminal(collector_url: str, sig: signal.Signals,
                                      moment: str) -> None:
     """Ctrl-C is the terminal's interrupt character; the cursor is shown again on the way out
     (SIGTERM used to kill top where it stood, its terminal left without echo)."""
-    child = spawn_top("--collector", collector_url, "--interval", "0.5")
+    child = spawn_top("--collector", collector_url, "--interval", "0.5", measured=False)
     try:
         wait_for(lambda: handlers_installed(child.pid), 30, "top's signal handlers")
         if moment == "live":

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sparkwatch.bootstrap import PATH as BOOTSTRAP_PATH
 from sparkwatch.cli.run import child_environment
 from tests.conftest import CONNECT_PORT, ROOT, unavailable
-from tests.support import wait_for
+from tests.support import unmeasured, wait_for
 
 SPARKWATCH = [sys.executable, "-m", "sparkwatch.cli.main"]
 
@@ -233,9 +233,7 @@ def test_an_unmodified_app_stopped_by_a_signal_leaves_no_run_running(
     app.write_text(APP.replace("{master}", "master"))
     env = clean_env(SPARKWATCH_METRICS_PORT=str(free_port()),
                     SPARKWATCH_HISTORY_URL=f"sqlite:///{db}")
-    # Without the suite's subprocess coverage: its SIGTERM handler (pyproject's sigterm = true)
-    # would be the app's own, and an app with its own handler keeps it.
-    env = {k: v for k, v in env.items() if not k.startswith(("COVERAGE_", "COV_CORE_"))}
+    env = unmeasured(env)  # coverage's SIGTERM handler would be the app's own, which it keeps
     stderr_path = tmp_path / "stderr.txt"
     with stderr_path.open("w") as stderr:
         proc = subprocess.Popen([*SPARKWATCH, "run", "--", sys.executable, str(app),

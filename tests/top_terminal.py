@@ -12,13 +12,17 @@ from contextlib import contextmanager
 
 import pexpect
 
+from tests.support import unmeasured
+
 FRAME_END = "\x1b[J"
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 WIDTH, HEIGHT = 160, 60
 
 
-def spawn(*args: str) -> pexpect.spawn:
-    env = {**os.environ, "COLUMNS": str(WIDTH), "LINES": str(HEIGHT), "TERM": "xterm"}
+def spawn(*args: str, measured: bool = True) -> pexpect.spawn:
+    """``measured=False``: without the suite's subprocess coverage (see support.unmeasured)."""
+    base = dict(os.environ) if measured else unmeasured(dict(os.environ))
+    env = {**base, "COLUMNS": str(WIDTH), "LINES": str(HEIGHT), "TERM": "xterm"}
     return pexpect.spawn(
         sys.executable, ["-m", "sparkwatch.cli.main", "top", *args], env=env,
         dimensions=(HEIGHT, WIDTH), encoding="utf-8", timeout=30,
