@@ -109,7 +109,7 @@ class Service:
         then restore the plans of the runs still running, each retried while the database is
         down."""
         if self.settings.history_migrate:
-            self._retry("history schema upgrade", lambda engine: migrate.upgrade(engine))
+            self._retry("history schema upgrade", migrate.upgrade)
         self._retry("restoring the plans of running runs", self._restore_plans)
 
     def _restore_plans(self, engine: sa.Engine) -> None:
