@@ -15,7 +15,7 @@ from sparkwatch.collector.body import events_of
 from sparkwatch.collector.history_process import _wire, decode_tenant_records
 from sparkwatch.collector.ingest import canonical_event, check_events
 from sparkwatch.collector.typedwire import RawPayload, typed_body, typed_record
-from sparkwatch.jsoncodec import loads
+from sparkwatch.jsoncodec import LEAN_DECODE_BYTES, loads
 from sparkwatch.model.events import ParsedEvent
 from tests.hostile import MUTATIONS, body_of, progress_event
 from tests.test_collector_support import fresh_ids, run_events
@@ -110,6 +110,15 @@ def test_a_body_the_structs_cannot_vouch_for_takes_the_exact_way(change: Any) ->
 
 def test_a_body_over_the_event_limit_takes_the_exact_way_which_answers_413() -> None:
     assert typed_body(fleet_body(20), 19, canonical_event) is None
+
+
+def test_a_body_over_the_lean_decode_size_takes_the_exact_way_which_holds_less_of_it() -> None:
+    """The typed way keeps the body, each event's copy and the parsed events at once: over 4 MiB
+    the exact way keeps a request within the memory budget (docs/collector.md, "Memory")."""
+    small, large = fleet_body(500), fleet_body(1000)
+    assert len(small) <= LEAN_DECODE_BYTES < len(large)
+    assert typed_body(small, 1000, canonical_event) is not None
+    assert typed_body(large, 1000, canonical_event) is None
 
 
 def test_a_canonical_body_mixing_in_other_kinds_reads_them_as_the_contract_does() -> None:
