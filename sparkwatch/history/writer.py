@@ -19,9 +19,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from sparkwatch.history import counts, lost, migrate, partitions, rollups, tenancy
-from sparkwatch.history.copy import copy_batches, is_duplicate, supports_copy
+from sparkwatch.history.copy import copy_statements, is_duplicate, supports_copy
+from sparkwatch.history.copyrows import copy_rows
 from sparkwatch.history.engine import create_engine
-from sparkwatch.history.rows import Row, Rows, plan_rows, rows_for, trigger_rows
+from sparkwatch.history.rows import Row, plan_rows, rows_for, run_rows, trigger_rows
 from sparkwatch.history.schema import (
     LOST,
     Batch,
@@ -77,12 +78,14 @@ class HistoryWriter:
                 conn, events, tenants if tenants is not None else [DEFAULT_TENANT] * len(events))
         if not events:
             return
-        rows = rows_for(events)
-        self._ensure_partitions(engine, rows.batches)
-        for run in rows.runs:
+        runs = run_rows(events)
+        for run in runs:
             run["tenant"] = run_tenants[run["run_id"]]
-        if self._copy is not False and self._write_by_copy(engine, rows):
+        if self._copy is not False and self._write_by_copy(engine, runs, events):
             return
+        rows = rows_for(events)
+        rows.runs = runs
+        self._ensure_partitions(engine, max((r["timestamp"] for r in rows.batches), default=None))
         with engine.begin() as conn:
             _upsert_runs(conn, rows.runs)
             lost.end_replaced(conn, rows.runs)
@@ -91,19 +94,24 @@ class HistoryWriter:
             _insert_new(conn, SourceBatch, rows.sources)
             _insert_new(conn, SinkBatch, rows.sinks)
 
-    def _write_by_copy(self, engine: sa.Engine, rows: Rows) -> bool:
+    def _write_by_copy(self, engine: sa.Engine, runs: list[Row],
+                       events: Sequence[ParsedEvent]) -> bool:
         """The fast path (PostgreSQL): False when some batch exists already, and nothing was
-        written, so the idempotent INSERTs must run instead."""
+        written, so the idempotent INSERTs must run instead (or when COPY is not to be had).
+        The per-batch rows are built straight as COPY values (:mod:`.copyrows`)."""
+        if self._copy is None:
+            with engine.connect() as conn:
+                self._copy = supports_copy(conn)
+        if not self._copy:
+            return False
+        rows = copy_rows(events)
+        self._ensure_partitions(engine, rows.newest)
         try:
             with engine.begin() as conn:
-                if self._copy is None:
-                    self._copy = supports_copy(conn)
-                if not self._copy:
-                    return False
                 # COPY writes every batch or none: each run gains all of its batches here.
-                _upsert_runs(conn, rows.runs, counts.per_run(row["run_id"] for row in rows.batches))
-                lost.end_replaced(conn, rows.runs)
-                copy_batches(conn, rows)
+                _upsert_runs(conn, runs, counts.per_run(rows.batch_runs))
+                lost.end_replaced(conn, runs)
+                copy_statements(conn, rows.statements())
         except Exception as exc:
             if not is_duplicate(exc):
                 raise
@@ -112,13 +120,13 @@ class HistoryWriter:
             return False
         return True
 
-    def _ensure_partitions(self, engine: sa.Engine, batches: list[Row]) -> None:
-        """Partitions ahead of the batches being written, checked again once the newest batch
-        reaches the last day made sure of: without a collector nothing else creates them. (A
-        write never fails without one: its rows wait in the DEFAULT partition.)"""
-        if not batches:
+    def _ensure_partitions(self, engine: sa.Engine, newest: datetime | None) -> None:
+        """Partitions ahead of the batches being written (``newest``: the latest batch time,
+        None without batches), checked again once the newest batch reaches the last day made
+        sure of: without a collector nothing else creates them. (A write never fails without
+        one: its rows wait in the DEFAULT partition.)"""
+        if newest is None:
             return
-        newest = max(row["timestamp"] for row in batches)
         if self._partitions_until is not None and newest < self._partitions_until:
             return
         with engine.begin() as conn:
