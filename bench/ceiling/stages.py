@@ -30,8 +30,7 @@ from sparkwatch.collector.gctune import tune_gc
 from sparkwatch.collector.history_process import decode_tenant_records
 from sparkwatch.collector.ingest import canonical_event, spool_record
 from sparkwatch.collector.typedwire import typed_body, typed_record
-from sparkwatch.history.copy import copy_values
-from sparkwatch.history.rows import rows_for
+from sparkwatch.history.copyrows import copy_rows
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.spool import Spool, read_span
 
@@ -103,7 +102,8 @@ def measure(fleet: Fleet, events: int, batch: int) -> list[Stage]:
                        spans)
         spool.close()
     stage("history", "build the history rows (7 per event) and their COPY values",
-          "`rows_for` + `copy_values`", lambda p: copy_values(rows_for(p)), parsed)
+          "`copy_rows` (PostgreSQL; SQLite builds `rows_for` dicts)",
+          lambda p: copy_rows(p).statements(), parsed)
     return stages
 
 
