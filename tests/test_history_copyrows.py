@@ -3,9 +3,9 @@ per-batch rows built straight as COPY values on PostgreSQL) are the rows of the 
 spool read as JSON, every event through the exact parser, rows as dicts): value for value, and
 once stored byte for byte, on SQLite and PostgreSQL.
 
-(The stored bytes are compared with the exact path as it runs on each database: COPY on
-PostgreSQL. Its INSERT fallback stores the same JSON values spelled with spaces, SQLAlchemy's
-serializer, as before this module.)"""
+(The stored bytes are compared with the exact path as it ran before on each database: COPY on
+PostgreSQL, SQLAlchemy's executemany of dicts on SQLite. PostgreSQL's INSERT fallback for
+replays stores the same JSON values spelled with spaces, SQLAlchemy's serializer, as before.)"""
 
 from __future__ import annotations
 
@@ -23,12 +23,17 @@ import sqlalchemy as sa
 from bench.fleet import Fleet
 from sparkwatch.collector.history_process import decode_records
 from sparkwatch.collector.typedwire import typed_record
+from sparkwatch.history import counts, lost, migrate
+from sparkwatch.history import writer as history_writer
 from sparkwatch.history.copy import copy_values
-from sparkwatch.history.copyrows import copy_rows
+from sparkwatch.history.copyrows import COLUMNS, copy_rows
 from sparkwatch.history.rows import rows_for
+from sparkwatch.history.schema import OperatorBatch, SinkBatch, SourceBatch
+from sparkwatch.history.sqlite_rows import batch_dicts, sqlite_rows
 from sparkwatch.jsoncodec import loads
 from sparkwatch.model.events import ParsedEvent, QueryProgress
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
+from sparkwatch.model.tenant import DEFAULT_TENANT
 from tests.hostile import progress_event
 from tests.support import create_database, drop_database
 from tests.test_collector_support import fresh_ids, run_events
@@ -85,6 +90,15 @@ def test_the_copy_values_are_those_of_the_dict_rows() -> None:
     assert rows[-1] == '{"nan":"NaN","inf":"-Infinity","ok":3}'
 
 
+def test_the_sqlite_values_are_those_of_the_dict_rows() -> None:
+    for events in (typed_events(spooled()), edge_events()):
+        rows, expected = sqlite_rows(events), rows_for(events)
+        assert batch_dicts(rows) == expected.batches
+        for table, dicts in (("operators", expected.operators), ("sources", expected.sources),
+                             ("sinks", expected.sinks)):
+            assert [dict(zip(COLUMNS[table], v, strict=True)) for v in rows.values[table]] == dicts
+
+
 def test_the_copy_rows_name_each_run_once_per_batch_and_the_newest_batch() -> None:
     events = typed_events(spooled())
     rows = copy_rows(events)
@@ -105,6 +119,22 @@ def second_database(url: str, tmp_path: Path, pg_admin_url: str | None) -> Itera
             hide_password=False)
     finally:
         drop_database(pg_admin_url, name)
+
+
+def write_as_dicts(url: str, events: list[ParsedEvent]) -> None:
+    """The writer's INSERT path with every row a dict through SQLAlchemy (SQLite's before
+    :mod:`sparkwatch.history.sqlite_rows`)."""
+    migrate.upgrade(url)
+    rows = rows_for(events)
+    for run in rows.runs:
+        run["tenant"] = DEFAULT_TENANT
+    with engine_for(url).begin() as conn:
+        history_writer._upsert_runs(conn, rows.runs)
+        lost.end_replaced(conn, rows.runs)
+        counts.add(conn, history_writer._insert_new_batches(conn, rows.batches))
+        history_writer._insert_new(conn, OperatorBatch, rows.operators)
+        history_writer._insert_new(conn, SourceBatch, rows.sources)
+        history_writer._insert_new(conn, SinkBatch, rows.sinks)
 
 
 def stored(url: str) -> dict[str, list[Any]]:
@@ -128,8 +158,11 @@ def test_the_collector_stores_the_exact_paths_rows_byte_for_byte(
         w.write(typed_events(record))
         assert w._copy is (not history_url.startswith("sqlite"))  # PostgreSQL: COPY ran
     with second_database(history_url, tmp_path, admin) as exact_url:
-        with writer(exact_url) as w:
-            w.write(exact_events(record))
+        if history_url.startswith("sqlite"):
+            write_as_dicts(exact_url, exact_events(record))  # SQLAlchemy's executemany, as before
+        else:
+            with writer(exact_url) as w:
+                w.write(exact_events(record))
         expected = stored(exact_url)
         engine_for(exact_url).dispose()
     got = stored(history_url)

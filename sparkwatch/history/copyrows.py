@@ -10,7 +10,7 @@ value, and writes both to compare what PostgreSQL stores.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -64,9 +64,16 @@ _STATEMENTS = {name: "COPY {} ({}) FROM STDIN".format(
     model.__tablename__, ", ".join(f'"{c}"' for c in COLUMNS[name])) for model, name in TABLES}
 
 
-def copy_rows(events: Sequence[ParsedEvent]) -> CopyRows:
+def copy_rows(events: Sequence[ParsedEvent], json: Callable[[Any], Any] | None = None,
+              plain: Callable[[Any], Any] = dumps_text) -> CopyRows:
     """The batch, operator, source and sink rows of ``events`` as COPY values: one row per
-    (run, batch), the first of a write's duplicates kept (as :func:`.rows.rows_for`)."""
+    (run, batch), the first of a write's duplicates kept (as :func:`.rows.rows_for`).
+
+    ``json`` makes a JSON column's value of a map or offset (default: its COPY text, see
+    :func:`_json`), ``plain`` of the batch's duration map, which is stored as it came. With
+    ``json=json_safe, plain=dict`` the values are those of :mod:`.rows`' dicts, for a driver
+    that encodes JSON itself (SQLite, :mod:`.sqlite_rows`)."""
+    _json = json or _json_text
     out = CopyRows()
     batches, operators = out.values["batches"], out.values["operators"]
     sources, sinks = out.values["sources"], out.values["sinks"]
@@ -82,7 +89,7 @@ def copy_rows(events: Sequence[ParsedEvent]) -> CopyRows:
         timestamp = from_epoch(p.timestamp)
         assert timestamp is not None  # a progress event always has its time
         child = [p.run_id, p.batch_id, p.query_id, timestamp]
-        batches.append(_batch(p, child))
+        batches.append(_batch(p, child, _json, plain))
         out.batch_runs.append(p.run_id)
         if out.newest is None or timestamp > out.newest:
             out.newest = timestamp
@@ -98,17 +105,18 @@ def copy_rows(events: Sequence[ParsedEvent]) -> CopyRows:
     return out
 
 
-def _batch(p: QueryProgress, child: list[Any]) -> list[Any]:
+def _batch(p: QueryProgress, child: list[Any], _json: Callable[[Any], Any],
+           plain: Callable[[Any], Any]) -> list[Any]:
     durations = p.duration_ms
     event_time = p.event_time
     return [*child, p.batch_duration_ms, p.num_input_rows, p.input_rows_per_second,
-            p.processed_rows_per_second, dumps_text(dict(durations)),
+            p.processed_rows_per_second, plain(dict(durations)),
             from_epoch(event_time.min), from_epoch(event_time.max), from_epoch(event_time.avg),
             from_epoch(event_time.watermark), _json(p.observed_metrics),
             *map(durations.get, _DURATION_KEYS)]
 
 
-def _json(value: Any) -> str | None:
+def _json_text(value: Any) -> str | None:
     """A JSON column's COPY value: ``dumps_text(json_safe(value))``, NULL for None (as
     ``copy._converter`` makes of a dict row).
 

@@ -33,6 +33,8 @@ from sparkwatch.history.schema import (
     SinkBatch,
     SourceBatch,
 )
+from sparkwatch.history.sqlite_rows import batch_dicts, sqlite_rows
+from sparkwatch.history.sqlite_rows import insert_new as insert_new_values
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.tenant import DEFAULT_TENANT
 from sparkwatch.plan.model import QueryPlan
@@ -83,6 +85,9 @@ class HistoryWriter:
             run["tenant"] = run_tenants[run["run_id"]]
         if self._copy is not False and self._write_by_copy(engine, runs, events):
             return
+        if engine.dialect.name == "sqlite":
+            self._write_sqlite(engine, runs, events)
+            return
         rows = rows_for(events)
         rows.runs = runs
         self._ensure_partitions(engine, max((r["timestamp"] for r in rows.batches), default=None))
@@ -93,6 +98,19 @@ class HistoryWriter:
             _insert_new(conn, OperatorBatch, rows.operators)
             _insert_new(conn, SourceBatch, rows.sources)
             _insert_new(conn, SinkBatch, rows.sinks)
+
+    def _write_sqlite(self, engine: sa.Engine, runs: list[Row],
+                      events: Sequence[ParsedEvent]) -> None:
+        """SQLite: the idempotent INSERTs, child rows as positional tuples (:mod:`.sqlite_rows`)."""
+        rows = sqlite_rows(events)
+        self._ensure_partitions(engine, rows.newest)
+        with engine.begin() as conn:
+            _upsert_runs(conn, runs)
+            lost.end_replaced(conn, runs)
+            counts.add(conn, _insert_new_batches(conn, batch_dicts(rows)))
+            for model, table in ((OperatorBatch, "operators"), (SourceBatch, "sources"),
+                                 (SinkBatch, "sinks")):
+                insert_new_values(conn, model, table, rows.values[table])
 
     def _write_by_copy(self, engine: sa.Engine, runs: list[Row],
                        events: Sequence[ParsedEvent]) -> bool:
