@@ -11,7 +11,9 @@ processors SQLAlchemy would apply, so SQLite stores the same bytes
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,8 +23,11 @@ from sparkwatch.history.copyrows import COLUMNS, CopyRows, copy_rows
 from sparkwatch.history.rows import json_safe
 from sparkwatch.model.events import ParsedEvent
 
-Processor = Callable[[Any], Any] | None
-_COMPILED: dict[tuple[str, sa.Dialect], tuple[str, list[tuple[int, Processor]]]] = {}
+Processor = Callable[[Any], Any]
+Compiled = tuple[str, Callable[[list[Any]], tuple[Any, ...]], list[tuple[int, Processor]]]
+_COMPILED: weakref.WeakKeyDictionary[sa.Dialect, dict[str, Compiled]] = (
+    weakref.WeakKeyDictionary())
+"""Per engine's dialect (its JSON serializer is the engine's), forgotten with it."""
 
 
 def sqlite_rows(events: Sequence[ParsedEvent]) -> CopyRows:
@@ -47,20 +52,26 @@ def insert_new(conn: sa.Connection, model: type[Any], table: str, values: list[l
     """INSERT ... ON CONFLICT DO NOTHING of ``values`` (rows in ``COLUMNS[table]`` order)."""
     if not values:
         return
-    sql, order = _compiled(conn.dialect, model, table)
-    conn.exec_driver_sql(sql, [tuple(row[i] if p is None else p(row[i]) for i, p in order)
-                               for row in values])
+    sql, ordered, processors = _compiled(conn.dialect, model, table)
+    params = []
+    for row in values:
+        parameters = list(ordered(row))
+        for position, process in processors:  # a few columns: the times and the JSON maps
+            parameters[position] = process(parameters[position])
+        params.append(tuple(parameters))
+    conn.exec_driver_sql(sql, params)
 
 
-def _compiled(dialect: sa.Dialect, model: type[Any], table: str
-              ) -> tuple[str, list[tuple[int, Processor]]]:
-    key = (table, dialect)
-    if key not in _COMPILED:
+def _compiled(dialect: sa.Dialect, model: type[Any], table: str) -> Compiled:
+    """The statement, a row's values in its parameters' order, and the bind processor of each
+    parameter that has one (where SQLAlchemy would apply it)."""
+    known = _COMPILED.setdefault(dialect, {})
+    if table not in known:
         columns = list(COLUMNS[table])
         compiled = sqlite.insert(model).on_conflict_do_nothing().compile(
             dialect=dialect, column_keys=columns)
-        processors: dict[str, Any] = dict(compiled._bind_processors)  # what SQLAlchemy applies
-        names = compiled.positiontup or []
-        _COMPILED[key] = (compiled.string,
-                          [(columns.index(n), processors.get(n)) for n in names])
-    return _COMPILED[key]
+        processors: dict[str, Any] = dict(compiled._bind_processors)
+        names = list(compiled.positiontup or [])
+        known[table] = (compiled.string, itemgetter(*(columns.index(n) for n in names)),
+                          [(i, processors[n]) for i, n in enumerate(names) if processors.get(n)])
+    return known[table]
