@@ -18,6 +18,7 @@ from typing import Any
 from sparkwatch.history.columns import from_epoch
 from sparkwatch.history.copy import TABLES
 from sparkwatch.history.rows import (
+    _OPERATOR_ATTRS,
     DURATION_COLUMNS,
     _clean,
     _operator_values,
@@ -25,14 +26,13 @@ from sparkwatch.history.rows import (
 )
 from sparkwatch.jsoncodec import _orjson, dumps_text
 from sparkwatch.model.events import ParsedEvent, QueryProgress
-from sparkwatch.model.fields import OPERATOR_FIELDS
 
 _CHILD = ("run_id", "batch_id", "query_id", "timestamp")
 COLUMNS: dict[str, tuple[str, ...]] = {
     "batches": (*_CHILD, "batch_duration_ms", "num_input_rows", "input_rows_per_second",
                 "processed_rows_per_second", "duration_ms", "event_time_min", "event_time_max",
                 "event_time_avg", "watermark", "observed_metrics", *DURATION_COLUMNS.values()),
-    "operators": (*_CHILD, "operator_index", "operator_name", *(f.attr for f in OPERATOR_FIELDS),
+    "operators": (*_CHILD, "operator_index", "operator_name", *_OPERATOR_ATTRS,
                   "custom_metrics"),
     "sources": (*_CHILD, "source_index", "description", "start_offset", "end_offset",
                 "latest_offset", "num_input_rows", "input_rows_per_second",
