@@ -33,9 +33,11 @@ def smoke(pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 def test_every_stage_of_both_sides_is_measured(smoke: dict[str, Any]) -> None:
     assert smoke["code"] == 0
     stages = {(s["side"], s["name"]): s["us_per_event"] for s in smoke["raw"]["stages"]}
-    assert {side for side, _ in stages} == {"ingest", "history"}
-    assert ("ingest", "validate into the event model") in stages
-    assert ("history", "read back from the spool (JSON)") in stages
+    assert {side for side, _ in stages} == {"ingest", "history", "floor"}
+    # The stages the collector runs now: the typed read at ingest and again in the writer.
+    assert ("ingest", "decode and validate, typed (msgspec)") in stages
+    assert ("history", "read back from the spool, typed (msgspec)") in stages
+    assert ("history", "build the history rows (7 per event) and their COPY values") in stages
     assert all(us > 0 for us in stages.values()), stages
 
 

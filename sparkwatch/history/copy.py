@@ -49,21 +49,36 @@ def copy_batches(conn: sa.Connection, rows: Rows) -> None:
     Raises ``psycopg.errors.UniqueViolation`` when a row exists already (nothing is written: the
     transaction is aborted).
     """
+    copy_statements(conn, copy_values(rows))
+
+
+def copy_statements(conn: sa.Connection, statements: list[tuple[str, list[list[Any]]]]) -> None:
+    """Run each COPY statement with its rows' values inside ``conn``'s transaction (raises as
+    :func:`copy_batches`)."""
     driver = conn.connection.driver_connection
     assert driver is not None
     with driver.cursor() as cursor:
-        for model, attribute in TABLES:
-            table_rows: list[Row] = getattr(rows, attribute)
-            if not table_rows:
-                continue
-            columns = list(table_rows[0])
-            statement = "COPY {} ({}) FROM STDIN".format(
-                model.__tablename__, ", ".join(f'"{c}"' for c in columns)
-            )
-            convert = _converter(model, columns)
+        for statement, values in statements:
             with cursor.copy(statement) as copy:
-                for row in table_rows:
-                    copy.write_row(convert(row))
+                for row in values:
+                    copy.write_row(row)
+
+
+def copy_values(rows: Rows) -> list[tuple[str, list[list[Any]]]]:
+    """Each table's COPY statement and the values of its rows, parents first (tables with no
+    rows left out)."""
+    statements = []
+    for model, attribute in TABLES:
+        table_rows: list[Row] = getattr(rows, attribute)
+        if not table_rows:
+            continue
+        columns = list(table_rows[0])
+        statement = "COPY {} ({}) FROM STDIN".format(
+            model.__tablename__, ", ".join(f'"{c}"' for c in columns)
+        )
+        convert = _converter(model, columns)
+        statements.append((statement, [convert(row) for row in table_rows]))
+    return statements
 
 
 def _converter(model: type[Any], columns: Sequence[str]) -> Callable[[Row], list[Any]]:

@@ -19,9 +19,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from sparkwatch.history import counts, lost, migrate, partitions, rollups, tenancy
-from sparkwatch.history.copy import copy_batches, is_duplicate, supports_copy
+from sparkwatch.history.copy import copy_statements, is_duplicate, supports_copy
+from sparkwatch.history.copyrows import copy_rows
 from sparkwatch.history.engine import create_engine
-from sparkwatch.history.rows import Row, Rows, plan_rows, rows_for, trigger_rows
+from sparkwatch.history.rows import Row, plan_rows, rows_for, run_rows, trigger_rows
 from sparkwatch.history.schema import (
     LOST,
     Batch,
@@ -32,6 +33,8 @@ from sparkwatch.history.schema import (
     SinkBatch,
     SourceBatch,
 )
+from sparkwatch.history.sqlite_rows import batch_dicts, sqlite_rows
+from sparkwatch.history.sqlite_rows import insert_new as insert_new_values
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.tenant import DEFAULT_TENANT
 from sparkwatch.plan.model import QueryPlan
@@ -77,12 +80,17 @@ class HistoryWriter:
                 conn, events, tenants if tenants is not None else [DEFAULT_TENANT] * len(events))
         if not events:
             return
-        rows = rows_for(events)
-        self._ensure_partitions(engine, rows.batches)
-        for run in rows.runs:
+        runs = run_rows(events)
+        for run in runs:
             run["tenant"] = run_tenants[run["run_id"]]
-        if self._copy is not False and self._write_by_copy(engine, rows):
+        if self._copy is not False and self._write_by_copy(engine, runs, events):
             return
+        if engine.dialect.name == "sqlite":
+            self._write_sqlite(engine, runs, events)
+            return
+        rows = rows_for(events)
+        rows.runs = runs
+        self._ensure_partitions(engine, max((r["timestamp"] for r in rows.batches), default=None))
         with engine.begin() as conn:
             _upsert_runs(conn, rows.runs)
             lost.end_replaced(conn, rows.runs)
@@ -91,19 +99,37 @@ class HistoryWriter:
             _insert_new(conn, SourceBatch, rows.sources)
             _insert_new(conn, SinkBatch, rows.sinks)
 
-    def _write_by_copy(self, engine: sa.Engine, rows: Rows) -> bool:
+    def _write_sqlite(self, engine: sa.Engine, runs: list[Row],
+                      events: Sequence[ParsedEvent]) -> None:
+        """SQLite: the idempotent INSERTs, child rows as positional tuples (:mod:`.sqlite_rows`)."""
+        rows = sqlite_rows(events)
+        self._ensure_partitions(engine, rows.newest)
+        with engine.begin() as conn:
+            _upsert_runs(conn, runs)
+            lost.end_replaced(conn, runs)
+            counts.add(conn, _insert_new_batches(conn, batch_dicts(rows)))
+            for model, table in ((OperatorBatch, "operators"), (SourceBatch, "sources"),
+                                 (SinkBatch, "sinks")):
+                insert_new_values(conn, model, table, rows.values[table])
+
+    def _write_by_copy(self, engine: sa.Engine, runs: list[Row],
+                       events: Sequence[ParsedEvent]) -> bool:
         """The fast path (PostgreSQL): False when some batch exists already, and nothing was
-        written, so the idempotent INSERTs must run instead."""
+        written, so the idempotent INSERTs must run instead (or when COPY is not to be had).
+        The per-batch rows are built straight as COPY values (:mod:`.copyrows`)."""
+        if self._copy is None:
+            with engine.connect() as conn:
+                self._copy = supports_copy(conn)
+        if not self._copy:
+            return False
+        rows = copy_rows(events)
+        self._ensure_partitions(engine, rows.newest)
         try:
             with engine.begin() as conn:
-                if self._copy is None:
-                    self._copy = supports_copy(conn)
-                if not self._copy:
-                    return False
                 # COPY writes every batch or none: each run gains all of its batches here.
-                _upsert_runs(conn, rows.runs, counts.per_run(row["run_id"] for row in rows.batches))
-                lost.end_replaced(conn, rows.runs)
-                copy_batches(conn, rows)
+                _upsert_runs(conn, runs, counts.per_run(rows.batch_runs))
+                lost.end_replaced(conn, runs)
+                copy_statements(conn, rows.statements())
         except Exception as exc:
             if not is_duplicate(exc):
                 raise
@@ -112,13 +138,13 @@ class HistoryWriter:
             return False
         return True
 
-    def _ensure_partitions(self, engine: sa.Engine, batches: list[Row]) -> None:
-        """Partitions ahead of the batches being written, checked again once the newest batch
-        reaches the last day made sure of: without a collector nothing else creates them. (A
-        write never fails without one: its rows wait in the DEFAULT partition.)"""
-        if not batches:
+    def _ensure_partitions(self, engine: sa.Engine, newest: datetime | None) -> None:
+        """Partitions ahead of the batches being written (``newest``: the latest batch time,
+        None without batches), checked again once the newest batch reaches the last day made
+        sure of: without a collector nothing else creates them. (A write never fails without
+        one: its rows wait in the DEFAULT partition.)"""
+        if newest is None:
             return
-        newest = max(row["timestamp"] for row in batches)
         if self._partitions_until is not None and newest < self._partitions_until:
             return
         with engine.begin() as conn:

@@ -1,0 +1,139 @@
+"""Events straight to COPY values for the per-batch tables (PostgreSQL's fast path).
+
+:func:`~sparkwatch.history.rows.rows_for` builds every row as a dict (what executemany needs),
+and COPY then took each dict apart again into a list and its maps into JSON text: two passes and
+a dict per row, a third of the history writer's row work (docs/benchmarks.md, "A write path near
+the floor"). Here each row is built once, as the list COPY writes, in the columns and with the
+values the dicts hold: ``tests/test_history_copyrows.py`` holds the two to each other, value for
+value, and writes both to compare what PostgreSQL stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sparkwatch.history.columns import from_epoch
+from sparkwatch.history.copy import TABLES
+from sparkwatch.history.rows import (
+    _OPERATOR_ATTRS,
+    DURATION_COLUMNS,
+    _clean,
+    _operator_values,
+    json_safe,
+)
+from sparkwatch.jsoncodec import _orjson, dumps_text
+from sparkwatch.model.events import ParsedEvent, QueryProgress
+
+_CHILD = ("run_id", "batch_id", "query_id", "timestamp")
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "batches": (*_CHILD, "batch_duration_ms", "num_input_rows", "input_rows_per_second",
+                "processed_rows_per_second", "duration_ms", "event_time_min", "event_time_max",
+                "event_time_avg", "watermark", "observed_metrics", *DURATION_COLUMNS.values()),
+    "operators": (*_CHILD, "operator_index", "operator_name", *_OPERATOR_ATTRS,
+                  "custom_metrics"),
+    "sources": (*_CHILD, "source_index", "description", "start_offset", "end_offset",
+                "latest_offset", "num_input_rows", "input_rows_per_second",
+                "processed_rows_per_second", "metrics"),
+    "sinks": (*_CHILD, "description", "num_output_rows", "metrics"),
+}
+"""Each table's columns, in the order of :mod:`.rows`' dicts (its keys)."""
+_DURATION_KEYS = tuple(DURATION_COLUMNS)
+
+
+@dataclass(slots=True)
+class CopyRows:
+    """The per-batch tables' COPY values of one write, and what the writer needs of them."""
+
+    values: dict[str, list[list[Any]]] = field(
+        default_factory=lambda: {name: [] for name in COLUMNS})
+    batch_runs: list[str] = field(default_factory=list)
+    """the run of each batch row (each run's count of batches gained)"""
+    newest: datetime | None = None
+    """the latest batch timestamp (the partitions it needs)"""
+
+    def statements(self) -> list[tuple[str, list[list[Any]]]]:
+        """Each table's COPY statement and values, parents first, tables with no rows left out
+        (as :func:`~sparkwatch.history.copy.copy_values`)."""
+        return [(_STATEMENTS[name], self.values[name]) for _, name in TABLES if self.values[name]]
+
+
+_STATEMENTS = {name: "COPY {} ({}) FROM STDIN".format(
+    model.__tablename__, ", ".join(f'"{c}"' for c in COLUMNS[name])) for model, name in TABLES}
+
+
+def copy_rows(events: Sequence[ParsedEvent], json: Callable[[Any], Any] | None = None,
+              plain: Callable[[Any], Any] = dumps_text) -> CopyRows:
+    """The batch, operator, source and sink rows of ``events`` as COPY values: one row per
+    (run, batch), the first of a write's duplicates kept (as :func:`.rows.rows_for`).
+
+    ``json`` makes a JSON column's value of a map or offset (default: its COPY text, see
+    :func:`_json`), ``plain`` of the batch's duration map, which is stored as it came. With
+    ``json=json_safe, plain=dict`` the values are those of :mod:`.rows`' dicts, for a driver
+    that encodes JSON itself (SQLite, :mod:`.sqlite_rows`)."""
+    _json = json or _json_text
+    out = CopyRows()
+    batches, operators = out.values["batches"], out.values["operators"]
+    sources, sinks = out.values["sources"], out.values["sinks"]
+    seen: set[tuple[str, int]] = set()
+    for parsed in events:
+        p = parsed.event
+        if not isinstance(p, QueryProgress):
+            continue
+        key = (p.run_id, p.batch_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        timestamp = from_epoch(p.timestamp)
+        assert timestamp is not None  # a progress event always has its time
+        child = [p.run_id, p.batch_id, p.query_id, timestamp]
+        batches.append(_batch(p, child, _json, plain))
+        out.batch_runs.append(p.run_id)
+        if out.newest is None or timestamp > out.newest:
+            out.newest = timestamp
+        operators.extend([*child, op.index, _clean(op.name), *_operator_values(op),
+                          _json(op.custom_metrics)] for op in p.state_operators)
+        sources.extend([*child, s.index, _clean(s.description), _json(s.start_offset),
+                        _json(s.end_offset), _json(s.latest_offset),
+                        s.num_input_rows, s.input_rows_per_second, s.processed_rows_per_second,
+                        _json(s.metrics)] for s in p.sources)
+        if p.sink is not None:
+            sinks.append([*child, _clean(p.sink.description), p.sink.num_output_rows,
+                          _json(p.sink.metrics)])
+    return out
+
+
+def _batch(p: QueryProgress, child: list[Any], _json: Callable[[Any], Any],
+           plain: Callable[[Any], Any]) -> list[Any]:
+    durations = p.duration_ms
+    event_time = p.event_time
+    return [*child, p.batch_duration_ms, p.num_input_rows, p.input_rows_per_second,
+            p.processed_rows_per_second, plain(dict(durations)),
+            from_epoch(event_time.min), from_epoch(event_time.max), from_epoch(event_time.avg),
+            from_epoch(event_time.watermark), _json(p.observed_metrics),
+            *map(durations.get, _DURATION_KEYS)]
+
+
+def _json_text(value: Any) -> str | None:
+    """A JSON column's COPY value: ``dumps_text(json_safe(value))``, NULL for None (as
+    ``copy._converter`` makes of a dict row).
+
+    Encoded first as it is, which is the answer whenever :func:`~.rows.json_safe` would change
+    nothing: what it changes (a NaN or an infinity, a NUL, a key that is not a string, a mapping
+    or sequence of another type) orjson writes as ``null`` or ``\\u0000``, or refuses; any of
+    those (or a real null) takes the long way. Walking each map in Python first cost more than
+    encoding it."""
+    if value is None:
+        return None
+    if _orjson is not None:
+        try:
+            text = _orjson.dumps(value)
+        except TypeError:  # orjson.JSONEncodeError too
+            pass
+        else:
+            if b"null" not in text and b"\\u0000" not in text:
+                return text.decode()
+    safe = json_safe(value)
+    return None if safe is None else dumps_text(safe)
