@@ -33,3 +33,14 @@ def dumps_text(value: Any) -> str:
     if _orjson is not None:
         return _orjson.dumps(value).decode()
     return json.dumps(value, separators=(",", ":"))
+
+
+def try_dumps(value: Any) -> bytes | None:
+    """Compact JSON by orjson as it is, or None where orjson is missing or refuses the value (a
+    key that is not a string, a type it does not know): the caller then makes it JSON-safe."""
+    if _orjson is None:
+        return None
+    try:
+        return _orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return None

@@ -18,13 +18,13 @@ from typing import Any
 from sparkwatch.history.columns import from_epoch
 from sparkwatch.history.copy import TABLES
 from sparkwatch.history.rows import (
-    _OPERATOR_ATTRS,
     DURATION_COLUMNS,
-    _clean,
-    _operator_values,
+    OPERATOR_ATTRS,
     json_safe,
+    nul_free,
+    operator_values,
 )
-from sparkwatch.jsoncodec import _orjson, dumps_text
+from sparkwatch.jsoncodec import dumps_text, try_dumps
 from sparkwatch.model.events import ParsedEvent, QueryProgress
 
 _CHILD = ("run_id", "batch_id", "query_id", "timestamp")
@@ -32,7 +32,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "batches": (*_CHILD, "batch_duration_ms", "num_input_rows", "input_rows_per_second",
                 "processed_rows_per_second", "duration_ms", "event_time_min", "event_time_max",
                 "event_time_avg", "watermark", "observed_metrics", *DURATION_COLUMNS.values()),
-    "operators": (*_CHILD, "operator_index", "operator_name", *_OPERATOR_ATTRS,
+    "operators": (*_CHILD, "operator_index", "operator_name", *OPERATOR_ATTRS,
                   "custom_metrics"),
     "sources": (*_CHILD, "source_index", "description", "start_offset", "end_offset",
                 "latest_offset", "num_input_rows", "input_rows_per_second",
@@ -93,14 +93,14 @@ def copy_rows(events: Sequence[ParsedEvent], json: Callable[[Any], Any] | None =
         out.batch_runs.append(p.run_id)
         if out.newest is None or timestamp > out.newest:
             out.newest = timestamp
-        operators.extend([*child, op.index, _clean(op.name), *_operator_values(op),
+        operators.extend([*child, op.index, nul_free(op.name), *operator_values(op),
                           _json(op.custom_metrics)] for op in p.state_operators)
-        sources.extend([*child, s.index, _clean(s.description), _json(s.start_offset),
+        sources.extend([*child, s.index, nul_free(s.description), _json(s.start_offset),
                         _json(s.end_offset), _json(s.latest_offset),
                         s.num_input_rows, s.input_rows_per_second, s.processed_rows_per_second,
                         _json(s.metrics)] for s in p.sources)
         if p.sink is not None:
-            sinks.append([*child, _clean(p.sink.description), p.sink.num_output_rows,
+            sinks.append([*child, nul_free(p.sink.description), p.sink.num_output_rows,
                           _json(p.sink.metrics)])
     return out
 
@@ -127,13 +127,8 @@ def _json_text(value: Any) -> str | None:
     encoding it."""
     if value is None:
         return None
-    if _orjson is not None:
-        try:
-            text = _orjson.dumps(value)
-        except TypeError:  # orjson.JSONEncodeError too
-            pass
-        else:
-            if b"null" not in text and b"\\u0000" not in text:
-                return text.decode()
+    text = try_dumps(value)
+    if text is not None and b"null" not in text and b"\\u0000" not in text:
+        return text.decode()
     safe = json_safe(value)
     return None if safe is None else dumps_text(safe)

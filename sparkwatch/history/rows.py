@@ -161,16 +161,16 @@ def _child_key(p: QueryProgress) -> Row:
     }
 
 
-_OPERATOR_ATTRS = tuple(f.attr for f in OPERATOR_FIELDS)
-_operator_values = attrgetter(*_OPERATOR_ATTRS)
+OPERATOR_ATTRS = tuple(f.attr for f in OPERATOR_FIELDS)
+operator_values = attrgetter(*OPERATOR_ATTRS)
 
 
 def operator_row(p: QueryProgress, op: StateOperator, child: Row | None = None) -> Row:
     return {
         **(child or _child_key(p)),
         "operator_index": op.index,
-        "operator_name": _clean(op.name),
-        **dict(zip(_OPERATOR_ATTRS, _operator_values(op), strict=True)),
+        "operator_name": nul_free(op.name),
+        **dict(zip(OPERATOR_ATTRS, operator_values(op), strict=True)),
         "custom_metrics": json_safe(op.custom_metrics),
     }
 
@@ -181,7 +181,7 @@ def source_rows(p: QueryProgress, child: Row | None = None) -> list[Row]:
         {
             **child,
             "source_index": s.index,
-            "description": _clean(s.description),
+            "description": nul_free(s.description),
             "start_offset": json_safe(s.start_offset),
             "end_offset": json_safe(s.end_offset),
             "latest_offset": json_safe(s.latest_offset),
@@ -198,7 +198,7 @@ def sink_row(p: QueryProgress, child: Row | None = None) -> Row:
     assert p.sink is not None
     return {
         **(child or _child_key(p)),
-        "description": _clean(p.sink.description),
+        "description": nul_free(p.sink.description),
         "num_output_rows": p.sink.num_output_rows,
         "metrics": json_safe(p.sink.metrics),
     }
@@ -215,9 +215,9 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, str):
-        return _clean(value)
+        return nul_free(value)
     if isinstance(value, Mapping):
-        return {_clean(str(k)): json_safe(v) for k, v in value.items()}
+        return {nul_free(str(k)): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return value
@@ -248,10 +248,10 @@ def _flat_and_safe(value: dict[Any, Any]) -> bool:
 
 
 def clean_text(value: str | None) -> str | None:
-    return None if value is None else _clean(value)
+    return None if value is None else nul_free(value)
 
 
-def _clean(value: str) -> str:
+def nul_free(value: str) -> str:
     # PostgreSQL text cannot hold NUL; keep the rest of the string.
     return value.replace("\x00", "\ufffd")
 
@@ -279,7 +279,7 @@ def plan_rows(plan: QueryPlan) -> list[Row]:
             "batch_id": plan.batch_id,
             "source": plan.source.value,
             "note": clean_text(plan.note),
-            "operator_name": _clean(op.operator),
+            "operator_name": nul_free(op.operator),
             "kind": op.kind,
             "node": op.node,
             "operator_id": op.operator_id,
