@@ -6,6 +6,7 @@ from sparkwatch.dashboards.alerts import APP, QUERY, Alert, AlertFactory
 from sparkwatch.dashboards.config import AlertConfig
 from sparkwatch.dashboards.promql import increase, newly_increased, sel
 from sparkwatch.metrics import catalogue as cat
+from sparkwatch.metrics.catalogue import MetricDef
 
 
 def query_stalled(c: AlertConfig, s: str) -> Alert:
@@ -51,49 +52,60 @@ def query_failed(c: AlertConfig, s: str) -> Alert:
     )
 
 
-def listener_dropping_events(c: AlertConfig, s: str) -> Alert:
-    w = c.window
-    return Alert(
-        "SparkwatchListenerDroppingEvents",
-        c,
-        newly_increased(cat.LISTENER_EVENTS_DROPPED, w, s, cat.LISTENER_INFO),
-        summary="sparkwatch listener of app {{ $labels.app_name }} drops events "
-        "({{ $labels.stage }}).",
-        description=f"The sparkwatch listener in {APP} lost events at stage "
-        "{{ $labels.stage }} during the last " + w + ": metrics or history miss batches.",
-        signals=(increase(cat.LISTENER_EVENTS_DROPPED, w, s),),
-    )
+def _listener_counter(
+    name: str, metric: MetricDef, summary: str, description: tuple[str, str]
+) -> AlertFactory:
+    """An alert on a listener's counter that grew within the window (or first appeared).
+
+    ``description`` is the text before and after the window's length.
+    """
+
+    def factory(c: AlertConfig, s: str) -> Alert:
+        w = c.window
+        return Alert(
+            name,
+            c,
+            newly_increased(metric, w, s, cat.LISTENER_INFO),
+            summary=summary,
+            description=description[0] + w + description[1],
+            signals=(increase(metric, w, s),),
+        )
+
+    return factory
 
 
-def listener_bus_dropping_events(c: AlertConfig, s: str) -> Alert:
-    w = c.window
-    return Alert(
-        "SparkListenerBusDroppingEvents",
-        c,
-        newly_increased(cat.LISTENER_BUS_EVENTS_DROPPED, w, s, cat.LISTENER_INFO),
-        summary="Spark's listener bus of app {{ $labels.app_name }} drops events "
-        "(queue {{ $labels.queue }}).",
-        description=f"Spark's listener bus in {APP} dropped events from its full "
-        "{{ $labels.queue }} queue during the last " + w + ": every listener of that queue "
+listener_dropping_events = _listener_counter(
+    "SparkwatchListenerDroppingEvents",
+    cat.LISTENER_EVENTS_DROPPED,
+    "sparkwatch listener of app {{ $labels.app_name }} drops events ({{ $labels.stage }}).",
+    (
+        f"The sparkwatch listener in {APP} lost events at stage "
+        "{{ $labels.stage }} during the last ",
+        ": metrics or history miss batches.",
+    ),
+)
+listener_bus_dropping_events = _listener_counter(
+    "SparkListenerBusDroppingEvents",
+    cat.LISTENER_BUS_EVENTS_DROPPED,
+    "Spark's listener bus of app {{ $labels.app_name }} drops events (queue {{ $labels.queue }}).",
+    (
+        f"Spark's listener bus in {APP} dropped events from its full "
+        "{{ $labels.queue }} queue during the last ",
+        ": every listener of that queue "
         "missed them (queue streams: every streaming query listener, sparkwatch's included; "
         "appStatus: the Spark UI and its REST API).",
-        signals=(increase(cat.LISTENER_BUS_EVENTS_DROPPED, w, s),),
-    )
-
-
-def listener_delivery_failing(c: AlertConfig, s: str) -> Alert:
-    w = c.window
-    return Alert(
-        "SparkwatchListenerDeliveryFailing",
-        c,
-        newly_increased(cat.LISTENER_DELIVERY_FAILURES, w, s, cat.LISTENER_INFO),
-        summary="sparkwatch listener of app {{ $labels.app_name }} cannot deliver to "
-        "{{ $labels.sink }}.",
-        description=f"The sparkwatch listener in {APP} failed to deliver events to sink "
-        "{{ $labels.sink }} during the last " + w + ". It retries with backoff; events are "
-        "lost once its queue is full.",
-        signals=(increase(cat.LISTENER_DELIVERY_FAILURES, w, s),),
-    )
+    ),
+)
+listener_delivery_failing = _listener_counter(
+    "SparkwatchListenerDeliveryFailing",
+    cat.LISTENER_DELIVERY_FAILURES,
+    "sparkwatch listener of app {{ $labels.app_name }} cannot deliver to {{ $labels.sink }}.",
+    (
+        f"The sparkwatch listener in {APP} failed to deliver events to sink "
+        "{{ $labels.sink }} during the last ",
+        ". It retries with backoff; events are lost once its queue is full.",
+    ),
+)
 
 
 QUARANTINED = "sparkwatch_collector_events_quarantined_total"

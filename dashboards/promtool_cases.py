@@ -281,10 +281,22 @@ def query_failed(c: AlertConfig) -> list[Case]:
     ]
 
 
-def listener_dropping_events(c: AlertConfig) -> list[Case]:
+def _listener_window(c: AlertConfig) -> tuple[int, int, Series]:
+    """The window in minutes, the samples per series (three windows) and the listener's info
+    series, which the listener's alerts need beside a counter that appears late."""
     w = minutes(c.seconds("window"))
     n = w * 3
-    info = Series(cat.LISTENER_INFO, LISTENER, f"1x{n}")
+    return w, n, Series(cat.LISTENER_INFO, LISTENER, f"1x{n}")
+
+
+def _after_restart(what: str, counter: Series, info: Series, w: int, n: int) -> Case:
+    """A counter that stays at its old value (as after a Prometheus restart) does not fire."""
+    return silent(f"silent for old {what} after a Prometheus restart", counter, info,
+                  at=(w // 2, n))
+
+
+def listener_dropping_events(c: AlertConfig) -> list[Case]:
+    w, n, info = _listener_window(c)
 
     def dropped(stage: str, values: str) -> Series:
         return Series(cat.LISTENER_EVENTS_DROPPED, {**APP, "stage": stage}, values)
@@ -297,20 +309,13 @@ def listener_dropping_events(c: AlertConfig) -> list[Case]:
             info,
             at=w + 2,
         ),
-        silent(
-            "silent for old drops after a Prometheus restart",
-            dropped("intake", f"3x{n}"),
-            info,
-            at=(w // 2, n),
-        ),
+        _after_restart("drops", dropped("intake", f"3x{n}"), info, w, n),
         silent("silent when nothing is dropped", dropped("intake", f"0x{n}"), info, at=(w // 2, n)),
     ]
 
 
 def listener_bus_dropping_events(c: AlertConfig) -> list[Case]:
-    w = minutes(c.seconds("window"))
-    n = w * 3
-    info = Series(cat.LISTENER_INFO, LISTENER, f"1x{n}")
+    w, n, info = _listener_window(c)
 
     def dropped(queue: str, values: str) -> Series:
         return Series(cat.LISTENER_BUS_EVENTS_DROPPED, {**APP, "queue": queue}, values)
@@ -318,21 +323,14 @@ def listener_bus_dropping_events(c: AlertConfig) -> list[Case]:
     return [
         fires("fires when Spark drops from a queue", dropped("streams", f"0 0 0 12x{n}"), info,
               at=3, silent_at=(3 + w + 1,)),
-        silent(
-            "silent for old drops after a Prometheus restart",
-            dropped("streams", f"40x{n}"),
-            info,
-            at=(w // 2, n),
-        ),
+        _after_restart("drops", dropped("streams", f"40x{n}"), info, w, n),
         silent("silent when no queue drops", dropped("appStatus", f"0x{n}"), info,
                at=(w // 2, n)),
     ]
 
 
 def listener_delivery_failing(c: AlertConfig) -> list[Case]:
-    w = minutes(c.seconds("window"))
-    n = w * 3
-    info = Series(cat.LISTENER_INFO, LISTENER, f"1x{n}")
+    w, n, info = _listener_window(c)
 
     def failures(values: str) -> Series:
         return Series(cat.LISTENER_DELIVERY_FAILURES, {**APP, "sink": "history"}, values)
@@ -347,12 +345,7 @@ def listener_delivery_failing(c: AlertConfig) -> list[Case]:
             info,
             at=(w, w + 1, n),
         ),
-        silent(
-            "silent for old failures after a Prometheus restart",
-            failures(f"3x{n}"),
-            info,
-            at=(w // 2, n),
-        ),
+        _after_restart("failures", failures(f"3x{n}"), info, w, n),
     ]
 
 

@@ -62,6 +62,14 @@ def sink(collector: Collector, counters: ListenerCounters, token: str = TOKEN,
                     backoff=kwargs.pop("backoff", (0.05, 0.5)), **kwargs)
 
 
+def send_all(push: PushSink, events: list[ParsedEvent]) -> None:
+    """Push every event, wait until the collector has answered them all, stop the sink."""
+    for e in events:
+        push(e)
+    assert push.flush(30)
+    push.stop(5)
+
+
 def history_batches(url: str, run_ids: list[str]) -> int:
     return count_rows(url, "select count(*) from batches where run_id = any(:r)", r=run_ids)
 
@@ -76,10 +84,7 @@ def test_events_are_delivered_in_batches_and_counted(collector: Collector) -> No
     counters = ListenerCounters()
     push = sink(collector, counters)
     events, run_ids = parsed_run(2)
-    for e in events:
-        push(e)
-    assert push.flush(30)
-    push.stop(5)
+    send_all(push, events)
     assert counters.delivered == {"push": len(events)}
     assert counters.dropped == {} and counters.delivery_failures == {}
     assert accepted(collector) == len(events)
@@ -127,10 +132,7 @@ def test_the_disk_spool_keeps_everything_across_an_outage_and_a_restart(
 
     collector.start()
     restarted = sink(collector, counters, spool=Spool(tmp_path / "push", 1 << 20, fsync=False))
-    for e in second:
-        restarted(e)
-    assert restarted.flush(30)
-    restarted.stop(5)
+    send_all(restarted, second)
     assert counters.delivered["push"] == len(events) and counters.dropped == {}
     progress = sum(1 for e in events if e.kind == "progress")
     wait_for(lambda: history_batches(collector.history_url, run_ids) == progress, 30, "history")
@@ -143,10 +145,7 @@ def test_refused_events_are_counted_and_not_retried(collector: Collector) -> Non
     events, _ = parsed_run(1)
     foreign = parse_envelope(envelope_from_dict({**run_events(**fresh_ids())[0],
                                                  "app": {"name": "billing", "id": "b-1"}}))
-    for e in [*events, foreign]:
-        push(e)
-    assert push.flush(30)
-    push.stop(5)
+    send_all(push, [*events, foreign])
     assert counters.delivered["push"] == len(events)
     assert counters.dropped == {"push_refused": 1}
     assert counters.delivery_failures == {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +19,35 @@ EXTRA_HINT = "install the dashboards extra: pip install 'sparkwatch[dashboards]'
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+    register_build(
+        sub,
         "dashboards",
         help="build the Grafana dashboards",
         description="Generate the Grafana dashboards (JSON) from the metric catalogue and the "
         "thresholds config.",
-    )
-    actions = parser.add_subparsers(dest="dashboards_action", required=True, metavar="ACTION")
-    build = actions.add_parser(
-        "build",
-        help="write dashboards/generated/grafana/*.json and docs/dashboards.md",
-        description="Write the dashboards (and, in a source checkout, docs/dashboards.md). "
+        build_help="write dashboards/generated/grafana/*.json and docs/dashboards.md",
+        build_description="Write the dashboards (and, in a source checkout, docs/dashboards.md). "
         "--check writes nothing and exits 1 when the committed files differ.",
+        run=run_build,
     )
+
+
+def register_build(
+    sub: argparse._SubParsersAction,
+    name: str,
+    *,
+    help: str,
+    description: str,
+    build_help: str,
+    build_description: str,
+    run: Callable[[argparse.Namespace], int],
+) -> None:
+    """`sparkwatch NAME build [--check]`: a command whose one action writes generated files."""
+    parser = sub.add_parser(name, help=help, description=description)
+    actions = parser.add_subparsers(dest=f"{name}_action", required=True, metavar="ACTION")
+    build = actions.add_parser("build", help=build_help, description=build_description)
     add_build_arguments(build)
-    build.set_defaults(func=run_build)
+    build.set_defaults(func=run)
 
 
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sparkwatch.cli.errors import CliError
@@ -68,27 +68,31 @@ def _quiet_alembic(args: argparse.Namespace) -> None:
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
-    _quiet_alembic(args)
     from sparkwatch.history import migrate
-    from sparkwatch.history.engine import describe_url
 
-    url = command_url(args)
-    with user_errors():
-        migrate.upgrade(url, args.revision)
-        print(f"history schema at {_describe(migrate.current(url))} in {describe_url(url)}")
-    return 0
+    return _migrate(args, migrate.upgrade, _describe)
 
 
 def run_downgrade(args: argparse.Namespace) -> int:
+    from sparkwatch.history import migrate
+
+    return _migrate(args, migrate.downgrade, lambda rev: rev or "base (no history tables)")
+
+
+def _migrate(
+    args: argparse.Namespace,
+    step: Callable[[str, str], None],
+    describe: Callable[[str | None], str],
+) -> int:
+    """Move the schema to ``args.revision`` with ``step``, then say where it stands."""
     _quiet_alembic(args)
     from sparkwatch.history import migrate
     from sparkwatch.history.engine import describe_url
 
     url = command_url(args)
     with user_errors():
-        migrate.downgrade(url, args.revision)
-        revision = migrate.current(url) or "base (no history tables)"
-        print(f"history schema at {revision} in {describe_url(url)}")
+        step(url, args.revision)
+        print(f"history schema at {describe(migrate.current(url))} in {describe_url(url)}")
     return 0
 
 

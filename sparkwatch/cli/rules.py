@@ -8,25 +8,21 @@ from __future__ import annotations
 
 import argparse
 
-from sparkwatch.cli.dashboards import add_build_arguments, load_config, write_or_check
+from sparkwatch.cli.dashboards import load_config, register_build, write_or_check
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+    register_build(
+        sub,
         "rules",
         help="build the Prometheus alert and recording rules",
         description="Generate the Prometheus rules from the metric catalogue and the thresholds "
         "config (dashboards/config.yaml).",
+        build_help="write dashboards/generated/prometheus/*.yaml and dashboards/tests/*.test.yaml",
+        build_description="Write the rule files and their promtool unit tests. --check writes "
+        "nothing and exits 1 when the committed files differ.",
+        run=run_build,
     )
-    actions = parser.add_subparsers(dest="rules_action", required=True, metavar="ACTION")
-    build = actions.add_parser(
-        "build",
-        help="write dashboards/generated/prometheus/*.yaml and dashboards/tests/*.test.yaml",
-        description="Write the rule files and their promtool unit tests. --check writes nothing "
-        "and exits 1 when the committed files differ.",
-    )
-    add_build_arguments(build)
-    build.set_defaults(func=run_build)
 
 
 def run_build(args: argparse.Namespace) -> int:

@@ -75,6 +75,24 @@ def _batch_fk() -> sa.ForeignKeyConstraint:
     ).ddl_if(dialect="sqlite")
 
 
+_KEY_ORDER, _INDEX_ORDER, _WHERE_ORDER = -3, -2, -1
+
+
+class _BatchChild:
+    """The columns every child row of a batch starts with: the batch's key, then (after the
+    child's own index, if any: ``_INDEX_ORDER``) the repeated ``query_id`` and ``timestamp``.
+
+    ``sort_order`` keeps that column order (and so the primary key's) in every child table.
+    """
+
+    run_id: Mapped[str] = mapped_column(primary_key=True, sort_order=_KEY_ORDER)
+    batch_id: Mapped[int] = mapped_column(
+        primary_key=True, autoincrement=False, sort_order=_KEY_ORDER
+    )
+    query_id: Mapped[str] = mapped_column(sort_order=_WHERE_ORDER)
+    timestamp: Mapped[datetime] = mapped_column(sort_order=_WHERE_ORDER)
+
+
 def in_comparison(obj: Any, name: str | None, type_: str, reflected: bool,
                   compare_to: Any) -> bool:
     """Alembic's ``include_object`` for comparing a database with these models: a partition is
@@ -147,7 +165,7 @@ class Batch(Base):
     observed_metrics: Mapped[dict[str, Any]] = mapped_column(batch_json_type())
 
 
-class OperatorBatch(Base):
+class OperatorBatch(_BatchChild, Base):
     """One ``StateOperatorProgress``; ``operator_index`` is its position in the plan."""
 
     __tablename__ = "operator_batches"
@@ -157,11 +175,9 @@ class OperatorBatch(Base):
         sa.Index(None, "timestamp"),
     )
 
-    run_id: Mapped[str] = mapped_column(primary_key=True)
-    batch_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
-    operator_index: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    query_id: Mapped[str]
-    timestamp: Mapped[datetime]
+    operator_index: Mapped[int] = mapped_column(
+        sa.Integer, primary_key=True, autoincrement=False, sort_order=_INDEX_ORDER
+    )
     operator_name: Mapped[str]
     # One column per field of the table, named by its attribute (read through __table__.c,
     # so no typed attribute is needed); in the class namespace, so before custom_metrics.
@@ -170,7 +186,7 @@ class OperatorBatch(Base):
     custom_metrics: Mapped[dict[str, Any]] = mapped_column(batch_json_type())
 
 
-class SourceBatch(Base):
+class SourceBatch(_BatchChild, Base):
     """One source of a batch; offsets are whatever JSON the source reports."""
 
     __tablename__ = "source_batches"
@@ -179,11 +195,9 @@ class SourceBatch(Base):
         sa.Index(None, "query_id", "source_index", "timestamp"),
     )
 
-    run_id: Mapped[str] = mapped_column(primary_key=True)
-    batch_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
-    source_index: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    query_id: Mapped[str]
-    timestamp: Mapped[datetime]
+    source_index: Mapped[int] = mapped_column(
+        sa.Integer, primary_key=True, autoincrement=False, sort_order=_INDEX_ORDER
+    )
     description: Mapped[str] = mapped_column(sa.Text)
     start_offset: Mapped[Any | None] = mapped_column(batch_json_type())
     end_offset: Mapped[Any | None] = mapped_column(batch_json_type())
@@ -194,7 +208,7 @@ class SourceBatch(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(batch_json_type())
 
 
-class SinkBatch(Base):
+class SinkBatch(_BatchChild, Base):
     """The sink of a batch (absent when Spark reports none)."""
 
     __tablename__ = "sink_batches"
@@ -203,10 +217,6 @@ class SinkBatch(Base):
         sa.Index(None, "query_id", "timestamp"),
     )
 
-    run_id: Mapped[str] = mapped_column(primary_key=True)
-    batch_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
-    query_id: Mapped[str]
-    timestamp: Mapped[datetime]
     description: Mapped[str] = mapped_column(sa.Text)
     # -1 for V1 sinks, which do not report it.
     num_output_rows: Mapped[int]
