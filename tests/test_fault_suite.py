@@ -39,6 +39,8 @@ BATCH = 500
 FAULT_SECONDS = 60.0
 """The longest a fault may take to show (the collector reporting it, or ingest refusing); each
 fault is ended as soon as it showed, not after a fixed time."""
+REFUSALS = 5
+"""Requests a full disk refuses before space returns: the client's resending meets it again."""
 # The fleet's events are dated 2026-11-01: the retention job would delete them as they land.
 FLAGS = ("--no-jobs-enabled",)
 REFUSE = "ALTER TABLE query_runs ADD CONSTRAINT no_poison CHECK (name IS DISTINCT FROM 'poison')"
@@ -256,15 +258,17 @@ def test_spool_disk_full_and_freed(history: str, tmp_path: Path) -> None:
 
         def space_returns() -> None:
             try:  # freed even if ingest never refuses: the assertion below then says so
-                wait_for(lambda: _refused(collector) > 0, FAULT_SECONDS, "ingest refusing")
+                wait_for(lambda: _refused(collector) >= REFUSALS, FAULT_SECONDS,
+                         f"ingest refusing {REFUSALS} requests")
             finally:
                 try:
                     refused.append(_refused(collector))
                 finally:
                     filler.free()
 
-        # The disk stays full until ingest has answered 503 (the pushing client, as the push
-        # sink does, keeps the events and sends them again), then space returns.
+        # The disk stays full until ingest has answered 503 to REFUSALS requests (the pushing
+        # client, as the push sink does, keeps the events and sends them again), then space
+        # returns.
         returns = threading.Thread(target=space_returns, daemon=True)
 
         def during(i: int) -> None:
