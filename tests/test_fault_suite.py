@@ -36,7 +36,11 @@ pytestmark = pytest.mark.postgres
 
 EVENTS = int(os.environ.get("SPARKWATCH_FAULT_EVENTS", "20000"))
 BATCH = 500
-FAULT_SECONDS = 30.0
+FAULT_SECONDS = 60.0
+"""The longest a fault may take to show (the collector reporting it, or ingest refusing); each
+fault is ended as soon as it showed, not after a fixed time."""
+REFUSALS = 5
+"""Requests a full disk refuses before space returns: the client's resending meets it again."""
 # The fleet's events are dated 2026-11-01: the retention job would delete them as they land.
 FLAGS = ("--no-jobs-enabled",)
 REFUSE = "ALTER TABLE query_runs ADD CONSTRAINT no_poison CHECK (name IS DISTINCT FROM 'poison')"
@@ -115,16 +119,24 @@ def _healthy(collector: Collector) -> bool:
         return False
 
 
-def hold(seconds: float, collector: Collector) -> None:
-    """Keep a fault on for ``seconds``, asking the collector for readiness meanwhile."""
-    end = time.monotonic() + seconds
-    wait_for(lambda: _probe(collector) and time.monotonic() >= end, seconds + 30, "fault held")
+def hold(collector: Collector, shows: Callable[[dict[str, Any]], bool], what: str) -> None:
+    """Keep a fault on until the collector's /readyz ``shows`` it (at most FAULT_SECONDS)."""
+    wait_for(lambda: shows(_ready(collector)), FAULT_SECONDS, what)
 
 
-def _probe(collector: Collector) -> bool:
-    with contextlib.suppress(httpx.HTTPError):
-        httpx.get(collector.url + "/readyz", timeout=1)
-    return True
+def _ready(collector: Collector) -> dict[str, Any]:
+    try:
+        return dict(httpx.get(collector.url + "/readyz", timeout=1).json())
+    except httpx.HTTPError:
+        return {}
+
+
+def _degraded(ready: dict[str, Any]) -> bool:
+    return ready.get("status") == "degraded"
+
+
+def _writer_hung(ready: dict[str, Any]) -> bool:
+    return _degraded(ready) and any(w.get("state") == "hung" for w in ready.get("workers", []))
 
 
 def check(collector: Collector, url: str, load: Load, spool: Path,
@@ -195,7 +207,7 @@ def test_database_stopped(private_cluster: PrivatePostgres, history: str, tmp_pa
         if i == 10:
             private_cluster.stop()
         if i == 20:
-            hold(FAULT_SECONDS, collector)
+            hold(collector, _degraded, "the stopped database reported")
             assert collector.get("/readyz").json()["status"] == "degraded"
             private_cluster.start()
 
@@ -219,7 +231,7 @@ def test_history_writer_stopped(history: str, tmp_path: Path) -> None:
             stopped.append(writer_pid(collector))
             os.kill(stopped[0], signal.SIGSTOP)
         if i == 20:
-            hold(FAULT_SECONDS, collector)
+            hold(collector, _writer_hung, "the stopped writer reported hung")
             ready = collector.get("/readyz").json()  # the hung writer shows, named
             assert ready["status"] == "degraded", ready
             assert {"name": "history", "state": "hung"}.items() <= ready["workers"][0].items()
@@ -245,12 +257,19 @@ def test_spool_disk_full_and_freed(history: str, tmp_path: Path) -> None:
         refused: list[int] = []
 
         def space_returns() -> None:
-            refused.append(_refused(collector))
-            filler.free()
+            try:  # freed even if ingest never refuses: the assertion below then says so
+                wait_for(lambda: _refused(collector) >= REFUSALS, FAULT_SECONDS,
+                         f"ingest refusing {REFUSALS} requests")
+            finally:
+                try:
+                    refused.append(_refused(collector))
+                finally:
+                    filler.free()
 
-        # The disk stays full for FAULT_SECONDS of wall time: ingest answers 503 meanwhile and
-        # the pushing client (as the push sink does) keeps the events and sends them again.
-        returns = threading.Timer(FAULT_SECONDS, space_returns)
+        # The disk stays full until ingest has answered 503 to REFUSALS requests (the pushing
+        # client, as the push sink does, keeps the events and sends them again), then space
+        # returns.
+        returns = threading.Thread(target=space_returns, daemon=True)
 
         def during(i: int) -> None:
             if i == 10:
@@ -263,7 +282,8 @@ def test_spool_disk_full_and_freed(history: str, tmp_path: Path) -> None:
             check(collector, history, load, spool)
             assert refused and refused[0] > 0, "the full disk refused nothing"
         finally:
-            returns.cancel()
+            if returns.is_alive():
+                returns.join(FAULT_SECONDS + 10)
             collector.stop()
 
 
