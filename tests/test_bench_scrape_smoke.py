@@ -59,7 +59,8 @@ def test_the_collector_and_the_pushgateway_serve_the_same_series(
 ) -> None:
     apps = spread(QUERIES, PER_APP)
     token = secrets.token_urlsafe(16)
-    spec = scrape_procs.CollectorSpec(tmp_path, token, max_apps=10, max_queries_per_app=PER_APP)
+    spec = scrape_procs.CollectorSpec(tmp_path, token, max_apps=10, max_queries_per_app=PER_APP,
+                                      max_queries=1000)
     with (scrape_procs.collector(spec) as sw, httpx.Client(timeout=60) as client,
           scrape_procs.pushgateway(tmp_path, pushgateway, check_pushes=True) as pg):
         loaded = push_fleet(sw.url, token, apps, BATCHES, batch_size=7)

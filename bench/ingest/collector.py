@@ -2,8 +2,9 @@
 HTTP: product defaults (spool fsync on, write batch size, one uvicorn worker) except what a
 1,000-query fleet needs.
 
-Only two settings differ from the defaults, and why: ``--max-queries-per-app`` is raised to the
-fleet's size (the default cap, 200, would refuse most of one app's queries), and the scheduled
+Only two settings differ from the defaults, and why: ``--max-queries-per-app`` (and, for a fleet
+over 1,000 queries, the tenant's ``--max-queries``) is raised to the fleet's size (the default
+cap, 200, would refuse most of one app's queries), and the scheduled
 jobs are off: the fleet's event times are fixed in the past, so retention and stall detection
 would act on them, and their cost depends on time, not on events.
 """
@@ -21,6 +22,7 @@ import httpx
 
 from bench import procs
 from bench.procs import ProcessFailed, tail
+from sparkwatch.settings.collector import CollectorSettings
 
 QUERY_CAP_MIN = 200
 
@@ -81,6 +83,14 @@ def collector(history_url: str, workdir: Path, app: str, queries: int,
     before/after figures). ``extra``: more collector flags."""
     token = secrets.token_hex(16)
     flags = ["--history-url", history_url, "--no-jobs-enabled",
-             "--max-queries-per-app", str(max(QUERY_CAP_MIN, queries)), *extra]
+             "--max-queries-per-app", str(max(QUERY_CAP_MIN, queries)), *_tenant_cap(queries),
+             *extra]
     with procs.collector(workdir, *flags, tokens=f"{app}={token}", python=python) as (proc, url):
         yield Running(proc.pid, url, token, workdir / "collector.log", proc.poll)
+
+
+def _tenant_cap(queries: int) -> list[str]:
+    """Only when the fleet needs it: a ``--collector-python`` build older than the tenant quota
+    does not know the flag."""
+    default = CollectorSettings().max_queries
+    return ["--max-queries", str(queries)] if queries > default else []

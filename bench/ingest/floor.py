@@ -114,7 +114,9 @@ def load_postgresql(url: str, transactions: list[Transaction], events: int) -> F
                   for t in TABLES}
         conn.execute("CHECKPOINT")
         disk = _count(conn.execute(
-            "SELECT sum(pg_total_relation_size(quote_ident(t))) FROM unnest(%s::text[]) AS t",
+            # Every partition's size: a partitioned table itself holds nothing (0 bytes).
+            "SELECT sum(pg_total_relation_size(p.relid)) FROM unnest(%s::text[]) AS t,"
+            " LATERAL pg_partition_tree(quote_ident(t)::regclass) AS p",
             [list(TABLES)]))
     return FloorResult(events, seconds, counts, disk)
 

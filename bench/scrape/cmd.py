@@ -107,6 +107,7 @@ def run_size(opts: Options, queries: int, workdir: Path) -> dict[str, Any]:
     spec = scrape_procs.CollectorSpec(
         workdir, token, max_apps=max(defaults.max_apps, len(apps)),
         max_queries_per_app=max(defaults.max_queries_per_app, opts.per_app),
+        max_queries=max(defaults.max_queries, queries),
         history_url=opts.history_url, metrics_profile=opts.server_profile)
     with (scrape_procs.collector(spec) as sw, client() as http,
           scrape_procs.pushgateway(workdir, opts.pushgateway, opts.check_pushes) as pg):

@@ -48,6 +48,8 @@ class CollectorSpec:
     token: str
     max_apps: int
     max_queries_per_app: int
+    max_queries: int
+    """The tenant's cap: every app of the fleet pushes as the one default tenant."""
     history_url: str = "off"
     metrics_profile: str = "full"
     """The Pushgateway comparison serves the whole catalogue unless told otherwise."""
@@ -59,6 +61,7 @@ def collector(spec: CollectorSpec) -> Iterator[Server]:
     never on the command line)."""
     flags = ["--history-url", spec.history_url, "--max-apps", str(spec.max_apps),
              "--max-queries-per-app", str(spec.max_queries_per_app),
+             "--max-queries", str(spec.max_queries),
              # Every event is pushed within seconds, but 10,000 queries take a while to load:
              # nothing may be evicted as stale before the scrapes.
              "--stale-seconds", "86400", "--metrics-profile", spec.metrics_profile]
