@@ -23,6 +23,7 @@ from sparkwatch.history.rows import (
     json_safe,
     nul_free,
     operator_values,
+    unique_batches,
 )
 from sparkwatch.jsoncodec import dumps_text, try_dumps
 from sparkwatch.model.events import ParsedEvent, QueryProgress
@@ -77,15 +78,7 @@ def copy_rows(events: Sequence[ParsedEvent], json: Callable[[Any], Any] | None =
     out = CopyRows()
     batches, operators = out.values["batches"], out.values["operators"]
     sources, sinks = out.values["sources"], out.values["sinks"]
-    seen: set[tuple[str, int]] = set()
-    for parsed in events:
-        p = parsed.event
-        if not isinstance(p, QueryProgress):
-            continue
-        key = (p.run_id, p.batch_id)
-        if key in seen:
-            continue
-        seen.add(key)
+    for p in unique_batches(events):
         timestamp = from_epoch(p.timestamp)
         assert timestamp is not None  # a progress event always has its time
         child = [p.run_id, p.batch_id, p.query_id, timestamp]

@@ -7,7 +7,7 @@ table has the same keys (executemany needs it).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -50,17 +50,21 @@ class Rows:
     sinks: list[Row] = field(default_factory=list)
 
 
-def rows_for(events: Sequence[ParsedEvent]) -> Rows:
-    rows = Rows(runs=run_rows(events))
+def unique_batches(events: Sequence[ParsedEvent]) -> Iterator[QueryProgress]:
+    """The progress events, the first of each (run, batch): the same batch twice in one write
+    makes one row, as it does across writes."""
     seen: set[tuple[str, int]] = set()
     for parsed in events:
         progress = parsed.event
-        if not isinstance(progress, QueryProgress):
-            continue
-        key = (progress.run_id, progress.batch_id)
-        if key in seen:  # the same batch twice in one write: one row, as across writes
-            continue
-        seen.add(key)
+        if isinstance(progress, QueryProgress) and (key := (progress.run_id,
+                                                            progress.batch_id)) not in seen:
+            seen.add(key)
+            yield progress
+
+
+def rows_for(events: Sequence[ParsedEvent]) -> Rows:
+    rows = Rows(runs=run_rows(events))
+    for progress in unique_batches(events):
         rows.batches.append(batch_row(progress))
         child = _child_key(progress)  # once per batch: its children share it
         rows.operators.extend(operator_row(progress, op, child)
