@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from sparkwatch.history.copy import json_text
 from sparkwatch.history.rows import json_safe
+from sparkwatch.jsoncodec import dumps_text as json_text
 from tests.test_history_idempotency import RAW
 from tests.test_history_support import batch_of, counts, fetch, progress, writer
 

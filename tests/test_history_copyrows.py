@@ -25,12 +25,13 @@ from sparkwatch.collector.history_process import decode_records
 from sparkwatch.collector.typedwire import typed_record
 from sparkwatch.history import counts, lost, migrate
 from sparkwatch.history import writer as history_writer
-from sparkwatch.history.copy import copy_values
+from sparkwatch.history.copy import TABLES as COPY_TABLES
+from sparkwatch.history.copy import copy_statement
 from sparkwatch.history.copyrows import COLUMNS, copy_rows
-from sparkwatch.history.rows import rows_for
+from sparkwatch.history.rows import Rows, rows_for
 from sparkwatch.history.schema import OperatorBatch, SinkBatch, SourceBatch
 from sparkwatch.history.sqlite_rows import batch_dicts, sqlite_rows
-from sparkwatch.jsoncodec import loads
+from sparkwatch.jsoncodec import dumps_text, loads
 from sparkwatch.model.events import ParsedEvent, QueryProgress
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
 from sparkwatch.model.tenant import DEFAULT_TENANT
@@ -78,6 +79,22 @@ def edge_events() -> list[ParsedEvent]:
     edge = replace(progress, batch_id=2, state_operators=(op, *progress.state_operators[1:]),
                    sources=(source,), sink=None, observed_metrics={"o": {"x": math.nan}})
     return [plain, replace(plain, event=edge)]
+
+
+def copy_values(rows: Rows) -> list[tuple[str, list[list[Any]]]]:
+    """What the writer COPYed before: each table's dict rows taken apart in their keys' order,
+    JSON columns encoded (the reference the COPY values are held to)."""
+    statements = []
+    for model, attribute in COPY_TABLES:
+        table_rows = getattr(rows, attribute)
+        if not table_rows:
+            continue
+        columns = list(table_rows[0])
+        json_columns = {c for c in columns if isinstance(model.__table__.c[c].type, sa.JSON)}
+        values = [[dumps_text(v) if c in json_columns and v is not None else v
+                   for c, v in row.items()] for row in table_rows]
+        statements.append((copy_statement(model.__tablename__, columns), values))
+    return statements
 
 
 def test_the_copy_values_are_those_of_the_dict_rows() -> None:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from sparkwatch.history.columns import from_epoch
-from sparkwatch.history.copy import TABLES
+from sparkwatch.history.copy import TABLES, copy_statement
 from sparkwatch.history.rows import (
     DURATION_COLUMNS,
     OPERATOR_ATTRS,
@@ -56,13 +56,11 @@ class CopyRows:
     """the latest batch timestamp (the partitions it needs)"""
 
     def statements(self) -> list[tuple[str, list[list[Any]]]]:
-        """Each table's COPY statement and values, parents first, tables with no rows left out
-        (as :func:`~sparkwatch.history.copy.copy_values`)."""
+        """Each table's COPY statement and values, parents first, tables with no rows left out."""
         return [(_STATEMENTS[name], self.values[name]) for _, name in TABLES if self.values[name]]
 
 
-_STATEMENTS = {name: "COPY {} ({}) FROM STDIN".format(
-    model.__tablename__, ", ".join(f'"{c}"' for c in COLUMNS[name])) for model, name in TABLES}
+_STATEMENTS = {name: copy_statement(model.__tablename__, COLUMNS[name]) for model, name in TABLES}
 
 
 def copy_rows(events: Sequence[ParsedEvent], json: Callable[[Any], Any] | None = None,
@@ -71,9 +69,9 @@ def copy_rows(events: Sequence[ParsedEvent], json: Callable[[Any], Any] | None =
     (run, batch), the first of a write's duplicates kept (as :func:`.rows.rows_for`).
 
     ``json`` makes a JSON column's value of a map or offset (default: its COPY text, see
-    :func:`_json`), ``plain`` of the batch's duration map, which is stored as it came. With
-    ``json=json_safe, plain=dict`` the values are those of :mod:`.rows`' dicts, for a driver
-    that encodes JSON itself (SQLite, :mod:`.sqlite_rows`)."""
+    :func:`_json_text`), ``plain`` of the batch's duration map, which is stored as it came.
+    With ``json=json_safe`` and ``plain`` the identity, the values are those of :mod:`.rows`'
+    dicts, for a driver that encodes JSON itself (SQLite, :mod:`.sqlite_rows`)."""
     _json = json or _json_text
     out = CopyRows()
     batches, operators = out.values["batches"], out.values["operators"]

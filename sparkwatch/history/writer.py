@@ -118,8 +118,7 @@ class HistoryWriter:
         written, so the idempotent INSERTs must run instead (or when COPY is not to be had).
         The per-batch rows are built straight as COPY values (:mod:`.copyrows`)."""
         if self._copy is None:
-            with engine.connect() as conn:
-                self._copy = supports_copy(conn)
+            self._copy = supports_copy(engine.dialect)
         if not self._copy:
             return False
         rows = copy_rows(events)
