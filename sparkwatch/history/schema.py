@@ -75,6 +75,12 @@ def _batch_fk() -> sa.ForeignKeyConstraint:
     ).ddl_if(dialect="sqlite")
 
 
+def _tenant_column() -> MappedColumn[str]:
+    """The tenant of runs and stall marks (migration 0008): rows from before it, and rows
+    written without a tenant, belong to the default one; the same column in both tables."""
+    return mapped_column(server_default=sa.text("'default'"), default=DEFAULT_TENANT)
+
+
 _KEY_ORDER, _INDEX_ORDER, _WHERE_ORDER = -3, -2, -1
 
 
@@ -111,8 +117,7 @@ class QueryRun(Base):
 
     run_id: Mapped[str] = mapped_column(primary_key=True)
     # The tenant whose token wrote the run (migration 0008); its run and query ids are its own.
-    tenant: Mapped[str] = mapped_column(server_default=sa.text("'default'"),
-                                        default=DEFAULT_TENANT)
+    tenant: Mapped[str] = _tenant_column()
     query_id: Mapped[str]
     name: Mapped[str | None]
     app_name: Mapped[str]
@@ -296,8 +301,7 @@ class QueryStall(Base):
 
     run_id: Mapped[str] = mapped_column(primary_key=True)
     detected_at: Mapped[datetime] = mapped_column(primary_key=True)
-    tenant: Mapped[str] = mapped_column(server_default=sa.text("'default'"),
-                                        default=DEFAULT_TENANT)
+    tenant: Mapped[str] = _tenant_column()
     query_id: Mapped[str]
     name: Mapped[str | None]
     app_name: Mapped[str]
