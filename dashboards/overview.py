@@ -18,6 +18,7 @@ from sparkwatch.dashboards.promql import (
 )
 from sparkwatch.dashboards.skeleton import prometheus_board
 from sparkwatch.dashboards.tables import column_units, join_columns, status_column
+from sparkwatch.dashboards.watermark import watermark_lag_graph
 from sparkwatch.metrics import catalogue as cat
 
 UID = "sparkwatch-overview"
@@ -163,14 +164,11 @@ def state_and_watermark(config: Config) -> list[Any]:
             [p.prom(_q(cat.STATE_MEMORY, "sum", OPERATOR_FILTER), LEGEND)],
             "bytes",
         ),
-        p.graph(
-            "Watermark lag",
+        watermark_lag_graph(
+            config,
             "How far the event-time watermark trails processing time. It includes the "
             "withWatermark delay, so a flat line at that delay is healthy; growth means the "
             "watermark is stuck or event time falls behind. Red line: the alert threshold.",
-            [p.prom(_q(cat.QUERY_WATERMARK_LAG), LEGEND)],
-            "s",
-            limit=config.alert("watermark_lag").param("max_seconds"),
         ),
     ]
     return [g.span(8) for g in graphs]

@@ -39,17 +39,26 @@ def _src(metric: cat.MetricDef) -> str:
     return by("max", BY_SOURCE, sel(metric, QUERY_FILTER))
 
 
+def watermark_lag_graph(config: Config, description: str) -> Any:
+    """Watermark lag per query with the alert's threshold as its red line: this board's and the
+    overview's graph, so both follow the alert when its threshold changes."""
+    return p.graph(
+        "Watermark lag",
+        description,
+        [p.prom(_q(cat.QUERY_WATERMARK_LAG), Q)],
+        "s",
+        limit=config.alert("watermark_lag").param("max_seconds"),
+    )
+
+
 def event_time_panels(config: Config) -> list[Any]:
     delay = f"{_q(cat.QUERY_EVENT_TIME_MAX)}\n-\n{_q(cat.QUERY_WATERMARK)}"
     graphs = [
-        p.graph(
-            "Watermark lag",
+        watermark_lag_graph(
+            config,
             "Processing time minus the watermark, per batch. It contains the withWatermark "
             "delay: flat at about that delay is healthy; a climbing line is a stuck watermark "
             "(no new event time, an idle source or partition) or event time falling behind.",
-            [p.prom(_q(cat.QUERY_WATERMARK_LAG), Q)],
-            "s",
-            limit=config.alert("watermark_lag").param("max_seconds"),
         ),
         p.graph(
             "Event-time lag of the newest row",
