@@ -14,6 +14,13 @@ from sparkwatch.summary import one_line
 SUPPORTED = ("sqlite", "postgresql")
 # Fail fast on an unreachable host instead of waiting for the OS TCP timeout (minutes).
 PG_CONNECT_TIMEOUT_SECONDS = 10
+SQLITE_BUSY_SECONDS = 60
+"""How long a SQLite connection waits for another's lock. The file keeps SQLite's rollback journal,
+not WAL: under WAL every reader, Grafana's SQLite plugin with read access only included, would
+need write access to the file's directory (for the ``-shm`` index) once the writer has closed. So
+a writer's commit waits for the reads in progress to end (the history's reads take milliseconds;
+a History dashboard over weeks, seconds): the writer has a thread of its own and may wait, and
+must not fail a write for a read (SQLite's own default is 5 s)."""
 
 
 def parse_url(url: str) -> URL:
@@ -55,7 +62,7 @@ def create_engine(url: str, must_exist: bool = False) -> sa.Engine:
     # then takes 10x the query (docs/benchmarks.md, "History queries at 20.7 million ...").
     connect_args: dict[str, object] = (
         {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS, "options": "-c jit=off"}
-        if _is_pg(parsed) else {})
+        if _is_pg(parsed) else {"timeout": SQLITE_BUSY_SECONDS})
     try:
         return sa.create_engine(parsed, connect_args=connect_args)
     except (ImportError, sa.exc.NoSuchModuleError) as exc:
