@@ -10,7 +10,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from sparkwatch.history.engine import SQLITE_BUSY_SECONDS, create_engine
+from sparkwatch.history.engine import SQLITE_WRITER_BUSY_SECONDS, create_engine
+from sparkwatch.history.writer import HistoryWriter
 from tests.support import wait_for
 from tests.test_history_support import batch_of, counts, load_sample, progress, started, write
 
@@ -23,19 +24,24 @@ def _first_batch(url: str) -> None:
           progress(batch_of(RAW, 1, "2026-11-21T09:33:50.000Z")))
 
 
-def test_the_history_file_keeps_the_rollback_journal_and_waits_a_minute_for_locks(
+def test_the_history_file_keeps_the_rollback_journal_and_its_writer_waits_a_minute_for_locks(
     sqlite_url: str, tmp_path: Path
 ) -> None:
     _first_batch(sqlite_url)
     with sqlite3.connect(tmp_path / "history.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
-    engine = create_engine(sqlite_url)
+    assert busy_timeout_ms(create_engine(sqlite_url)) == 5_000  # a reader hears Ctrl-C sooner
+    writer = HistoryWriter(sqlite_url)
+    engine = writer._ready_engine()  # the engine its writes go through
+    assert busy_timeout_ms(engine) == SQLITE_WRITER_BUSY_SECONDS * 1000 == 60_000
+
+
+def busy_timeout_ms(engine: sa.Engine) -> int:
     try:
         with engine.connect() as conn:
-            busy_ms = conn.execute(sa.text("PRAGMA busy_timeout")).scalar()
+            return int(conn.execute(sa.text("PRAGMA busy_timeout")).scalar_one())
     finally:
         engine.dispose()
-    assert busy_ms == SQLITE_BUSY_SECONDS * 1000 == 60_000
 
 
 def test_a_reader_inside_a_read_delays_the_writer_and_does_not_fail_it(
