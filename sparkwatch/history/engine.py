@@ -15,13 +15,13 @@ SUPPORTED = ("sqlite", "postgresql")
 # Fail fast on an unreachable host instead of waiting for the OS TCP timeout (minutes).
 PG_CONNECT_TIMEOUT_SECONDS = 10
 SQLITE_WRITER_BUSY_SECONDS = 60
-"""How long the history writer's SQLite connection waits for another's lock. The file keeps SQLite's rollback journal,
-not WAL: under WAL every reader, Grafana's SQLite plugin with read access only included, would
-need write access to the file's directory (for the ``-shm`` index) once the writer has closed. So
-a writer's commit waits for the reads in progress to end (the history's reads take milliseconds;
-a History dashboard over weeks, seconds): the writer has a thread of its own and may wait, and
-must not fail a write for a read. Readers keep SQLite's own 5 s: a command in that wait hears
-Ctrl-C only once SQLite returns."""
+"""How long the history writer's SQLite connection waits for another's lock. The file keeps
+SQLite's rollback journal, not WAL: under WAL every reader (Grafana's SQLite plugin with read
+access only included) would need write access to the file's directory for the ``-shm`` index
+once the writer has closed. So a writer's commit waits for the reads in progress to end (the
+history's reads take milliseconds; a History dashboard over weeks, seconds): the writer has a
+thread of its own and may wait, and must not fail a write for a read. Readers keep SQLite's own
+5 s: a command in that wait hears Ctrl-C only once SQLite returns."""
 
 
 def parse_url(url: str) -> URL:
