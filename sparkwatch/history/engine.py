@@ -14,6 +14,14 @@ from sparkwatch.summary import one_line
 SUPPORTED = ("sqlite", "postgresql")
 # Fail fast on an unreachable host instead of waiting for the OS TCP timeout (minutes).
 PG_CONNECT_TIMEOUT_SECONDS = 10
+SQLITE_WRITER_BUSY_SECONDS = 60
+"""How long the history writer's SQLite connection waits for another's lock. The file keeps
+SQLite's rollback journal, not WAL: under WAL every reader (Grafana's SQLite plugin with read
+access only included) would need write access to the file's directory for the ``-shm`` index
+once the writer has closed. So a writer's commit waits for the reads in progress to end (the
+history's reads take milliseconds; a History dashboard over weeks, seconds): the writer has a
+thread of its own and may wait, and must not fail a write for a read. Readers keep SQLite's own
+5 s: a command in that wait hears Ctrl-C only once SQLite returns."""
 
 
 def parse_url(url: str) -> URL:
@@ -42,8 +50,10 @@ def describe_url(url: str | URL) -> str:
     return redact_url(url)
 
 
-def create_engine(url: str, must_exist: bool = False) -> sa.Engine:
-    """An engine for ``url``; with ``must_exist`` a missing SQLite file is an error, not created.
+def create_engine(url: str, must_exist: bool = False,
+                  sqlite_busy_seconds: float | None = None) -> sa.Engine:
+    """An engine for ``url``; with ``must_exist`` a missing SQLite file is an error, not created;
+    ``sqlite_busy_seconds``: how long SQLite waits for another connection's lock (its default 5).
 
     Connects lazily: reachability errors surface in :func:`connect`.
     """
@@ -55,7 +65,8 @@ def create_engine(url: str, must_exist: bool = False) -> sa.Engine:
     # then takes 10x the query (docs/benchmarks.md, "History queries at 20.7 million ...").
     connect_args: dict[str, object] = (
         {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS, "options": "-c jit=off"}
-        if _is_pg(parsed) else {})
+        if _is_pg(parsed) else
+        {} if sqlite_busy_seconds is None else {"timeout": sqlite_busy_seconds})
     try:
         return sa.create_engine(parsed, connect_args=connect_args)
     except (ImportError, sa.exc.NoSuchModuleError) as exc:

@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sparkwatch.history import counts, lost, migrate, partitions, rollups, tenancy
 from sparkwatch.history.copy import copy_statements, is_duplicate, supports_copy
 from sparkwatch.history.copyrows import copy_rows
-from sparkwatch.history.engine import create_engine
+from sparkwatch.history.engine import SQLITE_WRITER_BUSY_SECONDS, create_engine
 from sparkwatch.history.rows import Row, plan_rows, rows_for, run_rows, trigger_rows
 from sparkwatch.history.schema import (
     LOST,
@@ -196,7 +196,7 @@ class HistoryWriter:
 
     def _ready_engine(self) -> sa.Engine:
         if self._engine is None:
-            self._engine = create_engine(self.url)
+            self._engine = create_engine(self.url, sqlite_busy_seconds=SQLITE_WRITER_BUSY_SECONDS)
         if self._migrate and not self._migrated:
             migrate.upgrade(self._engine)
             self._migrated = True
