@@ -135,6 +135,31 @@ def test_tokens_are_reloaded_from_their_file_on_sighup(collector: Collector) -> 
     assert "SIGHUP: reloaded" in collector.log_text()
 
 
+def test_a_tokens_file_that_no_longer_parses_keeps_the_tokens_in_force(
+    collector: Collector,
+) -> None:
+    events = run_events(**fresh_ids(), app={"name": "file-app", "id": "app-f", "spark_version": ""})
+    tokens_file: Path = collector.tokens_file  # type: ignore[attr-defined]
+    assert collector.proc is not None
+    tokens_file.write_text("file-app=third-file-token\n")
+    collector.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: collector.post(events[:1], token="third-file-token").status_code == 200,
+             10, "the third token accepted after SIGHUP")
+    # An edit half done: a token whose app name was forgotten.
+    tokens_file.write_text("file-app=third-file-token\nforgotten-app-s3cret-4\n")
+    collector.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: _reloads(collector).get("failed", 0) >= 1, 10, "a failed reload counted")
+    assert collector.post(events[:1], token="third-file-token").status_code == 200
+    log = collector.log_text()
+    assert f"SIGHUP: tokens unchanged, cannot use {tokens_file}" in log
+    assert "expected APP=TOKEN pairs" in log and "s3cret-4" not in log
+
+
+def _reloads(collector: Collector) -> dict[str, float]:
+    return {labels["outcome"]: value for labels, value in
+            samples(collector.metrics(), "sparkwatch_collector_token_reloads_total")}
+
+
 def test_connections_beyond_the_cap_get_503_until_slots_free(tmp_path: Path) -> None:
     capped = Collector("off", tmp_path / "spool", "--max-connections", "3",
                        "--header-timeout-seconds", str(DEADLINE))
