@@ -101,5 +101,16 @@ def _wait_healthy(proc: subprocess.Popen[bytes], collector: LocalCollector,
 
 
 def _tail(path: Path) -> str:
+    """The collector's last error line, its reason to stop (a port in use, a database it cannot
+    reach), else its last line (a settings error, said on its own): uvicorn logs its shutdown
+    after the error, and "Application shutdown complete." tells the user nothing."""
     lines = path.read_text(errors="replace").strip().splitlines()
-    return lines[-1] if lines else "(no output)"
+    errors = [line for line in lines if _level(line) in ("ERROR", "CRITICAL")]
+    return (errors or lines or ["(no output)"])[-1]
+
+
+def _level(line: str) -> str:
+    """The level of a line in the one log format (``sparkwatch.logs.LOG_FORMAT``: date, time,
+    level, ...); anything else has none."""
+    parts = line.split(" ", 3)
+    return parts[2] if len(parts) > 3 else ""
