@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import math
 
-from sparkwatch.jsoncodec import LEAN_DECODE_BYTES, dumps_text, loads
+import pytest
+
+from sparkwatch import jsoncodec
+from sparkwatch.jsoncodec import LEAN_DECODE_BYTES, dumps_text, loads, try_dumps
 
 
 def test_nan_and_infinity_literals_that_orjson_refuses_are_still_read() -> None:
@@ -25,3 +28,25 @@ def test_values_are_written_compact_and_read_back_equal() -> None:
     text = dumps_text(value)
     assert ", " not in text and ": " not in text
     assert json.loads(text) == value
+
+
+def test_try_dumps_gives_orjsons_bytes_or_none_where_orjson_refuses() -> None:
+    assert try_dumps({"a": [1, 2.5, None]}) == b'{"a":[1,2.5,null]}'
+    assert try_dumps({1: "a key that is not a string"}) is None
+    assert try_dumps({"a": object()}) is None  # a type it does not know: the caller cleans up
+
+
+def test_a_driver_without_orjson_reads_and_writes_the_same_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Spark driver may lack orjson (the listener does not require it): the standard library
+    then gives the same values in compact text, and try_dumps leaves it to the caller."""
+    value = {"numRowsTotal": 9223372036854775807, "name": "naïve <b>", "m": [1.5, None]}
+    with_orjson = dumps_text(value)
+    monkeypatch.setattr(jsoncodec, "_orjson", None)
+    without = dumps_text(value)
+    assert ", " not in without and ": " not in without
+    assert json.loads(without) == json.loads(with_orjson) == value
+    assert loads(with_orjson.encode()) == value
+    assert math.isnan(loads(b'{"a": NaN}')["a"])
+    assert try_dumps(value) is None
