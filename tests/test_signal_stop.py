@@ -1,0 +1,57 @@
+"""The signal convention in process, with real signals sent to this process: the first SIGINT or
+SIGTERM raises where the command is and decides the exit status (128 + N); a later one only says
+the stop is under way; handlers come back on a normal way out; off the main thread nothing is
+installed (Python allows handlers on the main thread only)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from sparkwatch.cli.signals import STILL_STOPPING, Stopped, status_of, stop_with_exit_status
+
+
+def test_the_first_sigterm_stops_and_a_second_is_only_noted(capfd: pytest.CaptureFixture[str],
+                                                            ) -> None:
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(Stopped) as stopped, stop_with_exit_status() as stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert stopped.value.signum == signal.SIGTERM and status_of(stopped.value) == 143
+        os.kill(os.getpid(), signal.SIGINT)  # while stopping: the handler stays, says so
+        assert capfd.readouterr().err == STILL_STOPPING.decode()
+        assert stop.status(0) == 143  # a server that took the signal as its clean stop
+        assert stop.status(1) == 1  # a command's own failure keeps its status
+    finally:  # a stopped process is on its way out and keeps them; this one goes on testing
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def test_handlers_come_back_on_a_normal_way_out() -> None:
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with stop_with_exit_status() as stop:
+        assert signal.getsignal(signal.SIGTERM) == stop.handler
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    assert stop.status(0) == 0
+
+
+def test_a_plain_keyboard_interrupt_is_ctrl_c() -> None:
+    assert status_of(KeyboardInterrupt()) == 130
+
+
+def test_off_the_main_thread_no_handler_is_installed() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    seen: list[object] = []
+
+    def command() -> None:
+        with stop_with_exit_status() as stop:
+            seen.append(signal.getsignal(signal.SIGTERM))
+            seen.append(stop.status(0))
+
+    thread = threading.Thread(target=command)
+    thread.start()
+    thread.join()
+    assert seen == [before, 0]
