@@ -97,7 +97,13 @@ class WriterProcess:
         Raises :class:`WriteFailed` (nothing committed: attempt again). Returns None when
         ``stopping()`` became true before the child answered (the child is then stopped too).
         """
-        conn, process = self._ready()
+        try:
+            conn, process = self._ready()
+        except OSError as exc:  # the child died as it started (killed, out of memory)
+            code = self._process.poll() if self._process is not None else None
+            self._discard()
+            raise WriteFailed(f"history writer process ended as it started (exit code {code}): "
+                              f"{type(exc).__name__}") from None
         try:
             conn.send((start, end, max_events))
             while not conn.poll(0.2):
