@@ -5,6 +5,7 @@ history and answers it to `doctor --collector` and `top`."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import subprocess
 import sys
@@ -47,9 +48,8 @@ def _recorded_run(query_id: str, run_id: str) -> tuple[AppInfo, list[dict[str, A
         entry = envelope_to_dict(parsed.envelope)
         entry["payload"] = {**entry["payload"], "id": query_id, "runId": run_id}
         wire.append(entry)
-    plan = QueryPlan(query_id, run_id, plan.source, plan.operators, plan.batch_id,
-                     plan.read_at, plan.note, plan.settings)
-    return events[0].app, wire, plan
+    # Every field kept (trigger and its interval included), only the ids new.
+    return events[0].app, wire, dataclasses.replace(plan, query_id=query_id, run_id=run_id)
 
 
 def _plan_entry() -> dict[str, Any]:

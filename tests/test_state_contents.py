@@ -126,6 +126,26 @@ def test_doctor_names_the_skewed_partition_the_hot_key_and_the_growth(
     assert tree_hash(skewed) == before
 
 
+def test_doctor_says_the_same_of_a_checkpoint_in_text(
+    skewed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, data = run(capsys, "doctor", "--inspect-state", str(skewed))
+    found = data["findings"]
+    code = main(["doctor", "--inspect-state", str(skewed)])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert lines[0] == f"checked the state of 1 checkpoint: {len(found)} warnings", lines[0]
+    assert lines[1] == (f"  checkpoint (state of {skewed}): {len(found)} findings - 4 stores as "
+                        f"of batch {data['checked_state'][0]['batch_id']}"), lines[1]
+    heads = [line for line in lines if line.startswith("WARNING ")]
+    assert [h.split(":")[0].split()[1] for h in heads] == [f["code"] for f in found]
+    assert all(h.endswith(" [checkpoint, operator 0 symmetricHashJoin, batch 2]") for h in heads)
+    evidence = [line for line in lines if line.startswith("        - ")]
+    assert evidence == [f"        - {e}" for f in found for e in f["evidence"]]
+    assert [line for line in lines if line.startswith("        fix: ")] == [
+        f"        fix: {f['fix']}" for f in found]
+
+
 def test_doctor_finds_windows_complete_mode_keeps_behind_the_watermark(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
