@@ -1,6 +1,7 @@
 """The embedded SQLite history keeps the rollback journal (readers need read access only, as
 Grafana's SQLite plugin has): a reader in the middle of a read (``sparkwatch history``,
-``doctor``, Grafana, on the file the demo writes) delays the writer's commit and never fails it."""
+``doctor``, Grafana, on the file the demo writes) delays the writer's commit instead of
+failing it."""
 
 from __future__ import annotations
 
