@@ -155,11 +155,10 @@ def test_markup_and_quotes_in_a_plan_are_valid_and_kept_as_they_are() -> None:
 def test_the_listener_fits_what_a_plan_holds_within_the_caps() -> None:
     app, _, plan = _recorded_run("q-1", "r-1")
     op = plan.operators[0]
-    long_op = type(op)(**{**{f: getattr(op, f) for f in op.__slots__},  # type: ignore[attr-defined]
-                          "keys": tuple("k\x00" * 200 for _ in range(100)),
-                          "checkpoint_location": "/c" * 10_000})
-    big = QueryPlan(plan.query_id, plan.run_id, plan.source, (long_op,), plan.batch_id,
-                    plan.read_at, "n" * 10_000, {f"s{i}": "v" for i in range(300)})
+    long_op = dataclasses.replace(op, keys=tuple("k\x00" * 200 for _ in range(100)),
+                                  checkpoint_location="/c" * 10_000)
+    big = dataclasses.replace(plan, operators=(long_op,), note="n" * 10_000,
+                              settings={f"s{i}": "v" for i in range(300)})
     entry = plan_to_wire(app, big, 1.0)
     assert _verdict(entry) == "accepted"
     fitted = plan_from_wire(entry).plan
