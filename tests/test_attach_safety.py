@@ -105,4 +105,6 @@ def test_flush_and_detach_honour_one_overall_deadline_with_a_silent_collector(
         detached_in = time.monotonic() - start
         silent.close()  # the POST left waiting ends; its thread must not outlive this test
         wait_for(lambda: not push.worker.is_alive(), 10, "the push thread ended")
-    assert flushed_in < 1.3 and detached_in < 2.3, (flushed_in, detached_in)
+    # Each within its deadline plus a loaded machine's slack (detach also makes a py4j call),
+    # far from the 30 s push timeout they must not wait out.
+    assert flushed_in < 2.0 and detached_in < 3.5, (flushed_in, detached_in)

@@ -179,7 +179,9 @@ def test_over_the_bytes_rate_is_429_with_retry_after_and_b_is_fully_served(
     b_queries = [b_pushes(collector)]
     first = padded_post(collector, quota, 160_000)  # a full bucket lets one large request by
     assert first.status_code != 429, first.text
-    second = padded_post(collector, quota, 20_000)
+    # 140 kB: refused unless 2.3 s of refill passed since the first (20 kB refilled in 0.33 s,
+    # less than two traced processes may take between the two requests)
+    second = padded_post(collector, quota, 140_000)
     b_queries.append(b_pushes(collector))
     assert second.status_code == 429, second.text
     assert quota in second.json()["detail"]

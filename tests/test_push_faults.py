@@ -39,7 +39,9 @@ pytestmark = pytest.mark.postgres
 
 CAPACITY = 20
 EVENTS = 61
-SLOWEST_OFFER = 0.02
+SLOWEST_OFFER = 0.1
+"""Far below any wait on the network (the sinks' timeouts and Retry-After are 1 s or more),
+above what a busy GIL and a loaded machine add to an offer."""
 BASE_TAG = 1_700_000_000
 
 
@@ -184,7 +186,10 @@ def test_a_collector_that_accepts_and_never_answers_cannot_wedge_the_sink(
 ) -> None:
     port, counters, events = free_port(), ListenerCounters(), tagged_events(EVENTS)
     silent = SilentServer(port)
-    push = push_sink(port, counters, timeout=0.5, backoff=(0.05, 0.2))
+    # 1.5 s: the same sink later sends through the gate to a real collector, which fsyncs its
+    # spool before it answers; an answer later than the timeout would be a resend, and
+    # the kept events forwarded twice.
+    push = push_sink(port, counters, timeout=1.5, backoff=(0.05, 0.2))
     accepted = metric(collector, "sparkwatch_collector_events_accepted_total")
     try:
         overfill_during_the_fault(push, counters, events,

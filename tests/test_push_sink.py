@@ -101,7 +101,7 @@ def test_a_collector_that_is_down_costs_the_caller_nothing(collector: Collector)
         started = time.perf_counter()
         push(e)
         slowest = max(slowest, time.perf_counter() - started)
-    assert slowest < 0.01, f"offering an event took {slowest * 1000:.1f} ms"
+    assert slowest < 0.05, f"offering an event took {slowest * 1000:.1f} ms"
     wait_for(lambda: counters.delivery_failures.get("push", 0) >= 3, 30, "retries")
     size, capacity = push.queue_state()
     assert capacity == 5 and size <= 5
@@ -122,9 +122,9 @@ def test_the_disk_spool_keeps_everything_across_an_outage_and_a_restart(
     first, second = events[: len(events) // 2], events[len(events) // 2:]
     push = sink(collector, counters, spool=Spool(tmp_path / "push", 1 << 20, fsync=False),
                 capacity=8)
-    for e in first:
+    for e in first:  # memory holds only 8: each waits for the sender to move some to the spool
+        wait_for(lambda: push.queue_state()[0] < 8, 10, "room in memory")
         push(e)
-        time.sleep(0.005)  # memory holds only 8: the sender moves them to the spool
     wait_for(lambda: push.queue_state()[0] == 0, 30, "memory spilled to the spool")
     push.stop(1)  # the driver stops while the collector is down
     assert counters.dropped == {}, "nothing dropped: it is all in the spool"
@@ -186,9 +186,9 @@ def test_a_full_spool_disk_drops_and_counts_and_the_sink_keeps_going(
         assert spool.write_failures > 0 and spool.is_empty()
 
         filler.free()
-        for e in second:
+        for e in second:  # memory holds only 8: each waits for room, made by the spool
+            wait_for(lambda: push.queue_state()[0] < 8, 10, "room in memory")
             push(e)
-            time.sleep(0.005)  # memory holds only 8: the sender moves them to the spool
         wait_for(lambda: not spool.is_empty(), 30, "the spool takes events again")
         collector.start()
         assert push.flush(30)
