@@ -64,7 +64,8 @@ def test_unreachable_history_keeps_spark_running_queue_bounded_and_drops_counted
 
 
 def test_batches_keep_their_pace_with_a_dead_history(spark: Any, rate_query: Any) -> None:
-    """Median batch duration with a listener stuck on its database equals the one without."""
+    """Median batch duration with a listener stuck on its database equals the one without
+    (measured before and after: the machine's load, which other work changes, moves both)."""
     def median_batch_ms(name: str) -> float:
         query = rate_query(name)
         wait_for(lambda: len(query.recentProgress) >= BATCHES, 120, f"{BATCHES} batches of {name}")
@@ -73,11 +74,12 @@ def test_batches_keep_their_pace_with_a_dead_history(spark: Any, rate_query: Any
         query.stop()
         return durations[len(durations) // 2]
 
-    baseline = median_batch_ms("pace_baseline")
+    before = median_batch_ms("pace_baseline")
     att = sparkwatch.attach(spark, metrics_port=0, history_url=UNREACHABLE,
                             history_queue_capacity=5)
     try:
         stuck = median_batch_ms("pace_dead_history")
     finally:
         att.detach(timeout=2)
+    baseline = max(before, median_batch_ms("pace_baseline_after"))
     assert stuck <= baseline * 2 + 100, f"batches slowed from {baseline} ms to {stuck} ms"
