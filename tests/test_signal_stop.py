@@ -11,7 +11,14 @@ import threading
 
 import pytest
 
-from sparkwatch.cli.signals import STILL_STOPPING, Stopped, status_of, stop_with_exit_status
+from sparkwatch.cli import main as cli_main
+from sparkwatch.cli.signals import (
+    STILL_STOPPING,
+    Stopped,
+    interrupt_within,
+    status_of,
+    stop_with_exit_status,
+)
 
 
 def test_the_first_sigterm_stops_and_a_second_is_only_noted(capfd: pytest.CaptureFixture[str],
@@ -55,3 +62,45 @@ def test_off_the_main_thread_no_handler_is_installed() -> None:
     thread.start()
     thread.join()
     assert seen == [before, 0]
+
+
+class _SignalledWhileNamed:
+    """A descriptor that is sent SIGTERM while Python names it: what a dataclass field is when
+    the signal arrives while a command's modules import."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _command_whose_import_is_signalled(argv: object) -> int:
+    type("Settings", (), {"tokens": _SignalledWhileNamed()})
+    return 0
+
+
+def test_a_sigterm_that_python_wraps_in_another_exception_still_exits_143(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first CI run on two workers stopped ``top`` while its settings dataclass was made:
+    Python 3.11 reported the stop as ``RuntimeError: Error calling __set_name__``, a traceback
+    and exit 1 instead of 143."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(cli_main, "_main", _command_whose_import_is_signalled)
+    monkeypatch.setattr(cli_main, "end_descendants", lambda: None)  # the test runner's children
+    try:
+        assert cli_main.main([]) == 143
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def test_an_exception_without_an_interrupt_behind_it_is_not_taken_for_one() -> None:
+    try:
+        try:
+            raise ValueError("bad input")
+        except ValueError as exc:
+            raise RuntimeError("wrapped") from exc
+    except RuntimeError as wrapped:
+        assert interrupt_within(wrapped) is None
+    stopped = Stopped(signal.SIGTERM)
+    wrapped = RuntimeError("wrapped")
+    wrapped.__cause__ = stopped
+    assert interrupt_within(wrapped) is stopped

@@ -10,7 +10,12 @@ import sys
 from collections.abc import Sequence
 
 from sparkwatch.cli.errors import CliError
-from sparkwatch.cli.signals import end_descendants, status_of, stop_with_exit_status
+from sparkwatch.cli.signals import (
+    end_descendants,
+    interrupt_within,
+    status_of,
+    stop_with_exit_status,
+)
 from sparkwatch.logs import LOG_FORMAT
 from sparkwatch.version import __version__
 
@@ -51,6 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: see sparkwatch.cli.signals
             end_descendants()  # what the interrupted step started (a JVM half-way up)
             return status_of(exc)
+        except Exception as exc:
+            interrupt = interrupt_within(exc)
+            if interrupt is None:
+                raise
+            end_descendants()
+            return status_of(interrupt)
 
 
 def _main(argv: Sequence[str] | None) -> int:

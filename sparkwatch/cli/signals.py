@@ -44,6 +44,21 @@ def status_of(exc: KeyboardInterrupt) -> int:
     return exit_status(exc.signum if isinstance(exc, Stopped) else signal.SIGINT)
 
 
+def interrupt_within(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt behind ``exc``, if one is: Python wraps what some of its own hooks raise
+    (3.11 turns an exception from a descriptor's ``__set_name__``, such as a dataclass field
+    being made while the command's modules import, into a RuntimeError), so a signal at that
+    moment arrives as another exception with the interrupt as its cause."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def note_still_stopping() -> None:
     """One line on stderr; os.write, not print: a handler can run in the middle of a print."""
     with suppress(OSError):
