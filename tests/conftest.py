@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,12 @@ ports, the README's 9750 and the collector's 9751): under pytest-xdist (scripts/
 one after another on one worker."""
 CONNECT_PORT = pytest.mark.xdist_group("spark-connect-15002")
 """Tests starting a local Spark Connect server, which listens on Spark's fixed port 15002."""
+UNMEASURED = pytest.mark.unmeasured
+"""A test that runs without coverage measurement, in its own process and in every process it
+starts (:func:`pytest_runtest_protocol`): a volume test, whose thousands of events repeat paths
+that other tests measure, under a tracer that makes them 2-3x slower (the fault suite 110 s
+-> 268 s, the query flood 20 s -> 75 s), or a test of a copy of the code (a fresh clone in its
+own virtualenv), whose lines are not the ones the report is about."""
 SHOWS_CANARIES = "shows_canaries"
 """The marker of a test that shows canaries on purpose (the test of this check itself)."""
 PG_ADMIN_URL = os.environ.get(
@@ -127,6 +134,38 @@ def history_url(request: pytest.FixtureRequest) -> str:
     if request.param == "sqlite":
         return str(request.getfixturevalue("sqlite_url"))
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Set-up, call and tear-down of an :data:`UNMEASURED` test without coverage."""
+    if item.get_closest_marker("unmeasured") is None:
+        yield
+        return
+    with coverage_paused():
+        yield
+
+
+@contextmanager
+def coverage_paused() -> Iterator[None]:
+    """Every coverage measurement of this process stopped, and coverage's subprocess set-up (an
+    environment variable every Python process it starts reads) out of the environment. Every:
+    a pytest-xdist worker is itself such a process, so it has coverage's own measurement started
+    with the interpreter under pytest-cov's, and stopping the latter resumes the former."""
+    from coverage import Coverage
+
+    saved = {k: os.environ.pop(k) for k in list(os.environ)
+             if k.startswith(("COVERAGE_", "COV_CORE_"))}
+    stopped = []
+    while (running := Coverage.current()) is not None:
+        running.stop()
+        stopped.append(running)
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+        for cov in reversed(stopped):  # in the order they had started: the last one on top
+            cov.start()
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

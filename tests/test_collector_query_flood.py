@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import UNMEASURED
 from tests.tenants_support import (
     A_APP,
     A_TOKEN,
@@ -27,7 +28,7 @@ from tests.tenants_support import (
 )
 from tests.test_collector_support import Collector, run_events
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, UNMEASURED]
 
 QUERIES = 100_000
 PER_REQUEST = 5_000

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from bench.fleet import Fleet
 from sparkwatch.collector.quarantine import Quarantine
 from sparkwatch.history import migrate
+from tests.conftest import UNMEASURED
 from tests.support import wait_for
 from tests.test_collector_support import (
     Collector,
@@ -32,7 +33,7 @@ from tests.test_collector_support import (
 )
 from tests.tmpfs import Filler, small_filesystem
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, UNMEASURED]
 
 EVENTS = int(os.environ.get("SPARKWATCH_FAULT_EVENTS", "20000"))
 BATCH = 500

@@ -27,12 +27,12 @@ import pytest
 import sqlalchemy as sa
 
 from sparkwatch.demo import queries as dq
-from tests.conftest import DEMOS, ROOT
+from tests.conftest import DEMOS, ROOT, UNMEASURED
 from tests.support import create_database, drop_database, wait_for
 from tests.test_collector_support import samples
 from tests.workloads import installed_spark_version
 
-pytestmark = [pytest.mark.spark, pytest.mark.postgres, DEMOS]
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, DEMOS, UNMEASURED]
 
 DEMO_SECONDS = "300"
 """The README's demo runs until Ctrl-C or ``--duration``: the test presses Ctrl-C once every query

@@ -18,7 +18,7 @@ import pytest
 from sparkwatch.listener.push_sink import Endpoint, PushSink
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
-from tests.conftest import CANARY_PASSWORD, CANARY_TOKEN, ROOT, shown_canaries
+from tests.conftest import CANARY_PASSWORD, CANARY_TOKEN, ROOT, UNMEASURED, shown_canaries
 from tests.support import wait_for
 from tests.test_collector_support import Collector, free_port, fresh_ids, run_events
 
@@ -170,6 +170,7 @@ def test_shows_nothing(capsys):
 
 
 @pytest.mark.shows_canaries
+@UNMEASURED  # the suite's own check, run on a throwaway suite: no product line of its own
 def test_the_suite_fails_each_test_that_shows_a_canary(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,38 @@
+"""The suite's ``unmeasured`` marker (tests/conftest.py, UNMEASURED): such a test runs without
+coverage, in its own process (no tracer) and in the processes it starts (no coverage set-up in
+their environment); the tests around it are measured as before."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import UNMEASURED
+
+COVERAGE_VARIABLES = ("COVERAGE_", "COV_CORE_")
+
+
+def _coverage_environment() -> list[str]:
+    return [k for k in os.environ if k.startswith(COVERAGE_VARIABLES)]
+
+
+@UNMEASURED
+def test_an_unmeasured_test_and_its_processes_run_without_coverage() -> None:
+    assert sys.gettrace() is None
+    assert _coverage_environment() == []
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; print(sys.gettrace())"],
+        capture_output=True, text=True, timeout=60, check=True)
+    assert child.stdout.strip() == "None"
+
+
+def test_the_next_test_is_measured_again(request: pytest.FixtureRequest) -> None:
+    from coverage import Coverage
+
+    if request.config.pluginmanager.getplugin("_cov") is None:
+        pytest.skip("coverage is not measured in this run (a selection: scripts/test FILE)")
+    assert Coverage.current() is not None and sys.gettrace() is not None
+    assert "COVERAGE_PROCESS_CONFIG" in _coverage_environment()
