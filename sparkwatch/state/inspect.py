@@ -91,15 +91,16 @@ def _store(spark: SparkSession, req: Request, t: Target, batch: int | None, mark
         shape = profile.shape(key_type, t.store_name, t.operator_name)
         measured = profile.sized(df)
         keys, top = profile.top_keys(measured, shape, req.top)
+        partitions, expired = profile.partitions(measured, t.partitions, shape, mark)
         report = StoreReport(
             target=t,
             key_schema=key_type.simpleString(),
             value_schema=df.schema["value"].dataType.simpleString(),
-            partitions=profile.partitions(measured, t.partitions),
+            partitions=partitions,
             top_keys=top,
             key_fields=shape.fields,
             keys=keys,
-            expired_rows=profile.expired(df, shape, mark),
+            expired_rows=expired,
             time_field=shape.time_field,
             changes=(changes(spark, req.checkpoint, t, *req.changes, req.top)
                      if req.changes else None),

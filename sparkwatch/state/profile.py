@@ -75,15 +75,36 @@ def _writable(df: DataFrame, name: str) -> Column:
     return F.struct(*fields) if fields else F.lit(None)
 
 
-def partitions(df: DataFrame, count: int) -> tuple[Partition, ...]:
+def partitions(df: DataFrame, count: int, key_shape: KeyShape, watermark_ms: int | None,
+               ) -> tuple[tuple[Partition, ...], int | None]:
+    """Rows and bytes per partition, and how many rows are behind the watermark (None without an
+    event time or a watermark), from one pass over the store: each pass loads every partition's
+    state from the checkpoint again."""
     from pyspark.sql import functions as F
 
-    rows = df.groupBy("partition_id").agg(F.count(F.lit(1)).alias("rows"),
-                                          F.sum("_bytes").alias("bytes")).collect()
+    behind = _behind(key_shape, watermark_ms)
+    aggs = [F.count(F.lit(1)).alias("rows"), F.sum("_bytes").alias("bytes")]
+    if behind is not None:
+        aggs.append(F.sum(F.when(behind, 1).otherwise(0)).alias("expired"))
+    rows = df.groupBy("partition_id").agg(*aggs).collect()
     found = {int(r.partition_id): Partition(int(r.partition_id), int(r.rows), int(r.bytes or 0))
              for r in rows}
     ids = range(max([count, *(i + 1 for i in found)]))
-    return tuple(found.get(i, Partition(i, 0, 0)) for i in ids)
+    expired = None if behind is None else sum(int(r.expired or 0) for r in rows)
+    return tuple(found.get(i, Partition(i, 0, 0)) for i in ids), expired
+
+
+def _behind(key_shape: KeyShape, watermark_ms: int | None) -> Column | None:
+    """Whether a row's event time is behind the watermark: state Spark would have evicted had
+    the operator been able to (a window ends at or before it, an event time before it)."""
+    from pyspark.sql import functions as F
+
+    if key_shape.time_field is None or watermark_ms is None:
+        return None
+    col = F.col(f"key.{key_shape.time_field}")
+    time = col.getField("end") if key_shape.window else col
+    # Strictly behind: a row exactly at the watermark is evicted by some operators, not all.
+    return time < F.timestamp_millis(F.lit(watermark_ms))
 
 
 def top_keys(df: DataFrame, key_shape: KeyShape, n: int) -> tuple[int, tuple[Key, ...]]:
@@ -106,17 +127,3 @@ def top_keys(df: DataFrame, key_shape: KeyShape, n: int) -> tuple[int, tuple[Key
     finally:
         per_key.unpersist()
     return int(keys), tuple(Key(r["_key"], int(r.rows), int(r.bytes or 0)) for r in top)
-
-
-def expired(df: DataFrame, key_shape: KeyShape, watermark_ms: int | None) -> int | None:
-    """Rows whose event time is behind the watermark: state Spark would have evicted had the
-    operator been able to (a window ends at or before it, an event time before it)."""
-    from pyspark.sql import functions as F
-
-    if key_shape.time_field is None or watermark_ms is None:
-        return None
-    col = F.col(f"key.{key_shape.time_field}")
-    time = col.getField("end") if key_shape.window else col
-    mark = F.timestamp_millis(F.lit(watermark_ms))
-    # Strictly behind: a row exactly at the watermark is evicted by some operators, not all.
-    return int(df.where(time < mark).count())
