@@ -152,20 +152,28 @@ def coverage_paused() -> Iterator[None]:
     environment variable every Python process it starts reads) out of the environment. Every:
     a pytest-xdist worker is itself such a process, so it has coverage's own measurement started
     with the interpreter under pytest-cov's, and stopping the latter resumes the former."""
-    from coverage import Coverage
-
     saved = {k: os.environ.pop(k) for k in list(os.environ)
              if k.startswith(("COVERAGE_", "COV_CORE_"))}
-    stopped = []
-    while (running := Coverage.current()) is not None:
-        running.stop()
-        stopped.append(running)
+    stopped = _stop_coverage()
     try:
         yield
     finally:
         os.environ.update(saved)
         for cov in reversed(stopped):  # in the order they had started: the last one on top
             cov.start()
+
+
+def _stop_coverage() -> list[Any]:
+    """Every coverage measurement of this process stopped, the last started first."""
+    try:
+        from coverage import Coverage
+    except ImportError:  # a virtualenv without coverage (the PySpark 3.5 pass)
+        return []
+    stopped = []
+    while (running := Coverage.current()) is not None:
+        running.stop()
+        stopped.append(running)
+    return stopped
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

@@ -30,9 +30,9 @@ def test_an_unmeasured_test_and_its_processes_run_without_coverage() -> None:
 
 
 def test_the_next_test_is_measured_again(request: pytest.FixtureRequest) -> None:
-    from coverage import Coverage
-
     if request.config.pluginmanager.getplugin("_cov") is None:
         pytest.skip("coverage is not measured in this run (a selection: scripts/test FILE)")
+    from coverage import Coverage
+
     assert Coverage.current() is not None and sys.gettrace() is not None
     assert "COVERAGE_PROCESS_CONFIG" in _coverage_environment()
