@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from bench.local import local_spark
-from tests.support import create_database, drop_database
+from tests.support import COVERAGE_VARIABLES, create_database, drop_database
 
 if TYPE_CHECKING:
     from tests.test_collector_support import PrivatePostgres
@@ -153,7 +153,7 @@ def coverage_paused() -> Iterator[None]:
     a pytest-xdist worker is itself such a process, so it has coverage's own measurement started
     with the interpreter under pytest-cov's, and stopping the latter resumes the former."""
     saved = {k: os.environ.pop(k) for k in list(os.environ)
-             if k.startswith(("COVERAGE_", "COV_CORE_"))}
+             if k.startswith(COVERAGE_VARIABLES)}
     stopped = _stop_coverage()
     try:
         yield

@@ -38,12 +38,17 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 
+COVERAGE_VARIABLES = ("COVERAGE_", "COV_CORE_")
+"""Prefixes of the environment variables through which coverage measures the processes a test
+starts (``COVERAGE_PROCESS_CONFIG``, set by pyproject's ``patch = ["subprocess"]``)."""
+
+
 def unmeasured(env: dict[str, str]) -> dict[str, str]:
     """``env`` without the suite's subprocess coverage. Coverage installs its own SIGTERM handler
     as the interpreter starts (pyproject's ``sigterm = true``): a test of what a process does
     with a signal from its very start, or of an app with no handler of its own, must not have
     it."""
-    return {k: v for k, v in env.items() if not k.startswith(("COVERAGE_", "COV_CORE_"))}
+    return {k: v for k, v in env.items() if not k.startswith(COVERAGE_VARIABLES)}
 
 
 def create_database(admin_url: str) -> str:

@@ -11,8 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import UNMEASURED
-
-COVERAGE_VARIABLES = ("COVERAGE_", "COV_CORE_")
+from tests.support import COVERAGE_VARIABLES
 
 
 def _coverage_environment() -> list[str]:

@@ -53,14 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with stop_with_exit_status() as stop:
         try:
             return stop.status(_main(argv))
-        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: see sparkwatch.cli.signals
-            end_descendants()  # what the interrupted step started (a JVM half-way up)
-            return status_of(exc)
-        except Exception as exc:
+        except (KeyboardInterrupt, Exception) as exc:
+            # Ctrl-C or SIGTERM (sparkwatch.cli.signals), itself or as the cause of what Python
+            # made of it; any other exception goes on as it was.
             interrupt = interrupt_within(exc)
             if interrupt is None:
                 raise
-            end_descendants()
+            end_descendants()  # what the interrupted step started (a JVM half-way up)
             return status_of(interrupt)
 
 
