@@ -124,9 +124,15 @@ def test_the_same_app_id_in_two_tenants_is_two_apps(collector: Collector) -> Non
 
 
 def test_read_tokens_see_their_tenant_only(collector: Collector) -> None:
-    ids = fresh()
+    ids, running_ids = fresh(), fresh()
     accepted_all(collector, run_events(app=A_APP, **ids), A_TOKEN)
+    # A run of A's own that stops reporting, so that A has a stall mark to see whatever ran
+    # before this test (alone, A had none and the stall check below failed).
+    accepted_all(collector, run_events(app=A_APP, **running_ids, terminated=False), A_TOKEN)
     drained(collector)
+    wait_for(lambda: running_ids["query_id"] in {
+        s["query_id"] for s in collector.get("/api/v1/stalls", A_READ).json()}, 60,
+        "A's running run to be marked stalled")
     a_ids = {q["query_id"] for q in history_of(collector, A_READ)["queries"]}
     b_ids = {q["query_id"] for q in history_of(collector, B_READ)["queries"]}
     admin = {q["query_id"] for q in collector.get("/api/v1/queries", READ_TOKEN,
