@@ -28,6 +28,7 @@ from sparkwatch.history import writer as history_writer
 from sparkwatch.history.copy import TABLES as COPY_TABLES
 from sparkwatch.history.copy import copy_statement
 from sparkwatch.history.copyrows import COLUMNS, copy_rows
+from sparkwatch.history.engine import create_engine
 from sparkwatch.history.rows import Rows, rows_for
 from sparkwatch.history.schema import OperatorBatch, SinkBatch, SourceBatch
 from sparkwatch.history.sqlite_rows import batch_dicts, sqlite_rows
@@ -140,18 +141,20 @@ def second_database(url: str, tmp_path: Path, pg_admin_url: str | None) -> Itera
 
 def write_as_dicts(url: str, events: list[ParsedEvent]) -> None:
     """The writer's INSERT path with every row a dict through SQLAlchemy (SQLite's before
-    :mod:`sparkwatch.history.sqlite_rows`)."""
+    :mod:`sparkwatch.history.sqlite_rows`), on an engine of the history's (its JSON encoder)."""
     migrate.upgrade(url)
     rows = rows_for(events)
     for run in rows.runs:
         run["tenant"] = DEFAULT_TENANT
-    with engine_for(url).begin() as conn:
+    engine = create_engine(url)
+    with engine.begin() as conn:
         history_writer._upsert_runs(conn, rows.runs)
         lost.end_replaced(conn, rows.runs)
         counts.add(conn, history_writer._insert_new_batches(conn, rows.batches))
         history_writer._insert_new(conn, OperatorBatch, rows.operators)
         history_writer._insert_new(conn, SourceBatch, rows.sources)
         history_writer._insert_new(conn, SinkBatch, rows.sinks)
+    engine.dispose()
 
 
 def stored(url: str) -> dict[str, list[Any]]:

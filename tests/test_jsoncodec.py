@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from sparkwatch import jsoncodec
-from sparkwatch.jsoncodec import LEAN_DECODE_BYTES, dumps_text, loads, try_dumps
+from sparkwatch.history.columns import batch_json_type
+from sparkwatch.history.engine import create_engine
+from sparkwatch.jsoncodec import LEAN_DECODE_BYTES, dumps_column, dumps_text, loads, try_dumps
 
 
 def test_nan_and_infinity_literals_that_orjson_refuses_are_still_read() -> None:
@@ -50,3 +54,33 @@ def test_a_driver_without_orjson_reads_and_writes_the_same_json(
     assert loads(with_orjson.encode()) == value
     assert math.isnan(loads(b'{"a": NaN}')["a"])
     assert try_dumps(value) is None
+
+
+def test_a_json_column_is_written_compact_whatever_orjson_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The history's engines write JSON columns with dumps_column: orjson's text where it takes
+    the value, the standard library's compact text where it does not (a key that is not a
+    string, an integer over 64 bits), and the same without orjson."""
+    assert dumps_column({"rocksdbGetCount": 6, "m": [1.5, None]}) == (
+        '{"rocksdbGetCount":6,"m":[1.5,null]}')
+    assert dumps_column({1: "a", "big": 2**70}) == '{"1":"a","big":1180591620717411303424}'
+    value = {"name": "naïve <b>", "n": 9223372036854775807}
+    fast = dumps_column(value)
+    monkeypatch.setattr(jsoncodec, "_orjson", None)
+    assert dumps_column(value) == json.dumps(value, separators=(",", ":"))
+    assert json.loads(dumps_column(value)) == json.loads(fast) == value
+
+
+def test_the_history_engine_stores_json_columns_as_compact_text(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'h.db'}")
+    table = sa.Table("t", sa.MetaData(), sa.Column("m", batch_json_type()))
+    table.create(engine)
+    with engine.begin() as conn:
+        conn.execute(table.insert(), [{"m": {"rocksdbGetCount": 6, "name": "naïve"}}])
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT m FROM t")).scalar_one() == (
+            '{"rocksdbGetCount":6,"name":"naïve"}')
+        assert conn.execute(sa.select(table.c.m)).scalar_one() == {
+            "rocksdbGetCount": 6, "name": "naïve"}
+    engine.dispose()

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
 from sparkwatch.history.errors import HistoryUnavailable, HistoryUrlError
+from sparkwatch.jsoncodec import dumps_column
 from sparkwatch.redact import redact_url
 from sparkwatch.summary import one_line
 
@@ -68,7 +69,10 @@ def create_engine(url: str, must_exist: bool = False,
         if _is_pg(parsed) else
         {} if sqlite_busy_seconds is None else {"timeout": sqlite_busy_seconds})
     try:
-        return sa.create_engine(parsed, connect_args=connect_args)
+        # JSON columns as compact orjson text: SQLAlchemy's default (the standard library with
+        # spaces) was a tenth of the SQLite writer's CPU, and spelled the maps otherwise than
+        # PostgreSQL's COPY path (docs/benchmarks.md, "A write path near the floor").
+        return sa.create_engine(parsed, connect_args=connect_args, json_serializer=dumps_column)
     except (ImportError, sa.exc.NoSuchModuleError) as exc:
         raise HistoryUrlError(
             f"cannot load the database driver for {describe_url(parsed)}: {exc} "
