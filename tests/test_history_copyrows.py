@@ -27,11 +27,10 @@ from sparkwatch.history import counts, lost, migrate
 from sparkwatch.history import writer as history_writer
 from sparkwatch.history.copy import TABLES as COPY_TABLES
 from sparkwatch.history.copy import copy_statement
-from sparkwatch.history.copyrows import COLUMNS, copy_rows
+from sparkwatch.history.copyrows import copy_rows
 from sparkwatch.history.engine import create_engine
 from sparkwatch.history.rows import Rows, rows_for
 from sparkwatch.history.schema import OperatorBatch, SinkBatch, SourceBatch
-from sparkwatch.history.sqlite_rows import batch_dicts, sqlite_rows
 from sparkwatch.jsoncodec import dumps_text, loads
 from sparkwatch.model.events import ParsedEvent, QueryProgress
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
@@ -106,15 +105,6 @@ def test_the_copy_values_are_those_of_the_dict_rows() -> None:
     rows = copy_rows(edge_events()).values["operators"][-len(edge.event.state_operators)]
     assert rows[5] == "agg\ufffdx"
     assert rows[-1] == '{"nan":"NaN","inf":"-Infinity","ok":3}'
-
-
-def test_the_sqlite_values_are_those_of_the_dict_rows() -> None:
-    for events in (typed_events(spooled()), edge_events()):
-        rows, expected = sqlite_rows(events), rows_for(events)
-        assert batch_dicts(rows) == expected.batches
-        for table, dicts in (("operators", expected.operators), ("sources", expected.sources),
-                             ("sinks", expected.sinks)):
-            assert [dict(zip(COLUMNS[table], v, strict=True)) for v in rows.values[table]] == dicts
 
 
 def test_the_copy_rows_name_each_run_once_per_batch_and_the_newest_batch() -> None:

@@ -59,8 +59,8 @@ def run_batches(url: str) -> list[int]:
 
 def test_a_run_counts_each_of_its_batches_once_whatever_is_replayed(history_url: str) -> None:
     """The count the queries page shows (migration 0007) equals the run's rows, through new
-    batches (COPY on PostgreSQL), a write overlapping an earlier one (INSERT ... ON CONFLICT) and
-    a whole replay."""
+    batches (COPY on PostgreSQL, positional tuples on SQLite), a write overlapping an earlier
+    one (INSERT ... ON CONFLICT) and a whole replay."""
     first, second, third = (progress(batch_of(RAW, i, f"2026-11-21T09:3{i}:00.000Z"))
                             for i in (1, 2, 3))
     write(history_url, first, second)

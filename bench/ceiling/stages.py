@@ -102,7 +102,7 @@ def measure(fleet: Fleet, events: int, batch: int) -> list[Stage]:
                        spans)
         spool.close()
     stage("history", "build the history rows (7 per event) and their COPY values",
-          "`copy_rows` (PostgreSQL; SQLite builds `rows_for` dicts)",
+          "`copy_rows` (the same values on SQLite)",
           lambda p: copy_rows(p).statements(), parsed)
     return stages
 

@@ -10,7 +10,7 @@ value, and writes both to compare what PostgreSQL stores.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -63,16 +63,11 @@ class CopyRows:
 _STATEMENTS = {name: copy_statement(model.__tablename__, COLUMNS[name]) for model, name in TABLES}
 
 
-def copy_rows(events: Sequence[ParsedEvent], json: Callable[[Any], Any] | None = None,
-              plain: Callable[[Any], Any] = dumps_text) -> CopyRows:
+def copy_rows(events: Sequence[ParsedEvent]) -> CopyRows:
     """The batch, operator, source and sink rows of ``events`` as COPY values: one row per
-    (run, batch), the first of a write's duplicates kept (as :func:`.rows.rows_for`).
-
-    ``json`` makes a JSON column's value of a map or offset (default: its COPY text, see
-    :func:`_json_text`), ``plain`` of the batch's duration map, which is stored as it came.
-    With ``json=json_safe`` and ``plain`` the identity, the values are those of :mod:`.rows`'
-    dicts, for a driver that encodes JSON itself (SQLite, :mod:`.sqlite_rows`)."""
-    _json = json or _json_text
+    (run, batch), the first of a write's duplicates kept (as :func:`.rows.rows_for`). A JSON
+    column's value is its text (:func:`_json_text`; the batch's duration map as it came), which
+    SQLite's fast path (:mod:`.sqlite_rows`) stores too."""
     out = CopyRows()
     batches, operators = out.values["batches"], out.values["operators"]
     sources, sinks = out.values["sources"], out.values["sinks"]
@@ -80,30 +75,29 @@ def copy_rows(events: Sequence[ParsedEvent], json: Callable[[Any], Any] | None =
         timestamp = from_epoch(p.timestamp)
         assert timestamp is not None  # a progress event always has its time
         child = [p.run_id, p.batch_id, p.query_id, timestamp]
-        batches.append(_batch(p, child, _json, plain))
+        batches.append(_batch(p, child))
         out.batch_runs.append(p.run_id)
         if out.newest is None or timestamp > out.newest:
             out.newest = timestamp
         operators.extend([*child, op.index, nul_free(op.name), *operator_values(op),
-                          _json(op.custom_metrics)] for op in p.state_operators)
-        sources.extend([*child, s.index, nul_free(s.description), _json(s.start_offset),
-                        _json(s.end_offset), _json(s.latest_offset),
+                          _json_text(op.custom_metrics)] for op in p.state_operators)
+        sources.extend([*child, s.index, nul_free(s.description), _json_text(s.start_offset),
+                        _json_text(s.end_offset), _json_text(s.latest_offset),
                         s.num_input_rows, s.input_rows_per_second, s.processed_rows_per_second,
-                        _json(s.metrics)] for s in p.sources)
+                        _json_text(s.metrics)] for s in p.sources)
         if p.sink is not None:
             sinks.append([*child, nul_free(p.sink.description), p.sink.num_output_rows,
-                          _json(p.sink.metrics)])
+                          _json_text(p.sink.metrics)])
     return out
 
 
-def _batch(p: QueryProgress, child: list[Any], _json: Callable[[Any], Any],
-           plain: Callable[[Any], Any]) -> list[Any]:
+def _batch(p: QueryProgress, child: list[Any]) -> list[Any]:
     durations = p.duration_ms
     event_time = p.event_time
     return [*child, p.batch_duration_ms, p.num_input_rows, p.input_rows_per_second,
-            p.processed_rows_per_second, plain(dict(durations)),
+            p.processed_rows_per_second, dumps_text(dict(durations)),
             from_epoch(event_time.min), from_epoch(event_time.max), from_epoch(event_time.avg),
-            from_epoch(event_time.watermark), _json(p.observed_metrics),
+            from_epoch(event_time.watermark), _json_text(p.observed_metrics),
             *map(durations.get, _DURATION_KEYS)]
 
 

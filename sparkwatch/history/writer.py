@@ -33,7 +33,6 @@ from sparkwatch.history.schema import (
     SinkBatch,
     SourceBatch,
 )
-from sparkwatch.history.sqlite_rows import batch_dicts, sqlite_rows
 from sparkwatch.history.sqlite_rows import insert_new as insert_new_values
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.tenant import DEFAULT_TENANT
@@ -85,8 +84,7 @@ class HistoryWriter:
             run["tenant"] = run_tenants[run["run_id"]]
         if self._copy is not False and self._write_by_copy(engine, runs, events):
             return
-        if engine.dialect.name == "sqlite":
-            self._write_sqlite(engine, runs, events)
+        if engine.dialect.name == "sqlite" and self._write_sqlite(engine, runs, events):
             return
         rows = rows_for(events)
         rows.runs = runs
@@ -100,17 +98,25 @@ class HistoryWriter:
             _insert_new(conn, SinkBatch, rows.sinks)
 
     def _write_sqlite(self, engine: sa.Engine, runs: list[Row],
-                      events: Sequence[ParsedEvent]) -> None:
-        """SQLite: the idempotent INSERTs, child rows as positional tuples (:mod:`.sqlite_rows`)."""
-        rows = sqlite_rows(events)
-        self._ensure_partitions(engine, rows.newest)
-        with engine.begin() as conn:
-            _upsert_runs(conn, runs)
+                      events: Sequence[ParsedEvent]) -> bool:
+        """SQLite's fast path: every row as a positional tuple (:mod:`.sqlite_rows`). False when
+        some batch exists already, and nothing was written, so the idempotent INSERTs must run
+        instead (as :meth:`_write_by_copy` on PostgreSQL)."""
+        rows = copy_rows(events)
+        with engine.connect() as conn, conn.begin() as transaction:
+            # Every batch new (the common case, checked below): each run gains all of its own.
+            _upsert_runs(conn, runs, counts.per_run(rows.batch_runs))
             lost.end_replaced(conn, runs)
-            counts.add(conn, _insert_new_batches(conn, batch_dicts(rows)))
+            batches = rows.values["batches"]
+            if insert_new_values(conn, Batch, "batches", batches) < len(batches):
+                transaction.rollback()
+                log.debug("events include batches already in the history (a replay): writing "
+                          "them with INSERT ... ON CONFLICT DO NOTHING")
+                return False
             for model, table in ((OperatorBatch, "operators"), (SourceBatch, "sources"),
                                  (SinkBatch, "sinks")):
                 insert_new_values(conn, model, table, rows.values[table])
+        return True
 
     def _write_by_copy(self, engine: sa.Engine, runs: list[Row],
                        events: Sequence[ParsedEvent]) -> bool:
