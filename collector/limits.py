@@ -8,7 +8,7 @@ tenant fully served. An event over a quota is refused on its own, with the quota
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from sparkwatch.metrics.state import MetricState
@@ -88,37 +88,47 @@ def _shape_refusal(parsed: ParsedEvent, caps: Caps) -> Refusal | None:
                                 f"payload.stateOperators[{op.index}].customMetrics has "
                                 f"{len(op.custom_metrics)} keys, over the limit of "
                                 f"{caps.max_custom_metric_keys}")
-    for field, value in _label_values(parsed):
-        if len(value) > caps.max_label_value_chars:
-            return _refusal("max_label_value_chars",
-                            f"{field} is {len(value)} characters, over the limit of "
-                            f"{caps.max_label_value_chars}")
+    long = _long_label(parsed, caps.max_label_value_chars)
+    if long is not None:
+        field, value = long
+        return _refusal("max_label_value_chars",
+                        f"{field} is {len(value)} characters, over the limit of "
+                        f"{caps.max_label_value_chars}")
     return None
 
 
-def _label_values(parsed: ParsedEvent) -> Iterator[tuple[str, str]]:
-    """The values of an event that become label values uncut (descriptions are cut anyway)."""
+def _long_label(parsed: ParsedEvent, limit: int) -> tuple[str, str] | None:
+    """The first value over ``limit`` characters that would become a label value, and its field.
+
+    Each group (an operator's custom metric keys, say) is measured at C speed and searched only
+    when it holds a long value: naming every key's field up front was 18 µs of an event's
+    ~130 µs of ingest (4 operators, ~40 keys each)."""
+    for field, values in _label_groups(parsed):
+        if max(map(len, values), default=0) > limit:
+            return field, next(v for v in values if len(v) > limit)
+    return None
+
+
+def _label_groups(parsed: ParsedEvent) -> Iterator[tuple[str, Collection[str]]]:
+    """The values of an event that become label values uncut (descriptions are cut anyway), by
+    field."""
     event = parsed.event
-    yield "app.name", parsed.app.name
-    yield "app.id", parsed.app.id
-    yield "payload.id", event.query_id
-    yield "payload.runId", event.run_id
+    yield "app.name", (parsed.app.name,)
+    yield "app.id", (parsed.app.id,)
+    yield "payload.id", (event.query_id,)
+    yield "payload.runId", (event.run_id,)
     name = getattr(event, "name", None)
     if name:
-        yield "payload.name", name
+        yield "payload.name", (name,)
     if not isinstance(event, QueryProgress):
         return
     for op in event.state_operators:
-        yield f"payload.stateOperators[{op.index}].operatorName", op.name
-        for key in op.custom_metrics:
-            yield f"payload.stateOperators[{op.index}].customMetrics key", key
+        yield f"payload.stateOperators[{op.index}].operatorName", (op.name,)
+        yield f"payload.stateOperators[{op.index}].customMetrics key", op.custom_metrics.keys()
+    yield "payload.observedMetrics key", event.observed_metrics.keys()
     for observation, columns in event.observed_metrics.items():
-        yield "payload.observedMetrics key", observation
-        for column in columns:
-            yield f"payload.observedMetrics[{observation!r}] key", column
+        yield f"payload.observedMetrics[{observation!r}] key", columns.keys()
     for src in event.sources:
-        for key in src.metrics:
-            yield f"payload.sources[{src.index}].metrics key", key
+        yield f"payload.sources[{src.index}].metrics key", src.metrics.keys()
     if event.sink is not None:
-        for key in event.sink.metrics:
-            yield "payload.sink.metrics key", key
+        yield "payload.sink.metrics key", event.sink.metrics.keys()
