@@ -125,8 +125,8 @@ def _label_groups(parsed: ParsedEvent) -> Iterator[tuple[str, Collection[str]]]:
     for op in event.state_operators:
         yield f"payload.stateOperators[{op.index}].operatorName", (op.name,)
         yield f"payload.stateOperators[{op.index}].customMetrics key", op.custom_metrics.keys()
-    yield "payload.observedMetrics key", event.observed_metrics.keys()
     for observation, columns in event.observed_metrics.items():
+        yield "payload.observedMetrics key", (observation,)
         yield f"payload.observedMetrics[{observation!r}] key", columns.keys()
     for src in event.sources:
         yield f"payload.sources[{src.index}].metrics key", src.metrics.keys()

@@ -29,18 +29,11 @@ def loads(data: bytes | bytearray) -> Any:
 
 
 def dumps_text(value: Any) -> str:
-    """Compact JSON text of a JSON-safe value."""
-    if _orjson is not None:
-        return _orjson.dumps(value).decode()
-    return json.dumps(value, separators=(",", ":"))
-
-
-def dumps_column(value: Any) -> str:
-    """A JSON column's text, as the history's engines write it (their ``json_serializer``):
-    compact, by orjson where it takes the value, else by the standard library (a key that is
-    not a string, an integer over 64 bits). The writers hand it JSON-safe values
-    (:func:`~sparkwatch.history.rows.json_safe`), so both give the same document; orjson is
-    several times faster on the custom-metric maps, the bulk of what SQLite's writes encode."""
+    """Compact JSON text: orjson's where it takes the value, else the standard library's (a key
+    that is not a string, an integer over 64 bits, a lone surrogate, or no orjson installed).
+    The history's engines write their JSON columns with it (``json_serializer``) as COPY does:
+    the writers hand it JSON-safe values (:func:`~sparkwatch.history.rows.json_safe`), for which
+    both give the same document."""
     text = try_dumps(value)
     if text is not None:
         return text.decode()

@@ -59,3 +59,11 @@ def test_long_source_and_sink_metric_keys_are_refused_too() -> None:
         "payload.sources[0].metrics key is 60 characters")
     assert str(refusal_message(with_changes(long_sink))).startswith(
         "payload.sink.metrics key is 50 characters")
+
+
+def test_an_observation_is_checked_with_its_columns_before_the_next_observation() -> None:
+    def long_column_then_long_name(raw: dict[str, Any]) -> None:
+        raw["observedMetrics"] = {"a": {"c" * 50: 1}, "o" * 45: {"x": 1}}
+
+    assert str(refusal_message(with_changes(long_column_then_long_name))).startswith(
+        "payload.observedMetrics['a'] key is 50 characters")

@@ -3,9 +3,9 @@ per-batch rows built straight as COPY values on PostgreSQL) are the rows of the 
 spool read as JSON, every event through the exact parser, rows as dicts): value for value, and
 once stored byte for byte, on SQLite and PostgreSQL.
 
-(The stored bytes are compared with the exact path as it ran before on each database: COPY on
-PostgreSQL, SQLAlchemy's executemany of dicts on SQLite. PostgreSQL's INSERT fallback for
-replays stores the same JSON values spelled with spaces, SQLAlchemy's serializer, as before.)"""
+(The stored bytes are compared with the exact path on each database: COPY on PostgreSQL,
+SQLAlchemy's executemany of dicts on SQLite, whose JSON the engine's encoder writes as COPY
+does.)"""
 
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ def exact_events(record: bytes) -> list[ParsedEvent]:
 
 
 def edge_events() -> list[ParsedEvent]:
-    """Values the JSON columns must rewrite (non-finite numbers, NUL) or leave NULL. The
+    """Values the JSON columns must rewrite (non-finite numbers, NUL), encode by the standard
+    library (an integer over 64 bits, a lone surrogate) or leave NULL. The
     contract keeps them out of a collector, but the listener's own history writes whatever
     Spark said: built here past the parser."""
     plain = parse_envelope(envelope_from_dict(progress_event("q-edge", "r-edge", 1)))
@@ -73,11 +74,13 @@ def edge_events() -> list[ParsedEvent]:
     assert isinstance(progress, QueryProgress)
     op = replace(progress.state_operators[0], name="agg\x00x",
                  custom_metrics={"nan": math.nan, "inf": -math.inf, "ok": 3})
+    # orjson refuses an integer over 64 bits and a lone surrogate: the standard library writes them
     source = replace(progress.sources[0], latest_offset=None,
                      start_offset={"p\x00": [1, math.inf]}, end_offset="e\x00",
-                     metrics={"k\x00": "v\x00"})
+                     metrics={"k\x00": "v\x00", "lone": "\ud800"})
     edge = replace(progress, batch_id=2, state_operators=(op, *progress.state_operators[1:]),
-                   sources=(source,), sink=None, observed_metrics={"o": {"x": math.nan}})
+                   sources=(source,), sink=None,
+                   observed_metrics={"o": {"x": math.nan, "big": 2**70}})
     return [plain, replace(plain, event=edge)]
 
 
@@ -181,3 +184,22 @@ def test_the_collector_stores_the_exact_paths_rows_byte_for_byte(
         "query_runs": 11, "batches": batches, "source_batches": batches, "sink_batches": batches}
     assert len(got["operator_batches"]) >= batches
     assert got == expected
+
+
+def test_edge_values_are_stored_as_the_dict_path_stores_them(
+    history_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """NaN, NUL, an integer over 64 bits and a lone surrogate, written by the writer's fast path
+    (COPY on PostgreSQL, positional tuples on SQLite) and by SQLAlchemy's INSERT of dict rows
+    (SQLite's exact path, PostgreSQL's path for replays): the same bytes stored."""
+    admin = (request.getfixturevalue("pg_admin_url")
+             if not history_url.startswith("sqlite") else None)
+    with writer(history_url) as w:
+        w.write(edge_events())
+    with second_database(history_url, tmp_path, admin) as dict_url:
+        write_as_dicts(dict_url, edge_events())
+        expected = stored(dict_url)
+        engine_for(dict_url).dispose()
+    got = stored(history_url)
+    assert len(got["batches"]) == 2 and got == expected
+    assert any("1180591620717411303424" in str(row) for row in got["batches"])

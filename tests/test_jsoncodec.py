@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sparkwatch import jsoncodec
 from sparkwatch.history.columns import batch_json_type
 from sparkwatch.history.engine import create_engine
-from sparkwatch.jsoncodec import LEAN_DECODE_BYTES, dumps_column, dumps_text, loads, try_dumps
+from sparkwatch.jsoncodec import LEAN_DECODE_BYTES, dumps_text, loads, try_dumps
 
 
 def test_nan_and_infinity_literals_that_orjson_refuses_are_still_read() -> None:
@@ -59,17 +59,17 @@ def test_a_driver_without_orjson_reads_and_writes_the_same_json(
 def test_a_json_column_is_written_compact_whatever_orjson_refuses(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The history's engines write JSON columns with dumps_column: orjson's text where it takes
+    """The history's engines write JSON columns with dumps_text: orjson's text where it takes
     the value, the standard library's compact text where it does not (a key that is not a
     string, an integer over 64 bits), and the same without orjson."""
-    assert dumps_column({"rocksdbGetCount": 6, "m": [1.5, None]}) == (
+    assert dumps_text({"rocksdbGetCount": 6, "m": [1.5, None]}) == (
         '{"rocksdbGetCount":6,"m":[1.5,null]}')
-    assert dumps_column({1: "a", "big": 2**70}) == '{"1":"a","big":1180591620717411303424}'
+    assert dumps_text({1: "a", "big": 2**70}) == '{"1":"a","big":1180591620717411303424}'
     value = {"name": "naïve <b>", "n": 9223372036854775807}
-    fast = dumps_column(value)
+    fast = dumps_text(value)
     monkeypatch.setattr(jsoncodec, "_orjson", None)
-    assert dumps_column(value) == json.dumps(value, separators=(",", ":"))
-    assert json.loads(dumps_column(value)) == json.loads(fast) == value
+    assert dumps_text(value) == json.dumps(value, separators=(",", ":"))
+    assert json.loads(dumps_text(value)) == json.loads(fast) == value
 
 
 def test_the_history_engine_stores_json_columns_as_compact_text(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
 from sparkwatch.history.errors import HistoryUnavailable, HistoryUrlError
-from sparkwatch.jsoncodec import dumps_column
+from sparkwatch.jsoncodec import dumps_text
 from sparkwatch.redact import redact_url
 from sparkwatch.summary import one_line
 
@@ -72,7 +72,7 @@ def create_engine(url: str, must_exist: bool = False,
         # JSON columns as compact orjson text: SQLAlchemy's default (the standard library with
         # spaces) was a tenth of the SQLite writer's CPU, and spelled the maps otherwise than
         # PostgreSQL's COPY path (docs/benchmarks.md, "A write path near the floor").
-        return sa.create_engine(parsed, connect_args=connect_args, json_serializer=dumps_column)
+        return sa.create_engine(parsed, connect_args=connect_args, json_serializer=dumps_text)
     except (ImportError, sa.exc.NoSuchModuleError) as exc:
         raise HistoryUrlError(
             f"cannot load the database driver for {describe_url(parsed)}: {exc} "
