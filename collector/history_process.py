@@ -31,10 +31,9 @@ from sparkwatch.collector.quarantine import (
     DEFAULT_MAX_BYTES,
     RETRIES,
     Quarantine,
-    is_data_error,
 )
 from sparkwatch.collector.typedwire import RawPayload, TypedRecord, typed_record
-from sparkwatch.history.errors import HistoryUrlError
+from sparkwatch.history.errors import HistoryUrlError, is_data_error
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.logs import LOG_FORMAT
 from sparkwatch.model.contract import ContractViolation

@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 from sparkwatch.model.tenant import DEFAULT_TENANT
 
 FILE = "quarantine.jsonl"
@@ -51,17 +49,6 @@ class Entry:
     """the wire envelope (or, for a record that could not even be read, the raw item)"""
     tenant: str = DEFAULT_TENANT
     """the tenant of the token that pushed it (replayed into that tenant's history)"""
-
-
-def is_data_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is about the data written, not the database's availability: retrying the
-    same data will fail the same way."""
-    if isinstance(exc, sa.exc.DBAPIError):
-        return not isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError) \
-            and not exc.connection_invalidated
-    if isinstance(exc, sa.exc.SQLAlchemyError):
-        return isinstance(exc, sa.exc.StatementError)  # e.g. a value the driver cannot bind
-    return isinstance(exc, ValueError | TypeError | OverflowError | KeyError | UnicodeError)
 
 
 def entry_id(event: Any) -> str:

@@ -2,6 +2,9 @@
 
 When the database is slow or down the batch being written is retried with exponential backoff and
 jitter while new events wait in a bounded queue; past its capacity they are dropped and counted.
+When the database refuses the data itself (a value it cannot store), the batch is written again
+event by event and the events it still refuses are dropped, counted and logged: retrying them
+would hold up every event after them for good.
 Between writes the same thread runs periodic ``maintenance`` (the history's rollups, which the
 History dashboard reads and which a deployment without a collector has no other writer of).
 Nothing here ever runs on Spark's callback thread.
@@ -16,8 +19,10 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
+from sparkwatch.history.errors import is_data_error
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import EventKind, ParsedEvent
+from sparkwatch.summary import one_line
 from sparkwatch.worker import Backoff, BoundedQueue, Worker
 
 log = logging.getLogger(__name__)
@@ -182,6 +187,9 @@ class HistorySink:
                 self._abort.set()
                 return
             except Exception as exc:  # noqa: BLE001 - any DB error: retry, never crash the thread
+                if is_data_error(exc):  # retrying would fail alike, and hold up what follows
+                    self._isolate(events, exc)
+                    return
                 wait = self._backoff.failed()
                 self._counters.count_delivery_failure(self.QUEUE)
                 if self._backoff.loud:
@@ -190,6 +198,22 @@ class HistorySink:
             if self.worker.wait(wait, self._abort):
                 self._counters.count_dropped(self.QUEUE, len(events))
                 return
+
+    def _isolate(self, events: list[ParsedEvent], exc: Exception) -> None:
+        """The database refused ``events``' data: one event is dropped (counted and logged);
+        several are written one by one, each through :meth:`_write`, so only those it refuses
+        are dropped and one it cannot take now is retried as ever."""
+        if len(events) > 1:
+            for event in events:
+                if self._abort.is_set():
+                    self._counters.count_dropped(self.QUEUE, 1)
+                else:
+                    self._write([event])
+            return
+        self._counters.count_delivery_failure(self.QUEUE)
+        self._counters.count_dropped(self.QUEUE, 1)
+        log.error("sparkwatch: the history refused a %s event of query %s, dropped: %s",
+                  events[0].kind.value, getattr(events[0].event, "query_id", "?"), one_line(exc))
 
     def _count_abandoned(self) -> None:
         left = 0

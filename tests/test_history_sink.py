@@ -4,15 +4,17 @@ that is down, and gives up cleanly on a URL that can never work."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
 import sqlalchemy as sa
 
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.listener.attach import _history_sink
 from sparkwatch.listener.history_sink import HistorySink
 from sparkwatch.metrics.stats import ListenerCounters
-from sparkwatch.model.events import AppInfo, Envelope, EventKind
+from sparkwatch.model.events import AppInfo, Envelope, EventKind, QueryProgress
 from sparkwatch.model.parse import parse_envelope
 from sparkwatch.settings import ListenerSettings
 from tests.conftest import FIXTURES
@@ -45,6 +47,35 @@ def test_every_event_offered_is_written_once(history_url: str) -> None:
     engine.dispose()
     assert counters.dropped == {} and counters.delivery_failures == {}
 
+
+
+def test_an_event_the_database_refuses_is_dropped_and_the_rest_written(
+    history_url: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A value the database cannot store (an operator's row count over 64 bits: the listener's
+    parser lets Spark's numbers through) fails its batch on every attempt: that one event is
+    dropped, counted and logged, and every event before and after it is written."""
+    batch = events()
+    bad = batch[1]
+    assert isinstance(bad.event, QueryProgress) and bad.event.state_operators
+    op = replace(bad.event.state_operators[0], num_rows_total=2**64)
+    poison = replace(bad, event=replace(bad.event, state_operators=(op,)))
+    counters = ListenerCounters()
+    sink = HistorySink(HistoryWriter(history_url), counters, capacity=100, batch_size=4,
+                       flush_seconds=0.05)
+    for e in [batch[0], poison, *batch[2:]]:
+        sink(e)
+    assert sink.flush(60)
+    sink.stop(5)
+    engine = sa.create_engine(history_url)
+    with engine.connect() as conn:
+        written = set(conn.execute(sa.text("select run_id, batch_id from batches")).all())
+    engine.dispose()
+    assert written == {(e.event.run_id, e.event.batch_id) for e in batch} - {
+        (bad.event.run_id, bad.event.batch_id)}
+    assert counters.dropped == {"history": 1} and counters.delivery_failures == {"history": 1}
+    [refused] = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert f"progress event of query {bad.event.query_id}, dropped" in refused
 
 
 def test_a_stop_ends_as_lost_the_runs_it_saw_start_and_never_end(history_url: str) -> None:

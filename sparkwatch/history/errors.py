@@ -6,6 +6,8 @@ configuration error, not worth retrying). Database failures while writing stay S
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+
 UPGRADE_HINT = "run `sparkwatch db upgrade`"
 
 
@@ -35,3 +37,23 @@ class UnknownQuery(HistoryError):
 
 class UnknownOperator(HistoryError):
     """The query has no state operator at the index given."""
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is about the data written, not the database's availability: retrying the
+    same data will fail the same way (the collector quarantines such events, the listener's
+    history sink drops them, one by one, so that they hold up nothing else)."""
+    if isinstance(exc, sa.exc.DBAPIError):
+        return not isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError) \
+            and not exc.connection_invalidated
+    if isinstance(exc, sa.exc.SQLAlchemyError):
+        return isinstance(exc, sa.exc.StatementError)  # e.g. a value the driver cannot bind
+    # A driver's own error, unwrapped (PostgreSQL's COPY runs on psycopg's connection): by its
+    # DB-API class, e.g. psycopg's NumericValueOutOfRange is a DataError.
+    if any(c.__name__ in _DBAPI_DATA_ERRORS for c in type(exc).__mro__):
+        return True
+    return isinstance(exc, ValueError | TypeError | OverflowError | KeyError | UnicodeError)
+
+
+_DBAPI_DATA_ERRORS = frozenset({"DataError", "IntegrityError"})
+"""PEP 249's exceptions about the data (every driver defines its own classes of these names)."""
