@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -90,6 +93,54 @@ def test_a_sigterm_that_python_wraps_in_another_exception_still_exits_143(
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+class _SignalledWhileCollected:
+    """An object that is sent SIGINT while Python runs its ``__del__``: an exception raised
+    there is only reported ("Exception ignored in ..."), so the stop was lost, and each later
+    Ctrl-C only said the stop was under way (seen as a ``top`` that went on drawing in CI)."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10_000):  # the handler runs in here, inside __del__
+            pass
+
+
+def _command_signalled_in_a_finalizer(argv: object) -> int:
+    _SignalledWhileCollected()  # collected at once
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # a long-running command: stopped, or done at 30 s
+        time.sleep(0.01)
+    return 0
+
+
+def test_a_signal_swallowed_by_a_finalizer_is_given_back_and_stops_the_command(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    hook = sys.unraisablehook
+    monkeypatch.setattr(cli_main, "_main", _command_signalled_in_a_finalizer)
+    monkeypatch.setattr(cli_main, "end_descendants", lambda: None)  # the test runner's children
+    started = time.monotonic()
+    try:
+        assert cli_main.main([]) == 130
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        sys.unraisablehook = hook
+    assert time.monotonic() - started < 30
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
+def test_the_unraisable_hook_comes_back_and_passes_other_exceptions_on() -> None:
+    hook = sys.unraisablehook
+    seen: list[BaseException | None] = []
+    with stop_with_exit_status() as stop:
+        ours = sys.unraisablehook
+        assert ours is not hook
+        passing = stop.unraisable_hook(lambda u: seen.append(u.exc_value))
+        error = ValueError("in a finalizer")
+        passing(SimpleNamespace(exc_value=error))  # type: ignore[arg-type]
+    assert seen == [error] and sys.unraisablehook is hook
 
 
 def test_an_exception_without_an_interrupt_behind_it_is_not_taken_for_one() -> None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
@@ -79,10 +81,47 @@ class SignalStop:
         self.signum = signum
         raise Stopped(signum)
 
+    def unraisable_hook(self, previous: Callable[[sys.UnraisableHookArgs], object]
+                        ) -> Callable[[sys.UnraisableHookArgs], None]:
+        """A ``sys.unraisablehook`` that gives the signal back when Python swallowed its
+        :class:`Stopped`: raised while a ``__del__`` or another finalizer ran, it is only
+        reported, and the command went on as if nothing came (a Ctrl-C lost, and each later one
+        only noted). The signal is sent again once the main thread has left this hook (raised
+        in the hook, it would be swallowed too); anything else goes to ``previous``."""
+
+        def hook(unraisable: sys.UnraisableHookArgs) -> None:
+            exc = unraisable.exc_value
+            if not isinstance(exc, Stopped) or exc.signum != self.signum:
+                previous(unraisable)
+                return
+            self.signum = None  # not stopping yet: the signal, sent again, is a first one
+            threading.Thread(target=_send_again, args=(exc.signum, threading.get_ident()),
+                             name="sparkwatch-signal-again", daemon=True).start()
+
+        return hook
+
     def status(self, returned: int) -> int:
         """The exit status of a command that returned ``returned``: a server that takes the
         signal as its own clean stop (uvicorn swallows the interrupt) still exits 128 + N."""
         return exit_status(self.signum) if self.signum is not None and returned == 0 else returned
+
+
+def _send_again(signum: int, main_thread: int, within_seconds: float = 1.0) -> None:
+    """Send ``signum`` to this process once the main thread is out of the unraisable hook
+    (looked for in its stack; after ``within_seconds`` at the latest)."""
+    deadline = time.monotonic() + within_seconds
+    while time.monotonic() < deadline and _in_hook(main_thread):
+        time.sleep(0.001)
+    os.kill(os.getpid(), signum)
+
+
+def _in_hook(thread: int) -> bool:
+    frame = sys._current_frames().get(thread)
+    while frame is not None:
+        if frame.f_code.co_name == "hook" and frame.f_code.co_filename == __file__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextmanager
@@ -94,6 +133,8 @@ def stop_with_exit_status() -> Iterator[SignalStop]:
         yield stop
         return
     previous = {sig: signal.signal(sig, stop.handler) for sig in SIGNALS}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, stop.unraisable_hook(
+        sys.unraisablehook)
     try:
         yield stop
     finally:
@@ -102,6 +143,7 @@ def stop_with_exit_status() -> Iterator[SignalStop]:
         if stop.signum is None:
             for sig, old in previous.items():
                 signal.signal(sig, old)
+            sys.unraisablehook = previous_hook
 
 
 def end_descendants() -> None:
