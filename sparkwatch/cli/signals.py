@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 STILL_STOPPING = b"sparkwatch: already stopping, please wait (SIGKILL ends it at once)\n"
@@ -95,7 +95,8 @@ class SignalStop:
                 previous(unraisable)
                 return
             self.signum = None  # not stopping yet: the signal, sent again, is a first one
-            threading.Thread(target=_send_again, args=(exc.signum, threading.get_ident()),
+            threading.Thread(target=_send_again,
+                             args=(exc.signum, threading.get_ident(), hook.__code__),
                              name="sparkwatch-signal-again", daemon=True).start()
 
         return hook
@@ -106,22 +107,21 @@ class SignalStop:
         return exit_status(self.signum) if self.signum is not None and returned == 0 else returned
 
 
-def _send_again(signum: int, main_thread: int, within_seconds: float = 1.0) -> None:
-    """Send ``signum`` to this process once the main thread is out of the unraisable hook
-    (looked for in its stack; after ``within_seconds`` at the latest)."""
+def _send_again(signum: int, main_thread: int, hook: CodeType,
+                within_seconds: float = 1.0) -> None:
+    """Send ``signum`` to this process once the main thread is out of ``hook`` (looked for in
+    its stack; after ``within_seconds`` at the latest)."""
     deadline = time.monotonic() + within_seconds
-    while time.monotonic() < deadline and _in_hook(main_thread):
+    while time.monotonic() < deadline and _running(main_thread, hook):
         time.sleep(0.001)
     os.kill(os.getpid(), signum)
 
 
-def _in_hook(thread: int) -> bool:
+def _running(thread: int, code: CodeType) -> bool:
     frame = sys._current_frames().get(thread)
-    while frame is not None:
-        if frame.f_code.co_name == "hook" and frame.f_code.co_filename == __file__:
-            return True
+    while frame is not None and frame.f_code is not code:
         frame = frame.f_back
-    return False
+    return frame is not None
 
 
 @contextmanager
