@@ -52,9 +52,9 @@ def test_every_event_offered_is_written_once(history_url: str) -> None:
 def test_an_event_the_database_refuses_is_dropped_and_the_rest_written(
     history_url: str, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A value the database cannot store (an operator's row count over 64 bits: the listener's
-    parser lets Spark's numbers through) fails its batch on every attempt: that one event is
-    dropped, counted and logged, and every event before and after it is written."""
+    """A value the database cannot store (an operator's row count over 64 bits, built past the
+    listener's contract, which would make it fit) fails its batch on every attempt: that one
+    event is dropped, counted and logged, and every event before and after it is written."""
     batch = events()
     bad = batch[1]
     assert isinstance(bad.event, QueryProgress) and bad.event.state_operators
