@@ -335,6 +335,48 @@ def test_unusable_history_url_is_reported_before_spark_starts(
     assert "sparkwatch demo: error: history:" in err and message in err
 
 
+def test_the_jvm_started_in_the_block_writes_to_the_log_and_the_demo_to_the_terminal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """What a process started inside ``jvm_output_to`` prints (as the JVM, and the Python
+    workers Spark starts, do) lands in the log; the demo's own output is back on the terminal."""
+    import subprocess
+
+    from sparkwatch.demo.session import jvm_output_to
+
+    log = tmp_path / "spark.log"
+    with jvm_output_to(log):
+        subprocess.run(["sh", "-c", "echo from-jvm-stdout; echo from-jvm-stderr >&2"], check=True)
+    print("table line")
+    subprocess.run(["sh", "-c", "echo later-child >&2"], check=True)
+    out, err = capfd.readouterr()
+    assert log.read_text().split() == ["from-jvm-stdout", "from-jvm-stderr"]
+    assert out == "table line\n" and err == "later-child\n"
+
+
+@pytest.mark.spark
+def test_spark_that_cannot_start_is_reported_with_what_it_said(tmp_path: Path) -> None:
+    """No Java where JAVA_HOME points: the error names the JVM's own complaint (only in its
+    output, which the demo keeps off the terminal) and the log it went to."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java")}
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkwatch.cli.main", "demo", "--port", "0", "--history-url",
+         "off", "--duration", "30"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    (error,) = done.stderr.splitlines()
+    assert error.startswith("sparkwatch demo: error: could not start Spark: ")
+    assert f"{tmp_path / 'no-java'}/bin/java: No such file or directory" in error
+    log = Path(error.rpartition("; log: ")[2])
+    assert "No such file or directory" in log.read_text()
+    log.unlink()
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -460,7 +502,14 @@ def test_demo_end_to_end(tmp_path: Path, promtool: str) -> None:
         assert name in final and f"#0 {operator}" in final
         assert re.search(rf"^{name}\s+terminated\b", final, re.MULTILINE), final
     assert "all queries reported state" in final
-    assert "Traceback" not in err_path.read_text()
+    errors = err_path.read_text()
+    assert "Traceback" not in errors
+    # Spark's own output (its log4j banner, the Python workers' prints) is in the log the first
+    # line names, not torn through the table.
+    log = Path(re.search(r"its own output goes to (\S+)\)", output)[1])  # type: ignore[index]
+    assert "log4j" in log.read_text() and "log4j" not in errors
+    assert "Python worker" not in output + errors
+    log.unlink()
     with closing(sqlite3.connect(tmp_path / "history.db")) as db:
         statuses = {status for (status,) in db.execute("select status from query_runs")}
     assert statuses and "running" not in statuses, statuses  # no ghost left running

@@ -158,17 +158,14 @@ def run_demo(
     """The whole demo; raises :class:`DemoError` when it cannot start. ``began`` (a monotonic
     time) is when the demo started, for ``--duration`` and the time-to-first-rows. Returns the
     exit status: 0, or 128 + the number of the signal that stopped it."""
-    from sparkwatch.demo.session import build_session, spark_version
+    from sparkwatch.demo.session import spark_version
 
     began = time.monotonic() if began is None else began
-    print(f"starting Spark (local[2], {opts.state_store} state store)...", file=out, flush=True)
+    log = spark_log()
+    print(f"starting Spark (local[2], {opts.state_store} state store; its own output goes to "
+          f"{log})...", file=out, flush=True)
     stop = StopRequest()
-    # A signal while Spark starts interrupts the start (sparkwatch.cli.main's handler, which
-    # then ends the JVM half-way up): there is no query yet to stop.
-    try:
-        spark = build_session(opts.state_store)
-    except Exception as exc:  # noqa: BLE001 - no Java, no free port for the driver, ...
-        raise DemoError(f"could not start Spark: {one_line(exc)}") from None
+    spark = start_spark(opts.state_store, log)
     with stop_on_signals(stop):
         try:
             att = attach(spark, opts)
@@ -183,6 +180,30 @@ def run_demo(
         finally:
             spark.stop()
     return stop.exit_status()
+
+
+def spark_log() -> Path:
+    """A new file for the output of the demo's JVM, kept after the demo for its errors."""
+    fd, name = tempfile.mkstemp(prefix="sparkwatch-demo-spark-", suffix=".log")
+    os.close(fd)
+    return Path(name)
+
+
+def start_spark(state_store: str, log: Path) -> SparkSession:
+    from sparkwatch.demo.session import build_session, jvm_output_to
+
+    # A signal while Spark starts interrupts the start (sparkwatch.cli.main's handler, which
+    # then ends the JVM half-way up): there is no query yet to stop.
+    try:
+        with jvm_output_to(log):
+            return build_session(state_store)
+    except Exception as exc:  # noqa: BLE001 - no Java, no free port for the driver, ...
+        # Why the JVM did not come up (no JAVA_HOME, a bad option) is in its output, not in
+        # PySpark's exception.
+        said = [line.strip() for line in log.read_text(errors="replace").splitlines()]
+        last = " | ".join([line for line in said if line][-3:])
+        detail = f" (Spark said: {clip(last, 400)})" if last else ""
+        raise DemoError(f"could not start Spark: {one_line(exc)}{detail}; log: {log}") from None
 
 
 def attach(spark: SparkSession, opts: DemoOptions) -> Attachment:

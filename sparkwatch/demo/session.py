@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -51,6 +52,32 @@ def build_session(state_store: str = "rocksdb", app_name: str = "sparkwatch-demo
     # The live table owns the terminal; Spark's WARNs (e.g. "falling behind") would tear it.
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@contextlib.contextmanager
+def jvm_output_to(path: Path) -> Iterator[None]:
+    """Start the JVM inside this block with its stdout and stderr in ``path``; ours come back
+    after it.
+
+    The JVM inherits the file descriptors of the process that launches it, and Spark copies the
+    output of the Python workers it starts to its own stderr: PySpark's transformWithStateInPandas
+    driver worker prints four lines per query start, which would tear the live table. The
+    descriptors are swapped, not ``sys.stderr``, because the JVM only sees descriptors."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (log, *saved):
+            os.close(fd)
 
 
 def spark_version(spark: SparkSession) -> tuple[int, int]:
