@@ -33,7 +33,14 @@ from msgspec import UNSET, UnsetType
 from msgspec.structs import astuple
 
 from sparkwatch.jsoncodec import LEAN_DECODE_BYTES, loads
-from sparkwatch.model.contract import INT64_MAX, INT64_MIN, LIMITS, has_long_integer
+from sparkwatch.model.contract import (
+    BATCH_TIME_END,
+    INT64_MAX,
+    INT64_MIN,
+    LATEST_EPOCH,
+    LIMITS,
+    has_long_integer,
+)
 from sparkwatch.model.events import (
     AppInfo,
     Envelope,
@@ -53,7 +60,6 @@ Key = Annotated[str, msgspec.Meta(max_length=LIMITS.key_chars)]
 Number = int | float
 Texts = Annotated[dict[str, str], msgspec.Meta(max_length=LIMITS.map_entries)]
 T = TypeVar("T")
-_LATEST_EPOCH = 253402300799  # as sparkwatch.model.parse: 9999-12-31T23:59:59Z
 
 
 class _Source(msgspec.Struct, rename="camel", kw_only=True):
@@ -119,7 +125,7 @@ class _App(msgspec.Struct, kw_only=True):
 class _Envelope(msgspec.Struct):
     kind: str
     app: _App
-    received_at: Annotated[float, msgspec.Meta(ge=0, le=_LATEST_EPOCH)]
+    received_at: Annotated[float, msgspec.Meta(ge=0, le=LATEST_EPOCH)]
     payload: msgspec.Raw
 
 
@@ -279,7 +285,7 @@ def _progress(p: _Progress) -> QueryProgress:
     durations = _given(p.duration_ms, {})
     return QueryProgress(
         query_id=p.id, run_id=p.run_id, name=name,
-        timestamp=parse_timestamp(p.timestamp, "progress.timestamp"),
+        timestamp=parse_timestamp(p.timestamp, "progress.timestamp", BATCH_TIME_END),
         batch_id=p.batch_id,
         batch_duration_ms=_given(p.batch_duration, durations.get("triggerExecution", 0)),
         num_input_rows=p.num_input_rows or 0,

@@ -102,6 +102,22 @@ MUTATIONS: list[tuple[str, Callable[[Event], None], str]] = [
     ("NaN received time", lambda e: e.update(received_at="__NAN__"), "event.received_at"),
     ("a NUL in the app name", lambda e: e.update(app={**HOSTILE_APP, "name": "a__NUL__"}),
      "event.app.name"),
+    ("a batch time past year 9999 in UTC", _mutated(["timestamp"], "9999-12-31T23:59:59-01:00"),
+     "progress.timestamp: '9999-12-31T23:59:59-01:00' is out of range"),
+    ("a batch time in the history's last days", _mutated(["timestamp"], "9999-12-28T00:00:00Z"),
+     "progress.timestamp: '9999-12-28T00:00:00Z' is out of range (years 0001 to 9998, in UTC)"),
+    ("an event time before year 1 in UTC",
+     _mutated(["eventTime", "watermark"], "0001-01-01T00:00:00+01:00"),
+     "eventTime.watermark: '0001-01-01T00:00:00+01:00' is out of range (years 0001 to 9999"),
+    ("event times at both ends of the calendar", _mutated(["eventTime"], {
+        "min": "0001-01-01T00:00:00.000Z", "avg": "5000-06-30T12:00:00.000Z",
+        "max": "9999-12-31T23:59:59.999Z", "watermark": "9999-12-31T23:59:59.999Z"}),
+     "accepted"),
+    ("rates at both ends of a float", lambda e: e["payload"].update(
+        inputRowsPerSecond=1.7e308, processedRowsPerSecond=-1.7e308), "accepted"),
+    ("counts at the top of 64 bits", lambda e: [e["payload"].update(
+        numInputRows=2**63 - 1, batchDuration=2**63 - 1), e["payload"]["stateOperators"][0].update(
+        numRowsUpdated=2**63 - 1, allUpdatesTimeMs=2**63 - 1)], "accepted"),
     ("markup and quotes in names", _mutated(["name"], '<script>alert("x")</script>\'\\'),
      "accepted"),
     ("fields Spark may add later", _mutated(["futureField"], {"nested": [1, "two", None]}),

@@ -186,6 +186,18 @@ def test_backlog_is_the_offsets_behind_latest() -> None:
     assert offsets_behind("x", {"t": 1}) is None
 
 
+def test_values_at_the_ends_of_a_float_are_drawn_inside_the_chart() -> None:
+    """A rate of 1.7e308 beside one of -1.7e308 (both finite, both accepted): the span between
+    them overflowed, every coordinate became NaN and the page a 500."""
+    from sparkwatch.console.svg import Series, line_chart, sparkline
+
+    chart = line_chart("rates", "rows/s", [Series("in", [(1.0, 1.7e308), (2.0, -1.7e308)])])
+    [points] = re.findall(r' points="([^"]*)"', chart)
+    assert points == "78,8 552,158"  # top left to bottom right of the plot
+    assert ">1.7e+308 rows/s<" in chart and ">-1.7e+308 rows/s<" in chart
+    assert 'points="1.0,2.0 60.0,22.0 119.0,12.0"' in sparkline([1.7e308, -1.7e308, 0.0])
+
+
 def test_the_driver_port_serves_metrics_and_pages_and_refuses_writes(console: Console) -> None:
     registry = CollectorRegistry()
     Gauge("console_test_gauge", "a gauge", registry=registry).set(7)

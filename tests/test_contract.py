@@ -20,6 +20,7 @@ from sparkwatch.model.parse import envelope_to_dict
 from tests.hostile import Case, body_cases, body_of, one_event_cases, progress_event
 from tests.support import wait_for
 from tests.test_collector_support import (
+    READ_TOKEN,
     Collector,
     count_rows,
     database_collector,
@@ -119,7 +120,8 @@ def test_tree_paths_name_the_position_of_the_value() -> None:
 @pytest.fixture(scope="module")
 def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
     with database_collector(pg_admin_url, tmp_path_factory.mktemp("contract") / "spool",
-                            "--max-body-bytes", str(4 << 20)) as c:
+                            "--max-body-bytes", str(4 << 20),
+                            env={"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN}) as c:
         yield c
 
 
@@ -151,12 +153,32 @@ def test_hostile_corpus_leaves_another_app_fully_served(
     wait_for(lambda: count_rows(collector.history_url,
                                 "select count(*) from batches where run_id = :r",
                                 r=ids["run_id"]) == batches, 60, "app B's batches in the history")
-    text = collector.metrics()
+    text = collector.metrics(READ_TOKEN)
     assert [v for labels, v in samples(text, "spark_streaming_query_batches_total")
             if labels["query_id"] == ids["query_id"]] == [batches]
     check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
                            text=True, timeout=60)
     assert (check.returncode, check.stdout, check.stderr) == (0, "", "")
+    _assert_accepted_are_stored_and_shown(collector, [c for c in CASES if c.expect == "accepted"])
+
+
+def _assert_accepted_are_stored_and_shown(collector: Collector, accepted: list[Case]) -> None:
+    """What was accepted is in the history (none of it quarantined) and every page and read of
+    its query answers 200."""
+    runs = {}
+    for case in accepted:
+        [event] = json.loads(case.body)["events"]
+        runs[event["payload"]["runId"]] = event["payload"]["id"]
+    wait_for(lambda: sum(count_rows(collector.history_url, "select count(*) from batches "
+                                    "where run_id = :r", r=run) for run in runs) == len(runs),
+             60, "every accepted hostile batch in the history")
+    assert [v for _, v in samples(collector.metrics(READ_TOKEN),
+                                  "sparkwatch_collector_events_quarantined_total")] in ([], [0.0])
+    for query_id in runs.values():
+        for path in (f"/queries/{query_id}", f"/api/v1/queries/{query_id}/progress",
+                     f"/api/v1/queries/{query_id}/state", f"/api/v1/queries/{query_id}/runs"):
+            response = collector.get(path, READ_TOKEN)
+            assert response.status_code == 200, (path, response.text[-2000:])
 
 
 def _assert_outcome(case: Case, response: httpx.Response) -> None:

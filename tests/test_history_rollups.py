@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sparkwatch.history import rollups
 from sparkwatch.history.schema import JobRun, OperatorRollup, QueryRollup
 from sparkwatch.history.writer import HistoryWriter
+from sparkwatch.model.contract import INT64_MAX
 from sparkwatch.model.events import AppInfo, Envelope, EventKind
 from sparkwatch.model.parse import parse_envelope
 from tests.test_collector_support import fresh_ids, recorded
@@ -46,9 +47,9 @@ def progress(query_id: str, run_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def write(url: str, payloads: list[dict[str, Any]]) -> None:
+def write(url: str, payloads: list[dict[str, Any]], app: AppInfo = APP) -> None:
     writer = HistoryWriter(url)
-    writer.write([parse_envelope(Envelope(EventKind.PROGRESS, APP, NOW.timestamp(), p))
+    writer.write([parse_envelope(Envelope(EventKind.PROGRESS, app, NOW.timestamp(), p))
                   for p in payloads])
     writer.close()
 
@@ -193,3 +194,54 @@ def test_an_upgraded_history_gets_day_rollups_for_its_older_hours_once(history_u
         assert queries[datetime(2026, 11, 21, tzinfo=UTC)].batches == 7
     finally:
         engine.dispose()
+
+
+def largest(query_id: str, run_id: str) -> list[dict[str, Any]]:
+    """Two batches in the hour from noon, each with the largest count and duration the contract
+    accepts: their sums do not fit a 64-bit integer."""
+    out = progress(query_id, run_id)[:2]
+    for p in out:
+        p.update(numInputRows=INT64_MAX, batchDuration=INT64_MAX)
+        p["stateOperators"][0].update(numRowsUpdated=INT64_MAX, allUpdatesTimeMs=INT64_MAX)
+    return out
+
+
+def test_rollup_sums_beyond_int64_saturate_at_int64_max_in_hours_and_days(
+    history_url: str,
+) -> None:
+    ids = fresh_ids()
+    write(history_url, largest(**ids))
+    recompute(history_url)
+    for resolution, bucket in (("hour", NOON), ("day", datetime(2026, 11, 21, tzinfo=UTC))):
+        queries, operators = rolled_up(history_url, ids["query_id"], resolution)
+        q, o = queries[bucket], operators[bucket]
+        assert (q.batches, q.num_input_rows, q.batch_duration_ms_sum, q.batch_duration_ms_max) \
+            == (2, INT64_MAX, INT64_MAX, INT64_MAX)
+        assert (o.batches, o.num_rows_updated, o.all_updates_time_ms) == (2, INT64_MAX, INT64_MAX)
+        assert (o.num_rows_removed, o.commit_time_ms) == (0, 2 * 139)  # the recorded batch's
+    queries, _ = rolled_up(history_url, ids["query_id"], "hour")
+    assert queries[NOON].batch_duration_ms_p95 == pytest.approx(float(INT64_MAX))
+    minutes, _ = rolled_up(history_url, ids["query_id"], "minute")  # one batch each: exact
+    assert [r.num_input_rows for _, r in sorted(minutes.items())] == [INT64_MAX, INT64_MAX]
+
+
+def test_a_saturated_query_leaves_other_apps_rollups_exact_in_the_same_run(
+    history_url: str,
+) -> None:
+    large, other = fresh_ids(), fresh_ids()
+    write(history_url, largest(**large))
+    write(history_url, progress(**other), app=AppInfo("other-app", "app-other-1", "4.3.0"))
+    assert recompute(history_url) > 0
+    queries, operators = rolled_up(history_url, other["query_id"], "hour")
+    one, two = NOON, NOON + timedelta(hours=1)
+    # The recorded batch: 8 input rows, 5 state rows updated; durations as in BATCHES.
+    assert [(q.batches, q.num_input_rows, q.batch_duration_ms_sum)
+            for q in (queries[one], queries[two])] == [(5, 40, 2000), (2, 16, 30)]
+    assert [o.num_rows_updated for o in (operators[one], operators[two])] == [25, 10]
+    days, day_operators = rolled_up(history_url, other["query_id"], "day")
+    (day,) = days
+    assert (days[day].batches, days[day].num_input_rows, days[day].batch_duration_ms_sum) \
+        == (7, 56, 2030)
+    assert (day_operators[day].num_rows_updated, day_operators[day].commit_time_ms) \
+        == (35, 7 * 139)
+    assert rolled_up(history_url, large["query_id"], "day")[0][day].num_input_rows == INT64_MAX

@@ -9,7 +9,7 @@ Every text that reaches the SVG goes through :func:`html.escape`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
@@ -30,6 +30,15 @@ def _finite(points: Sequence[Point]) -> list[Point]:
     return [(t, v) for t, v in points if math.isfinite(t) and math.isfinite(v)]
 
 
+def _share(low: float, high: float) -> Callable[[float], float]:
+    """Where a value stands from ``low`` (0) to ``high`` (1). Halved first: two finite values
+    far apart (a rate of 1.7e308 over a 0 floor, or two of opposite signs) would make the span
+    itself overflow to infinity, and every point NaN."""
+    half_low = low / 2
+    half_span = high / 2 - half_low or 0.5
+    return lambda v: (v / 2 - half_low) / half_span
+
+
 def sparkline(values: Sequence[float], width: int = 120, height: int = 24) -> str:
     """A bare line of ``values`` (evenly spaced), or an empty box when there are none."""
     ys = [v for v in values if math.isfinite(v)]
@@ -37,10 +46,9 @@ def sparkline(values: Sequence[float], width: int = 120, height: int = 24) -> st
           ' xmlns="http://www.w3.org/2000/svg" role="img"'
     if not ys:
         return box + ' aria-label="no data"></svg>'
-    low, high = min(ys), max(ys)
-    span = high - low or 1.0
+    share = _share(min(ys), max(ys))
     step = (width - 2) / max(len(ys) - 1, 1)
-    pts = " ".join(f"{1 + i * step:.1f},{height - 2 - (v - low) / span * (height - 4):.1f}"
+    pts = " ".join(f"{1 + i * step:.1f},{height - 2 - share(v) * (height - 4):.1f}"
                    for i, v in enumerate(ys))
     return (box + f' aria-label="{len(ys)} points, last {fmt_number(ys[-1])}">'
             f'<polyline fill="none" stroke="{PALETTE[0]}" stroke-width="1.5" points="{pts}"/>'
@@ -70,15 +78,15 @@ def line_chart(title: str, unit: str, series: Sequence[Series], width: int = 560
     vs = [v for s in drawn for _, v in s.points]
     t0, t1 = min(ts), max(ts)
     v0, v1 = min(0.0, min(vs)), max(vs)
-    t_span, v_span = (t1 - t0) or 1.0, (v1 - v0) or 1.0
+    t_span, share = (t1 - t0) or 1.0, _share(v0, v1)
 
     def x(t: float) -> float:
         return left + (t - t0) / t_span * plot_w
 
     def y(v: float) -> float:
-        return top + plot_h - (v - v0) / v_span * plot_h
+        return top + plot_h - share(v) * plot_h
 
-    for value in (v0, (v0 + v1) / 2, v1):
+    for value in (v0, v0 / 2 + v1 / 2, v1):
         out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(value):.1f}" '
                    f'y2="{y(value):.1f}" stroke="#e4e4e4"/>'
                    f'<text x="{left - 4}" y="{y(value) + 4:.1f}" text-anchor="end" '
@@ -108,9 +116,15 @@ def fmt_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S")
 
 
+HUGE = 1e15
+"""From here on a value is written in exponent form: 1e308 in G would be 300 digits wide."""
+
+
 def fmt_number(value: float) -> str:
     if value != value:  # NaN
         return "-"
+    if abs(value) >= HUGE:
+        return f"{value:.3g}"
     if abs(value) >= 1e9:
         return f"{value / 1e9:.1f}G"
     if abs(value) >= 1e6:
@@ -123,6 +137,9 @@ def fmt_number(value: float) -> str:
 
 
 def fmt_unit(value: float, unit: str) -> str:
+    if abs(value) >= HUGE:
+        shown = {"bytes": "B"}.get(unit, unit)
+        return f"{value:.3g}" + (f" {shown}" if shown else "")
     if unit == "bytes":
         for suffix, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
             if abs(value) >= size:

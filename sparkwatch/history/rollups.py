@@ -2,7 +2,7 @@
 
 Shared by the collector's scheduled job and the listener's history sink (a listener-only
 deployment has no collector, and the History dashboard's fleet-wide panels read these rows), so
-it imports nothing but SQLAlchemy, the schema and the field table.
+it imports nothing but SQLAlchemy, the schema, the field table and the contract's INT64_MAX.
 
 Each run recomputes every bucket that overlaps the recent ``lookback`` window from the raw rows
 and upserts it, so a bucket converges to the exact aggregate of its batches, including batches
@@ -15,6 +15,10 @@ Order statistics (a bucket's first and last state size, its batch-duration p95) 
 window functions that PostgreSQL and SQLite both have, so both backends store the same values:
 the p95 is ``percentile_cont(0.95)`` (linear interpolation between the two nearest ranks), the
 first/last are the values at the bucket's first/last batch by (timestamp, batch id, run id).
+
+Rollup sums saturate at INT64_MAX (:func:`saturating_sum`): the contract accepts any count up to
+it, so two batches can sum past what a BIGINT column holds, and one such bucket must not fail the
+whole run, and every other query's rollups with it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from sparkwatch.history.schema import (
     OperatorRollup,
     QueryRollup,
 )
+from sparkwatch.model.contract import INT64_MAX
 from sparkwatch.model.fields import OPERATOR_FIELDS
 
 RESOLUTIONS = {MINUTE: 60, HOUR: 3600}
@@ -60,6 +65,18 @@ def bucket_of(dialect: str, column: Any, seconds: int) -> sa.ColumnElement[Any]:
     return (sa.cast(epoch, sa.BigInteger) // seconds * seconds).label("bucket")
 
 
+def saturating_sum(dialect: str, column: Any) -> sa.ColumnElement[Any]:
+    """SUM of ``column``, clamped to INT64_MAX instead of failing (see the module docstring)."""
+    cap = sa.literal(INT64_MAX, sa.BigInteger)
+    if dialect == "postgresql":
+        # SUM(bigint) is numeric there, so it cannot overflow; the clamp makes it fit a BIGINT.
+        return sa.cast(sa.func.least(sa.func.sum(column), cap), sa.BigInteger)
+    # SQLite's SUM raises "integer overflow" when the group ends, whatever expression surrounds
+    # it; TOTAL is a float that does not (exact below 2**53, far above any real bucket's sum),
+    # and MIN compares it with the integer cap exactly, so the cast gets an in-range value.
+    return sa.cast(sa.func.min(sa.func.total(column), cap), sa.BigInteger)
+
+
 def query_aggregates(dialect: str, seconds: int, since: datetime) -> sa.Select[Any]:
     """One row per (query, bucket) from ``batches`` with timestamps from ``since``."""
     b = Batch.__table__.c
@@ -70,8 +87,8 @@ def query_aggregates(dialect: str, seconds: int, since: datetime) -> sa.Select[A
         sa.select(
             r.query_id, r.bucket,
             sa.func.count().label("batches"),
-            sa.func.sum(r.num_input_rows).label("num_input_rows"),
-            sa.func.sum(r.batch_duration_ms).label("batch_duration_ms_sum"),
+            saturating_sum(dialect, r.num_input_rows).label("num_input_rows"),
+            saturating_sum(dialect, r.batch_duration_ms).label("batch_duration_ms_sum"),
             sa.func.max(r.batch_duration_ms).label("batch_duration_ms_max"),
             _percentile(r.rank - 1, r.n, r.batch_duration_ms).label("batch_duration_ms_p95"),
         )
@@ -114,7 +131,8 @@ def _percentile(rank: Any, n: Any, value: Any) -> sa.ColumnElement[Any]:
     fraction = sa.cast(position % 100, sa.Double) / 100.0
     at_low = sa.func.max(sa.case((rank == low, value)))
     at_high = sa.func.max(sa.case((rank == low + 1, value)))
-    # at_high is NULL when the position is the last rank (fraction 0 then).
+    # at_high is NULL when the position is the last rank (fraction 0 then). Durations are never
+    # negative (the contract), so at_high - at_low fits a BIGINT even at INT64_MAX.
     return at_low + sa.func.coalesce((at_high - at_low) * sa.func.max(fraction), 0.0)
 
 
@@ -134,7 +152,7 @@ def operator_aggregates(dialect: str, seconds: int, since: datetime) -> sa.Selec
             sa.func.avg(r.num_rows_total).label("num_rows_total_avg"),
             _first(r, r.num_rows_total).label("num_rows_total_first"),
             _last(r, r.num_rows_total).label("num_rows_total_last"),
-            *(sa.func.sum(r[name]).label(name) for name in SUMMED),
+            *(saturating_sum(dialect, r[name]).label(name) for name in SUMMED),
             sa.func.max(r.memory_used_bytes).label("memory_used_bytes_max"),
         )
         .group_by(r.query_id, r.operator_index, r.bucket)
@@ -148,9 +166,9 @@ def query_days(dialect: str, since: datetime) -> sa.Select[Any]:
     return (
         sa.select(
             h.query_id, day,
-            sa.func.sum(h.batches).label("batches"),
-            sa.func.sum(h.num_input_rows).label("num_input_rows"),
-            sa.func.sum(h.batch_duration_ms_sum).label("batch_duration_ms_sum"),
+            saturating_sum(dialect, h.batches).label("batches"),
+            saturating_sum(dialect, h.num_input_rows).label("num_input_rows"),
+            saturating_sum(dialect, h.batch_duration_ms_sum).label("batch_duration_ms_sum"),
             sa.func.max(h.batch_duration_ms_max).label("batch_duration_ms_max"),
             sa.cast(sa.null(), sa.Double).label("batch_duration_ms_p95"),
         )
@@ -171,13 +189,14 @@ def operator_days(dialect: str, since: datetime) -> sa.Select[Any]:
         sa.select(
             r.query_id, r.operator_index, r.bucket,
             sa.func.max(r.operator_name).label("operator_name"),
-            sa.func.sum(r.batches).label("batches"),
+            saturating_sum(dialect, r.batches).label("batches"),
             sa.func.max(r.num_rows_total_max).label("num_rows_total_max"),
-            (sa.func.sum(r.num_rows_total_avg * r.batches) / sa.func.sum(r.batches))
-            .label("num_rows_total_avg"),
+            # The numerator sums floats (a mean times a count), which overflow on neither backend.
+            (sa.func.sum(r.num_rows_total_avg * r.batches)
+             / saturating_sum(dialect, r.batches)).label("num_rows_total_avg"),
             _first(r, r.num_rows_total_first).label("num_rows_total_first"),
             _last(r, r.num_rows_total_last).label("num_rows_total_last"),
-            *(sa.func.sum(r[name]).label(name) for name in SUMMED),
+            *(saturating_sum(dialect, r[name]).label(name) for name in SUMMED),
             sa.func.max(r.memory_used_bytes_max).label("memory_used_bytes_max"),
         )
         .group_by(r.query_id, r.operator_index, r.bucket)

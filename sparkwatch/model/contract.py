@@ -26,6 +26,18 @@ from typing import Any
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 
+EARLIEST_EPOCH = -62135596800
+"""0001-01-01T00:00:00Z, the first instant Python's datetime and SQL's timestamps hold."""
+LATEST_EPOCH = 253402300799
+"""9999-12-31T23:59:59Z, the last whole second both hold."""
+TIME_END = LATEST_EPOCH + 1
+"""10000-01-01T00:00:00Z: every time is before it."""
+BATCH_TIME_END = 253370764800
+"""9999-01-01T00:00:00Z: an event's own time (when Spark reported it) is before it, because the
+history is partitioned and rolled up by day, with partitions made days ahead of the newest batch;
+Spark's event-time fields (user data: ``9999-12-31`` is a common "no end" value) only need to be
+before :data:`TIME_END`."""
+
 
 class ContractViolation(ValueError):
     """A value the contract refuses; the message starts with the field path."""
@@ -85,6 +97,15 @@ def check_float(value: float, path: str) -> float:
     if not math.isfinite(value):
         raise fail(path, f"{value!r} is not a finite number")
     return value
+
+
+def check_time(epoch: float, path: str, given: str, end: float = TIME_END) -> float:
+    """Epoch seconds from ``EARLIEST_EPOCH`` to before ``end``, in UTC (an offset can carry a
+    timestamp written within years 1 to 9999 past either end)."""
+    if not EARLIEST_EPOCH <= epoch < end:
+        last = "9998" if end <= BATCH_TIME_END else "9999"
+        raise fail(path, f"{_shown(given)} is out of range (years 0001 to {last}, in UTC)")
+    return epoch
 
 
 def check_text(value: str, path: str, cap: int) -> str:

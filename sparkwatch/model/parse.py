@@ -15,14 +15,18 @@ from datetime import datetime
 from typing import Any
 
 from sparkwatch.model.contract import (
+    BATCH_TIME_END,
     INT64_MAX,
+    LATEST_EPOCH,
     LIMITS,
+    TIME_END,
     ContractViolation,
     check_count,
     check_entries,
     check_float,
     check_int64,
     check_text,
+    check_time,
     check_tree,
     conform,
     fit,
@@ -55,16 +59,21 @@ class EventParseError(ContractViolation):
 _TIMESTAMP_CHARS = 64
 
 
-def parse_timestamp(value: Any, where: str) -> float:
-    """Spark's ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`` (UTC) to epoch seconds."""
+def parse_timestamp(value: Any, where: str, end: float = TIME_END) -> float:
+    """Spark's ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`` (UTC) to epoch seconds, before ``end``
+    (:data:`~sparkwatch.model.contract.BATCH_TIME_END` for an event's own time)."""
     if not isinstance(value, str):
         raise EventParseError(f"{where}: expected an ISO-8601 timestamp string, got {value!r}")
     if len(value) > _TIMESTAMP_CHARS:
         raise EventParseError(f"{where}: not an ISO-8601 timestamp ({len(value)} characters)")
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        epoch = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except (ValueError, OverflowError):
         raise EventParseError(f"{where}: not an ISO-8601 timestamp: {value!r}") from None
+    try:
+        return check_time(epoch, where, value, end)
+    except ContractViolation as exc:
+        raise EventParseError(str(exc)) from None
 
 
 def _obj(data: Any, where: str) -> Mapping[str, Any]:
@@ -324,7 +333,8 @@ def parse_progress(data: Any) -> QueryProgress:
         query_id=_required_str(p, "id", where),
         run_id=_required_str(p, "runId", where),
         name=_opt_str(p, "name", where),
-        timestamp=parse_timestamp(p.get("timestamp"), "progress.timestamp"),
+        timestamp=parse_timestamp(p.get("timestamp"), "progress.timestamp",
+                              BATCH_TIME_END),
         batch_id=_int(p, "batchId", where, default=-1),
         # Spark 3.5's JSON has no batchDuration (4.x has): triggerExecution measures the same
         # span (within a few ms on 4.x), so 3.5 batches do not all look 0 s long.
@@ -358,7 +368,8 @@ def parse_started(data: Any) -> QueryStarted:
         query_id=_required_str(d, "id", "started"),
         run_id=_required_str(d, "runId", "started"),
         name=_opt_str(d, "name", "started"),
-        timestamp=parse_timestamp(d.get("timestamp"), "started.timestamp"),
+        timestamp=parse_timestamp(d.get("timestamp"), "started.timestamp",
+                              BATCH_TIME_END),
         job_tags=tuple(sorted(
             _checked(check_text, str(t), f"started.jobTags[{i}]", LIMITS.name_chars)
             for i, t in enumerate(tags))),
@@ -370,7 +381,8 @@ def parse_idle(data: Any) -> QueryIdle:
     return QueryIdle(
         query_id=_required_str(d, "id", "idle"),
         run_id=_required_str(d, "runId", "idle"),
-        timestamp=parse_timestamp(d.get("timestamp"), "idle.timestamp"),
+        timestamp=parse_timestamp(d.get("timestamp"), "idle.timestamp",
+                              BATCH_TIME_END),
     )
 
 
@@ -498,7 +510,6 @@ def envelope_to_dict(envelope: Envelope) -> dict[str, JsonValue]:
 
 
 _KINDS = frozenset(k.value for k in EventKind)
-_LATEST_EPOCH = 253402300799  # 9999-12-31T23:59:59Z, the last time SQL and Python both hold
 
 
 def envelope_from_dict(data: Any) -> Envelope:
@@ -507,7 +518,7 @@ def envelope_from_dict(data: Any) -> Envelope:
     app = _obj(d.get("app"), "event.app")
     received_at = d.get("received_at")
     if (isinstance(received_at, bool) or not isinstance(received_at, int | float)
-            or not 0 <= received_at <= _LATEST_EPOCH):
+            or not 0 <= received_at <= LATEST_EPOCH):
         raise EventParseError(f"event.received_at: expected epoch seconds, got {received_at!r}")
     kind = d.get("kind")
     if kind not in _KINDS:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkwatch.model.contract import (
+    LATEST_EPOCH,
     LIMITS,
     ContractViolation,
     check_count,
@@ -46,7 +47,6 @@ MODE_CHARS = 32
 """An output mode: append, update, complete."""
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
 """An operator kind (``aggregation``...): a label value users filter on, so an identifier."""
-_LATEST_EPOCH = 253402300799
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +124,7 @@ def plan_from_wire(item: Any) -> PlanEvent:
     app = _obj(item.get("app"), "event.app")
     received_at = item.get("received_at")
     if (isinstance(received_at, bool) or not isinstance(received_at, int | float)
-            or not 0 <= received_at <= _LATEST_EPOCH):
+            or not 0 <= received_at <= LATEST_EPOCH):
         raise fail("event.received_at", f"expected epoch seconds, got {_shown(received_at)}")
     info = AppInfo(
         name=_text(app, "name", "event.app", LIMITS.name_chars, required=True) or "",
@@ -141,7 +141,7 @@ def _plan(data: Mapping[str, Any]) -> QueryPlan:
         raise fail(child(where, "source"), f"expected plan or progress, got {_shown(source)}")
     read_at = data.get("read_at", 0.0)
     if (isinstance(read_at, bool) or not isinstance(read_at, int | float)
-            or not math.isfinite(read_at) or not 0 <= read_at <= _LATEST_EPOCH):
+            or not math.isfinite(read_at) or not 0 <= read_at <= LATEST_EPOCH):
         raise fail(child(where, "read_at"), f"expected epoch seconds, got {_shown(read_at)}")
     operators = _list(data, "operators", where, LIMITS.operators)
     settings = _obj(data.get("settings") or {}, child(where, "settings"))
@@ -243,7 +243,7 @@ def plan_schema() -> dict[str, Any]:
         "properties": {
             "kind": {"type": "string", "enum": [PLAN_KIND]},
             "app": {"type": "object", "required": ["name", "id"]},
-            "received_at": {"type": "number", "minimum": 0, "maximum": _LATEST_EPOCH},
+            "received_at": {"type": "number", "minimum": 0, "maximum": LATEST_EPOCH},
             "payload": {"type": "object", "required": ["query_id", "run_id"], "properties": {
                 "query_id": {"type": "string", "maxLength": LIMITS.id_chars},
                 "run_id": {"type": "string", "maxLength": LIMITS.id_chars},
