@@ -6,14 +6,19 @@ body can reach another tenant's series, and one app id used by two tenants is tw
 
 Query ids and run ids are Spark's UUIDs, unique across tenants in honest use, so the first tenant
 to use one owns it: an event of another tenant naming it is refused (it would otherwise reach the
-owner's rows in the history, which is keyed by run id). Ownership is remembered for what is in
-memory here; the history writer checks the same against its rows (see ``history/tenancy.py``).
+owner's rows in the history, which is keyed by run id). A run is also its app's: one Spark
+application reports it, so an event of another app (another app's token) naming it is refused
+too, where it would have rewritten the run's app, status and exception. A query id is not (a
+query restarted from its checkpoint by another application keeps it). Ownership is remembered
+for what is in memory here; the history writer checks the same against its rows (see
+``history/tenancy.py``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
@@ -27,6 +32,12 @@ from sparkwatch.plan.wire import PlanEvent
 TENANT_LABEL = "tenant"
 
 
+class Owner(NamedTuple):
+    tenant: str
+    app: str | None
+    """the app name that reported a run first; None for a query id (any app's)"""
+
+
 class Tenants:
     """The metric state of each tenant, created on its first event, and who owns which ids."""
 
@@ -34,8 +45,9 @@ class Tenants:
         self._make_state = make_state
         self._lock = threading.Lock()
         self._states: dict[str, MetricState] = {}
-        self._owners: dict[str, str] = {}
-        """``q:``query id or ``r:``run id -> the tenant that used it first (of those in memory)"""
+        self._owners: dict[str, Owner] = {}
+        """``q:``query id or ``r:``run id -> the tenant (and, for a run, the app) that used it
+        first (of those in memory)"""
 
     def state(self, tenant: str) -> MetricState:
         with self._lock:
@@ -53,17 +65,24 @@ class Tenants:
         naming an id another tenant owns; None when the tenant owns them or they are new."""
         with self._lock:
             for field, key in _event_ids(parsed):
-                if self._owners.get(key, tenant) != tenant:
+                owner = self._owners.get(key)
+                if owner is None:
+                    continue
+                if owner.tenant != tenant:
                     return (f"{field} {key[2:]!r} belongs to another tenant (ids are owned by the "
                             "tenant that used them first)")
+                if owner.app not in (None, parsed.app.name):
+                    return (f"{field} {key[2:]!r} is a run of another app (a run belongs to the "
+                            "app that reported it first)")
         return None
 
     def claim(self, tenant: str, parsed: ParsedEvent) -> None:
-        """Record ``tenant`` as the owner of the event's query id and run id (those not owned yet;
-        see :meth:`foreign`)."""
+        """Record ``tenant`` as the owner of the event's query id and run id, and its app as the
+        run's (those not owned yet; see :meth:`foreign`)."""
         with self._lock:
-            for _, value in _event_ids(parsed):
-                self._owners.setdefault(value, tenant)
+            for _, key in _event_ids(parsed):
+                app = parsed.app.name if key.startswith("r:") else None
+                self._owners.setdefault(key, Owner(tenant, app))
 
     def apply(self, tenant: str, parsed: ParsedEvent | PlanEvent) -> bool:
         """Fold an event (or a plan) into its tenant's state, unless another tenant owns its ids
@@ -81,12 +100,12 @@ class Tenants:
         """Evict every tenant's stale queries, then forget the ids no query holds any more.
         Called under the ingestor's lock (:meth:`.Ingestor.evict`): no id is claimed meanwhile."""
         evicted = sum(state.evict() for _, state in self.items())
-        owners: dict[str, str] = {}
+        owners: dict[str, Owner] = {}
         for tenant, state in self.items():
             with state.read() as (_, queries):
                 for q in queries:
-                    for identity in _ids(q):
-                        owners.setdefault(identity, tenant)
+                    for key, app in _ids(q):
+                        owners.setdefault(key, Owner(tenant, app))
         with self._lock:
             self._owners = owners
         return evicted
@@ -100,13 +119,14 @@ def _event_ids(parsed: ParsedEvent | PlanEvent) -> tuple[tuple[str, str], tuple[
     return ("payload.id", "q:" + event.query_id), ("payload.runId", "r:" + event.run_id)
 
 
-def _ids(q: QueryState) -> Iterator[str]:
-    """The owner keys a query holds: its id, its current run and the runs it remembers."""
-    yield "q:" + q.query_id
+def _ids(q: QueryState) -> Iterator[tuple[str, str | None]]:
+    """The owner keys a query holds, each with its app where it is known: its id, its current run
+    (the app it holds) and the runs it remembers (earlier runs may have been another app's)."""
+    yield "q:" + q.query_id, None
     if q.run_id:
-        yield "r:" + q.run_id
+        yield "r:" + q.run_id, q.app.name
     for run_id in q.applied_batches:
-        yield "r:" + run_id
+        yield "r:" + run_id, None
 
 
 class TenantsCollector(Collector):

@@ -228,3 +228,50 @@ def test_an_id_is_free_again_once_its_query_is_evicted() -> None:
     now[0] += 61  # B's query vanished for longer than stale_seconds
     assert tenants.evict() == 1
     assert tenants.foreign("alpha", a_event) is None
+
+
+def test_a_run_is_its_apps_and_a_query_any_apps_of_the_tenant() -> None:
+    """One tenant, two apps: the second naming the first's run is refused naming the field (it
+    would have ended or renamed that run); the same query under a run of its own is not (a query
+    restarted by another application keeps its id)."""
+    from sparkwatch.collector.tenants import Tenants
+    from sparkwatch.metrics.state import MetricState
+    from sparkwatch.model.parse import envelope_from_dict, parse_envelope
+
+    tenants = Tenants(lambda: MetricState(60.0, 60.0))
+    ids, other_run = fresh(), fresh()["run_id"]
+
+    def parsed(kind: str, app: dict[str, str], run_id: str) -> Any:
+        return parse_envelope(envelope_from_dict(event_of(kind, app, ids["query_id"], run_id)))
+
+    assert tenants.apply("beta", parsed("started", B_APP, ids["run_id"]))
+    for kind in KINDS:
+        refusal = tenants.foreign("beta", parsed(kind, A_APP, ids["run_id"]))
+        assert refusal == (f"payload.runId {ids['run_id']!r} is a run of another app (a run "
+                           "belongs to the app that reported it first)"), kind
+    assert tenants.foreign("beta", parsed("progress", B_APP, ids["run_id"])) is None
+    assert tenants.foreign("beta", parsed("started", A_APP, other_run)) is None
+
+
+def test_an_app_token_naming_another_apps_run_changes_nothing_of_it(
+    pg_admin_url: str, tmp_path: Any
+) -> None:
+    """The default tenant: a run pushed with the any-app token, then the ``orders-etl`` token
+    (its own app) naming that run: refused as forbidden, the run's history unchanged."""
+    from tests.test_collector_support import APP_TOKEN, database_collector, scalar
+
+    ids = fresh()
+    mine = {"name": "etl-main", "id": "app-main-0001", "spark_version": "4.3.0"}
+    orders = {"name": "orders-etl", "id": "app-orders-0001", "spark_version": "4.3.0"}
+    env = {"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN}
+    with database_collector(pg_admin_url, tmp_path / "spool", env=env) as c:
+        accepted_all(c, run_events(app=mine, **ids)[:3], TOKEN)
+        forged = [event_of(kind, orders, ids["query_id"], ids["run_id"]) for kind in KINDS]
+        body = c.post(forged, token=APP_TOKEN).json()
+        drained(c)
+        run = scalar(c.history_url, "select app_name || ' ' || status from query_runs "
+                     "where run_id = :r", r=ids["run_id"])
+    assert body["accepted"] == 0 and len(body["rejected"]) == len(KINDS), body
+    assert {r["reason"] for r in body["rejected"]} == {"forbidden_app"}
+    assert all("is a run of another app" in r["error"] for r in body["rejected"])
+    assert run == "etl-main running"

@@ -74,6 +74,41 @@ def test_a_refused_event_claims_nothing_for_the_events_after_it(history_url: str
     assert runs[new_run]["tenant"] == "beta"
 
 
+def test_another_apps_events_never_reach_a_run_it_did_not_report(history_url: str) -> None:
+    """In one tenant, an app naming another app's run (its own token, the run id guessed or
+    seen): its end, its batch and a start under that run are left out; the run keeps its app,
+    status and batches. The same query under a run of its own is written (a query restarted by
+    another application keeps its id)."""
+    import dataclasses
+
+    from sparkwatch.model.events import AppInfo, ParsedEvent
+
+    def of_other_app(parsed: ParsedEvent) -> ParsedEvent:
+        other = AppInfo("other-app", "app-other-0001", "4.3.0")
+        return dataclasses.replace(
+            parsed, envelope=dataclasses.replace(parsed.envelope, app=other))
+
+    migrate.upgrade(history_url)
+    before = b_run(history_url)
+    raw = load_sample("window_agg")
+    own_run = "b1000000-0000-4000-8000-0000000000b9"
+    forged = [
+        terminated(B_QUERY, B_RUN, "2026-11-20T10:01:00.000Z", exception="forged"),
+        progress({**batch_of(raw, 1, "2026-11-20T10:01:00.000Z"), "id": B_QUERY, "runId": B_RUN}),
+        started(B_QUERY, B_RUN, "renamed", "2026-11-20T10:01:00.000Z"),
+    ]
+    with writer(history_url) as w:
+        w.write([of_other_app(e) for e in forged], ["beta"] * len(forged))
+    [run] = fetch(history_url, "query_runs")
+    assert run == before["runs"][0]  # not ended, not renamed, still the first app's
+    assert [b["batch_id"] for b in fetch(history_url, "batches", B_RUN)] == [0]
+    with writer(history_url) as w:
+        w.write([of_other_app(started(B_QUERY, own_run, "beta-q", "2026-11-20T10:02:00.000Z"))],
+                ["beta"])
+    runs = {r["run_id"]: r for r in fetch(history_url, "query_runs")}
+    assert runs[own_run]["app_name"] == "other-app"
+
+
 def test_reads_filter_by_tenant(history_url: str) -> None:
     migrate.upgrade(history_url)
     b_run(history_url)

@@ -1,6 +1,7 @@
 """Which events of a write are their tenant's: a run id or query id belongs to the tenant whose
 events used it first (its rows in ``query_runs``), so another tenant's events naming it are left
-out of the write and never reach the owner's runs, batches or stall marks.
+out of the write and never reach the owner's runs, batches or stall marks. A run is also its app's
+(``query_runs.app_name``): another app's events naming it are left out the same way.
 
 The collector refuses such events at ingest already (for the ids it holds in memory); this is
 the check against everything the history holds.
@@ -30,17 +31,21 @@ def owned(conn: sa.Connection, events: Sequence[ParsedEvent], tenants: Sequence[
                            {e.event.query_id for e in events})
     kept, runs, foreign = [], {}, 0
     for parsed, tenant in zip(events, tenants, strict=True):
-        ids = (parsed.event.run_id, "q:" + parsed.event.query_id)
+        run_id, app = parsed.event.run_id, parsed.app.name
+        ids = (run_id, "q:" + parsed.event.query_id)
         # Checked before any is claimed: a refused event must not claim the id it did own.
-        if any(owners.get(i, tenant) != tenant for i in ids):
+        if (any(owners.get(i, tenant) != tenant for i in ids)
+                or owners.get("a:" + run_id, app) != app):
             foreign += 1
             continue
         for i in ids:
             owners.setdefault(i, tenant)
+        owners.setdefault("a:" + run_id, app)
         kept.append(parsed)
-        runs[parsed.event.run_id] = tenant
+        runs[run_id] = tenant
     if foreign:
-        log.warning("left out %d events naming a run or query of another tenant", foreign)
+        log.warning("left out %d events naming a run or query of another tenant, or a run of "
+                    "another app", foreign)
     return kept, runs
 
 
@@ -58,15 +63,21 @@ def owned_plans(conn: sa.Connection, plans: Sequence[QueryPlan], tenants: Sequen
 
 def _known_owners(conn: sa.Connection, run_ids: Iterable[str], query_ids: Iterable[str]
                   ) -> dict[str, str]:
-    """run id -> tenant, and ``q:``query id -> tenant, of the runs the history holds."""
+    """run id -> tenant, ``a:``run id -> the app that reported it, and ``q:``query id -> tenant,
+    of the runs the history holds."""
     r = QueryRun.__table__.c
     owners: dict[str, str] = {}
-    for column, ids, prefix in ((r.run_id, sorted(run_ids), ""),
-                                (r.query_id, sorted(query_ids), "q:")):
-        for start in range(0, len(ids), CHUNK):
-            stmt = sa.select(column, r.tenant).where(_among(conn, column, ids[start:start + CHUNK]))
-            for identity, tenant in conn.execute(stmt.distinct()):
-                owners.setdefault(prefix + identity, tenant)
+    runs, queries = sorted(run_ids), sorted(query_ids)
+    for start in range(0, len(runs), CHUNK):
+        stmt = sa.select(r.run_id, r.tenant, r.app_name).where(
+            _among(conn, r.run_id, runs[start:start + CHUNK]))
+        for run_id, tenant, app in conn.execute(stmt):
+            owners[run_id], owners["a:" + run_id] = tenant, app
+    for start in range(0, len(queries), CHUNK):
+        stmt = sa.select(r.query_id, r.tenant).where(
+            _among(conn, r.query_id, queries[start:start + CHUNK]))
+        for row in conn.execute(stmt.distinct()):
+            owners.setdefault("q:" + row.query_id, row.tenant)
     return owners
 
 
