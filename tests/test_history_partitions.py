@@ -187,12 +187,36 @@ def test_sqlite_keeps_one_table_each(sqlite_url: str) -> None:
 
 def test_the_writer_creates_the_days_of_its_batches_ahead(pg_url: str) -> None:
     """Without a collector the listener's writer is the only one to create partitions."""
-    populate(pg_url, [-10], queries=1)  # a batch 10 days after the migration's days ahead
+    populate(pg_url, [-2], queries=1)  # a driver clock 2 days ahead: days past the migration's
     for table in PARTITIONED:
-        for day in range(10, 10 + partitions.DAYS_AHEAD + 1):
+        for day in range(2, 2 + partitions.DAYS_AHEAD + 1):
             assert exists(pg_url, day_partition(table, -day)), (table, day)
         assert int(scalar(pg_url, f"select count(*) from {table}_default")) == 0, table
-    assert int(scalar(pg_url, f"select count(*) from {day_partition('batches', -10)}")) == 1
+    assert int(scalar(pg_url, f"select count(*) from {day_partition('batches', -2)}")) == 1
+
+
+def test_batches_of_far_off_days_wait_in_default_and_make_no_tables(pg_url: str) -> None:
+    """Batch times a pusher chose (60 days, years ahead, decades back): every row is stored,
+    in DEFAULT, and neither the writer nor retention's partition upkeep makes a table for them,
+    where each distinct day made four (one request could name 5,000 days)."""
+    migrate.upgrade(pg_url)
+    ages = [-400 - 30 * i for i in range(30)] + [4000 + 30 * i for i in range(30)]
+    before = partition_count(pg_url)
+    populate(pg_url, ages, queries=1)
+    engine = sa.create_engine(pg_url)
+    try:
+        with engine.begin() as conn:
+            Retention(raw_days=365 * 40, rollup_days=365 * 40)(conn, NOW)
+    finally:
+        engine.dispose()
+    assert partition_count(pg_url) == before
+    assert int(scalar(pg_url, "select count(*) from batches_default")) == len(ages)
+    assert table_counts(pg_url)["batches"] == len(ages)
+
+
+def partition_count(url: str) -> int:
+    return int(scalar(url, "select count(*) from pg_inherits i join pg_class c "
+                           "on c.oid = i.inhrelid where c.relkind = 'r'"))
 
 
 def test_the_history_dashboards_operator_variable_names_the_latest_batchs_operators(

@@ -25,6 +25,10 @@ TABLES = ("operator_batches", "source_batches", "sink_batches", "batches")
 DAYS_AHEAD = 3
 """Days after today that get their partitions ahead of the writes."""
 DAY = timedelta(days=1)
+DAYS_BEHIND = 31
+"""Days before today whose rows, waiting in a DEFAULT partition, get their own day moved out (a
+spool drained after an outage). Rows further off either way stay in DEFAULT, which every read
+includes: a skewed clock or a forged timestamp must not create tables by the thousand."""
 _LOCK = 0x73706B70  # "spkp"
 _NAME = re.compile(r"^(?P<table>[a-z_]+)_(?:p(?P<day>\d{8})|default)$")
 
@@ -123,14 +127,17 @@ def ensure(conn: sa.Connection, wanted: Iterable[datetime]) -> int:
 
 
 def ensure_ahead(conn: sa.Connection, now: datetime, days_ahead: int = DAYS_AHEAD) -> int:
-    """Today's and the next ``days_ahead`` days' partitions, plus any day whose rows wait in a
-    DEFAULT partition (moved into their own)."""
+    """Today's and the next ``days_ahead`` days' partitions, plus any day from
+    :data:`DAYS_BEHIND` before today whose rows wait in a DEFAULT partition (moved into their
+    own)."""
     if not is_partitioned(conn):
         return 0
+    first, last = day_of(now) - DAYS_BEHIND * DAY, day_of(now) + days_ahead * DAY
     stranded = conn.execute(sa.text(
-        "SELECT DISTINCT date_trunc('day', timestamp AT TIME ZONE 'UTC') FROM batches_default"))
+        "SELECT DISTINCT date_trunc('day', timestamp AT TIME ZONE 'UTC') FROM batches_default "
+        "WHERE timestamp >= :first AND timestamp < :end"), {"first": first, "end": last + DAY})
     waiting = [d.replace(tzinfo=UTC) for d in stranded.scalars()]
-    return ensure(conn, days(now, now + days_ahead * DAY) + waiting)
+    return ensure(conn, days(now, last) + waiting)
 
 
 # Each run loses the batches of the dropped day: one grouped pass over that day's partition.

@@ -12,7 +12,7 @@ import os
 import socket
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -147,9 +147,15 @@ class HistoryWriter:
         """Partitions ahead of the batches being written (``newest``: the latest batch time,
         None without batches), checked again once the newest batch reaches the last day made
         sure of: without a collector nothing else creates them. (A write never fails without
-        one: its rows wait in the DEFAULT partition.)"""
-        if newest is None:
+        one: its rows wait in the DEFAULT partition.) A batch time is the driver's clock, or
+        whatever a pusher wrote: only from :data:`~.partitions.DAYS_BEHIND` days before this
+        clock to :data:`~.partitions.DAYS_AHEAD` after it does, so that far-off times make no
+        tables (their rows wait in DEFAULT)."""
+        now = datetime.now(UTC)
+        if newest is None or newest < now - partitions.DAYS_BEHIND * partitions.DAY:
             return
+        if newest > now + partitions.DAYS_AHEAD * partitions.DAY:
+            newest = now
         if self._partitions_until is not None and newest < self._partitions_until:
             return
         with engine.begin() as conn:
