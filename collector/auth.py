@@ -70,6 +70,10 @@ class Auth:
         """New ingest tokens, e.g. re-read on SIGHUP; in-flight checks finish with the old."""
         self._tokens = list(tokens)
 
+    def tenant_count(self) -> int:
+        """How many tenants the ingest tokens in force push for."""
+        return len({split_scope(scope)[0] for scope, _ in self._tokens})
+
     @property
     def reads_protected(self) -> bool:
         return self._read_token is not None or bool(self._tenant_read_tokens)

@@ -176,12 +176,12 @@ def build_service(settings: CollectorSettings, otlp: OtlpConfig | None = None) -
                         settings.rate_burst_seconds)
     byte_rates = Rates("max_bytes_per_second", settings.max_bytes_per_second,
                        settings.rate_burst_seconds)
-    inflight = InflightBytes(inflight_bound(settings), INFLIGHT_WAIT_SECONDS)
+    auth = Auth(settings.tokens, settings.read_token, settings.no_auth,
+                settings.tenant_read_tokens, settings.scrape_token)
+    inflight = InflightBytes(inflight_bound(settings), INFLIGHT_WAIT_SECONDS, auth.tenant_count)
     metrics.track_inflight(lambda: inflight.used, inflight.capacity)
     return Service(
-        settings=settings, tenants=tenants, registry=registry, metrics=metrics,
-        auth=Auth(settings.tokens, settings.read_token, settings.no_auth,
-                  settings.tenant_read_tokens, settings.scrape_token),
+        settings=settings, tenants=tenants, registry=registry, metrics=metrics, auth=auth,
         ingestor=Ingestor(tenants, spool, caps, metrics, event_rates), board=board,
         inflight=inflight, byte_rates=byte_rates,
         spool=spool,

@@ -71,3 +71,39 @@ def test_an_inflight_bound_below_the_body_limit_is_refused_at_startup() -> None:
         load_collector_settings(env, {"max_body_bytes": "2000", "max_inflight_body_bytes": "1000"})
     settings = load_collector_settings(env, {"max_body_bytes": "2000"})
     assert settings.max_inflight_body_bytes is None  # twice the body limit, see inflight_bound
+
+
+def _slow_request(collector: Collector, token: str, declared: int) -> socket.socket:
+    """Headers declaring ``declared`` bytes and the first few of them, then nothing."""
+    slow = socket.create_connection(("127.0.0.1", collector.port), timeout=30)
+    slow.sendall(
+        f"POST /api/v1/events HTTP/1.1\r\nHost: collector\r\nAuthorization: Bearer {token}"
+        f"\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n\r\n{{"
+        .encode())
+    return slow
+
+
+def test_one_tenants_slow_requests_leave_another_tenant_room(tmp_path: Path) -> None:
+    """Tenant A opens two requests declaring the body limit and sends nothing more: it holds its
+    half of the bound, and its third request is the one refused, naming its share; tenant B's push
+    is accepted at once. Before, A's two held all of it and B got 503 for as long as they lasted."""
+    tokens = "alpha/*=alpha-ingest-token,beta/*=beta-ingest-token"
+    collector = Collector(f"sqlite:///{tmp_path / 'history.db'}", tmp_path / "spool",
+                          "--max-body-bytes", str(BOUND),
+                          "--max-inflight-body-bytes", str(2 * BOUND),
+                          env={"SPARKWATCH_COLLECTOR_TOKENS": tokens})
+    collector.start()
+    held = []
+    try:
+        held = [_slow_request(collector, "alpha-ingest-token", BOUND) for _ in range(2)]
+        wait_for(lambda: inflight(collector) == BOUND, 10, "A's first request's bytes held")
+        accepted = collector.post(run_events(**fresh_ids())[:3], token="beta-ingest-token")
+        assert accepted.status_code == 200 and accepted.json()["accepted"] == 3, accepted.text
+        refused = collector.post(run_events(**fresh_ids())[:3], token="alpha-ingest-token")
+        assert refused.status_code == 503, refused.text
+        assert f"exceed its share of max_inflight_body_bytes ({BOUND} of {2 * BOUND}" \
+            in refused.json()["detail"]
+    finally:
+        for sock in held:
+            sock.close()
+        collector.stop()

@@ -65,7 +65,7 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
         caller = service.auth.ingest_caller(request.headers.get("authorization"))
         _check_content_type(request)
         encoding = request.headers.get("content-encoding")
-        async with service.inflight.reserve(_declared(request, limit)) as held:
+        async with service.inflight.reserve(_declared(request, limit), caller.tenant) as held:
             # In a list the worker empties: no reference here keeps the body alive meanwhile.
             body = [await _body(request, limit, service.settings.body_timeout_seconds)]
             _take_bytes(service, caller.tenant, len(body[0]))
