@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkwatch.cli.errors import CliError
-from sparkwatch.cli.signals import Stopped
+from sparkwatch.cli.signals import Stopped, note_still_stopping
 from sparkwatch.settings import SettingsError
 from sparkwatch.settings.collector import SETTINGS, env_tokens, load_collector_settings
 from sparkwatch.settings.options import add_loader_option
@@ -99,8 +99,12 @@ def serve(config: Any) -> None:
         first_signal: int | None = None
 
         def handle_exit(self, sig: int, frame: Any) -> None:
-            if self.first_signal is None:
-                self.first_signal = sig
+            if self.first_signal is not None:
+                # uvicorn takes a second SIGINT as "exit now": no graceful shutdown, and none of
+                # the service's stop (the history writer's end). Here it is only noted.
+                note_still_stopping()
+                return
+            self.first_signal = sig
             super().handle_exit(sig, frame)
 
     server = Server(config)
