@@ -25,6 +25,7 @@ from sparkwatch.collector.body import exact_events
 from sparkwatch.collector.config import ANY_APP, DEFAULT_TENANT
 from sparkwatch.collector.fastjson import encode
 from sparkwatch.collector.limits import Caps, SeriesIndex
+from sparkwatch.collector.owners import HistoryOwners
 from sparkwatch.collector.rates import RateLimited, Rates
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.collector.tenants import Tenants
@@ -77,9 +78,10 @@ class Outcome:
 class Ingestor:
     def __init__(
         self, tenants: Tenants, spool: Spool | None, caps: Caps, metrics: SelfMetrics,
-        event_rates: Rates | None = None,
+        event_rates: Rates | None = None, history_owners: HistoryOwners | None = None,
     ) -> None:
         self._tenants = tenants
+        self._history_owners = history_owners
         self._spool = spool
         self._caps = caps
         self._metrics = metrics
@@ -128,6 +130,10 @@ class Ingestor:
                 caller: Caller) -> Outcome:
         outcome = Outcome()
         valid = self._validate(checked, caller.app, outcome)
+        if self._history_owners is not None and valid:
+            # Outside the lock: a database round trip, only for ids memory does not hold.
+            self._tenants.learn(self._history_owners(
+                *self._tenants.unknown(parsed for _, parsed, _ in valid)))
         state = self._tenants.state(caller.tenant)
         with self._lock:
             admitted = self._admit(caller.tenant, valid, outcome)

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from sparkwatch.history import tenancy
 from sparkwatch.history.engine import connect, create_engine
 from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
 from sparkwatch.history.reader import HistoryReader
@@ -57,6 +58,16 @@ class Reads:
         reader, _ = self._ready()
         try:
             return view(reader)
+        except sa.exc.DBAPIError as exc:
+            raise HistoryUnavailable(f"history query failed: {one_line(exc)}") from None
+
+    def owners(self, run_ids: set[str], query_ids: set[str]) -> dict[str, str]:
+        """Who the history says owns these ids (see :func:`.tenancy.known_owners`); raises
+        :class:`HistoryUnavailable`."""
+        _, engine = self._ready()
+        try:
+            with engine.connect() as conn:
+                return tenancy.known_owners(conn, run_ids, query_ids)
         except sa.exc.DBAPIError as exc:
             raise HistoryUnavailable(f"history query failed: {one_line(exc)}") from None
 

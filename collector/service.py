@@ -26,6 +26,7 @@ from sparkwatch.collector.inflight import InflightBytes
 from sparkwatch.collector.ingest import Ingestor
 from sparkwatch.collector.leases import LeasedRunner
 from sparkwatch.collector.limits import Caps
+from sparkwatch.collector.owners import HistoryOwners
 from sparkwatch.collector.pump import HistoryPump
 from sparkwatch.collector.rates import Rates
 from sparkwatch.collector.reads import Reads
@@ -182,7 +183,9 @@ def build_service(settings: CollectorSettings, otlp: OtlpConfig | None = None) -
     metrics.track_inflight(lambda: inflight.used, inflight.capacity)
     return Service(
         settings=settings, tenants=tenants, registry=registry, metrics=metrics, auth=auth,
-        ingestor=Ingestor(tenants, spool, caps, metrics, event_rates), board=board,
+        ingestor=Ingestor(tenants, spool, caps, metrics, event_rates,
+                          None if reads is None else HistoryOwners(reads.owners)),
+        board=board,
         inflight=inflight, byte_rates=byte_rates,
         spool=spool,
         pump=pump, reads=reads, engine=engine, otlp=export,

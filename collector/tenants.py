@@ -17,7 +17,7 @@ for what is in memory here; the history writer checks the same against its rows 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from prometheus_client.core import Metric
@@ -75,6 +75,25 @@ class Tenants:
                     return (f"{field} {key[2:]!r} is a run of another app (a run belongs to the "
                             "app that reported it first)")
         return None
+
+    def unknown(self, events: Iterable[ParsedEvent | PlanEvent]) -> tuple[set[str], set[str]]:
+        """The run ids and query ids of ``events`` that no owner is known for here."""
+        runs: set[str] = set()
+        queries: set[str] = set()
+        with self._lock:
+            for parsed in events:
+                (_, query), (_, run) = _event_ids(parsed)
+                if query not in self._owners:
+                    queries.add(query[2:])
+                if run not in self._owners:
+                    runs.add(run[2:])
+        return runs, queries
+
+    def learn(self, owners: Mapping[str, Owner]) -> None:
+        """Owners the history knows of ids memory did not hold (see ``collector/owners.py``)."""
+        with self._lock:
+            for key, owner in owners.items():
+                self._owners.setdefault(key, owner)
 
     def claim(self, tenant: str, parsed: ParsedEvent) -> None:
         """Record ``tenant`` as the owner of the event's query id and run id, and its app as the

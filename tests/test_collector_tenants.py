@@ -275,3 +275,51 @@ def test_an_app_token_naming_another_apps_run_changes_nothing_of_it(
     assert {r["reason"] for r in body["rejected"]} == {"forbidden_app"}
     assert all("is a run of another app" in r["error"] for r in body["rejected"])
     assert run == "etl-main running"
+
+
+def test_after_a_restart_the_history_still_gives_bs_ids_to_b(
+    pg_admin_url: str, tmp_path: Any
+) -> None:
+    """A restart leaves memory empty: A naming B's query (with a run of its own) is refused, as
+    the history gives that query to B, and B's next batch and B's restart of the query are
+    accepted. Before, A's event claimed the id in memory: B's were refused, A's left out of the
+    history, and both lost."""
+    ids = fresh()
+    with tenant_collector(pg_admin_url, tmp_path) as c:
+        accepted_all(c, beta_running_run(ids["query_id"], ids["run_id"]), B_TOKEN)
+        drained(c)
+        c.stop()
+        c.start()
+        claim = c.post([event_of("started", A_APP, ids["query_id"], fresh()["run_id"])],
+                       token=A_TOKEN).json()
+        assert claim["accepted"] == 0, claim
+        assert claim["rejected"][0]["error"] == (
+            f"payload.id {ids['query_id']!r} belongs to another tenant (ids are owned by the "
+            "tenant that used them first)")
+        for event in (event_of("progress", B_APP, ids["query_id"], ids["run_id"]),
+                      event_of("started", B_APP, ids["query_id"], fresh()["run_id"])):
+            assert c.post([event], token=B_TOKEN).json()["accepted"] == 1, event["kind"]
+
+
+def test_a_history_that_cannot_answer_is_not_asked_again_for_a_while() -> None:
+    """Ingest never waits on a database that is down: one failed lookup, then memory alone
+    until the retry time has passed."""
+    from sparkwatch.collector.owners import HistoryOwners
+    from sparkwatch.collector.tenants import Owner
+    from sparkwatch.history.errors import HistoryUnavailable
+
+    now, asked = [0.0], []
+
+    def lookup(runs: set[str], queries: set[str]) -> dict[str, str]:
+        asked.append((runs, queries))
+        if len(asked) == 1:
+            raise HistoryUnavailable("history query failed: connection refused")
+        return {"r1": "beta", "a:r1": "beta-orders", "q:q1": "beta"}
+
+    owners = HistoryOwners(lookup, clock=lambda: now[0], retry_seconds=30)
+    assert owners({"r1"}, {"q1"}) == {}
+    now[0] = 29.0
+    assert owners({"r1"}, {"q1"}) == {} and len(asked) == 1
+    now[0] = 31.0
+    assert owners({"r1"}, {"q1"}) == {"r:r1": Owner("beta", "beta-orders"),
+                                      "q:q1": Owner("beta", None)}

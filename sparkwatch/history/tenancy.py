@@ -27,7 +27,7 @@ CHUNK = 500
 def owned(conn: sa.Connection, events: Sequence[ParsedEvent], tenants: Sequence[str]
           ) -> tuple[list[ParsedEvent], dict[str, str]]:
     """The events whose ids are their tenant's (or new), and the tenant of each of their runs."""
-    owners = _known_owners(conn, {e.event.run_id for e in events},
+    owners = known_owners(conn, {e.event.run_id for e in events},
                            {e.event.query_id for e in events})
     kept, runs, foreign = [], {}, 0
     for parsed, tenant in zip(events, tenants, strict=True):
@@ -52,7 +52,7 @@ def owned(conn: sa.Connection, events: Sequence[ParsedEvent], tenants: Sequence[
 def owned_plans(conn: sa.Connection, plans: Sequence[QueryPlan], tenants: Sequence[str]
                 ) -> list[QueryPlan]:
     """The plans whose run (and query) the history holds for their own tenant."""
-    owners = _known_owners(conn, {p.run_id for p in plans}, {p.query_id for p in plans})
+    owners = known_owners(conn, {p.run_id for p in plans}, {p.query_id for p in plans})
     kept = [plan for plan, tenant in zip(plans, tenants, strict=True)
             if owners.get(plan.run_id) == tenant and owners.get("q:" + plan.query_id) == tenant]
     if len(kept) < len(plans):
@@ -61,7 +61,7 @@ def owned_plans(conn: sa.Connection, plans: Sequence[QueryPlan], tenants: Sequen
     return kept
 
 
-def _known_owners(conn: sa.Connection, run_ids: Iterable[str], query_ids: Iterable[str]
+def known_owners(conn: sa.Connection, run_ids: Iterable[str], query_ids: Iterable[str]
                   ) -> dict[str, str]:
     """run id -> tenant, ``a:``run id -> the app that reported it, and ``q:``query id -> tenant,
     of the runs the history holds."""

@@ -1,0 +1,52 @@
+"""Who owns the ids the collector's memory does not hold, asked of the history.
+
+Memory alone (:class:`~.tenants.Tenants`) forgets an id when its query is evicted and everything
+on a restart: another tenant could then claim an id the history gives to its owner, whose next
+events were refused as another tenant's (the history writer leaves the claimer's out too: both
+sides lost). So an event naming an id memory does not hold is checked against the history's runs
+first. A history that cannot answer (down, or not migrated yet) is not asked again for
+:data:`RETRY_SECONDS`: ingest must not wait on a database the spool exists to be independent of.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from sparkwatch.collector.tenants import Owner
+from sparkwatch.history.errors import HistoryUnavailable
+
+log = logging.getLogger(__name__)
+RETRY_SECONDS = 30.0
+
+Lookup = Callable[[set[str], set[str]], dict[str, str]]
+"""(run ids, query ids) -> ``run id`` -> tenant, ``a:run id`` -> app, ``q:query id`` -> tenant
+(:func:`sparkwatch.history.tenancy.known_owners`)"""
+
+
+class HistoryOwners:
+    def __init__(self, lookup: Lookup, clock: Callable[[], float] = time.monotonic,
+                 retry_seconds: float = RETRY_SECONDS) -> None:
+        self._lookup, self._clock, self._retry_seconds = lookup, clock, retry_seconds
+        self._asleep_until = 0.0
+
+    def __call__(self, run_ids: set[str], query_ids: set[str]) -> dict[str, Owner]:
+        """Owner keys (``r:``/``q:`` as :class:`~.tenants.Tenants` keeps them) of the ids the
+        history holds; empty while the history cannot answer."""
+        if not (run_ids or query_ids) or self._clock() < self._asleep_until:
+            return {}
+        try:
+            found = self._lookup(run_ids, query_ids)
+        except HistoryUnavailable as exc:
+            self._asleep_until = self._clock() + self._retry_seconds
+            log.info("ids not in memory are checked against memory only for %gs: %s",
+                     self._retry_seconds, exc)
+            return {}
+        owners = {}
+        for key, value in found.items():
+            if key.startswith("q:"):
+                owners[key] = Owner(value, None)
+            elif not key.startswith("a:"):
+                owners["r:" + key] = Owner(value, found.get("a:" + key))
+        return owners
