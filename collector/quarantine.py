@@ -81,6 +81,10 @@ class Quarantine:
                     f"quarantine {self.path} holds {held} bytes; {adding} more would exceed its "
                     f"bound of {self.max_bytes} (quarantine_max_bytes): replay or drop entries")
             with open(self.path, "a", encoding="ascii") as f:
+                if held and not self._ends_with_newline():
+                    # A line torn by a crash mid-append has no newline: end it, or the first
+                    # line appended now would join it and be lost with it.
+                    f.write("\n")
                 f.writelines(lines)
                 f.flush()
                 os.fsync(f.fileno())
@@ -100,28 +104,54 @@ class Quarantine:
         return out
 
     def remove(self, ids: set[str]) -> int:
-        """Drop the entries with these ids (rewritten atomically); how many were removed."""
-        with self._locked():
-            kept = [e for e in self.entries() if e.id not in ids]
-            removed = len(self.entries()) - len(kept)
+        """Drop the entries with these ids (rewritten atomically); how many were removed. Every
+        other line is kept byte for byte (its tenant and any field this version does not know),
+        and nothing is written when nothing matches. The directory must exist: removing never
+        creates a spool."""
+        with self._locked(create=False):
+            try:
+                with open(self.path, "rb") as f:
+                    lines = f.readlines()  # split at b"\n" only: each line as it was
+            except FileNotFoundError:
+                return 0
+            kept = [line for line in lines if _line_id(line) not in ids]
+            removed = len(lines) - len(kept)
+            if not removed:
+                return 0
             tmp = self.path.with_suffix(".tmp")
-            with open(tmp, "w", encoding="ascii") as f:
-                for e in kept:
-                    f.write(json.dumps({"id": e.id, "at": e.at, "reason": e.reason,
-                                        "event": e.event}, ensure_ascii=True) + "\n")
+            with open(tmp, "wb") as f:
+                # A torn last line kept as it was still needs its newline, or the next append
+                # would join it.
+                f.writelines(line if line.endswith(b"\n") else line + b"\n" for line in kept)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
             return removed
 
+    def _ends_with_newline(self) -> bool:
+        with open(self.path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+
     @contextmanager
-    def _locked(self) -> Iterator[set[str]]:
+    def _locked(self, create: bool = True) -> Iterator[set[str]]:
         """An exclusive lock beside the file (held by appends and rewrites alike), and the ids
-        already quarantined."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        already quarantined; ``create``: make the directory if it is missing."""
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path.with_suffix(".lock"), "a") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
                 yield {e.id for e in self.entries()}
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _line_id(line: bytes) -> str | None:
+    """The id of one line of the file, or None for a line that is not an entry (torn)."""
+    try:  # decoded as entries() decodes, so that every id it lists can be removed
+        d = json.loads(line.decode("ascii", errors="replace"))
+    except ValueError:
+        return None
+    found = d.get("id") if isinstance(d, dict) else None
+    return found if isinstance(found, str) else None

@@ -125,3 +125,13 @@ def test_a_quarantined_event_keeps_the_tenant_that_pushed_it(tmp_path: Path) -> 
     quarantine.add([({"kind": "progress", "n": 1}, "refused")], ["alpha"])
     quarantine.add([({"kind": "progress", "n": 2}, "refused")])
     assert [e.tenant for e in quarantine.entries()] == ["alpha", "default"]
+
+
+def test_an_entry_added_after_a_torn_last_line_is_kept(tmp_path: Path) -> None:
+    quarantine = Quarantine(tmp_path)
+    first, second = ({"kind": "idle", "payload": {"id": q}} for q in ("q1", "q2"))
+    quarantine.add([(first, "refused")])
+    with open(quarantine.path, "a") as f:
+        f.write('{"id": "torn", "at": 1, "rea')  # a crash mid-append
+    assert quarantine.add([(second, "refused")]) == 1
+    assert [e.event for e in quarantine.entries()] == [first, second]

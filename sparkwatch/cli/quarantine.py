@@ -5,6 +5,8 @@ drop them."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,16 +41,36 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _quarantine(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The quarantine of an existing spool directory: these commands read or rewrite one, and
+    never make one (an empty quarantine at a mistyped path would read as "nothing held")."""
     try:
         from sparkwatch.collector.quarantine import Quarantine
     except ImportError as exc:
         raise CliError(f"{exc}: install the collector with pip install 'sparkwatch[collector]'") \
             from None
-    return Quarantine(Path(args.spool_dir))
+    spool = Path(args.spool_dir)
+    if not spool.exists():
+        raise CliError(f"--spool-dir {spool}: the spool directory does not exist")
+    if not spool.is_dir():
+        raise CliError(f"--spool-dir {spool}: not a directory")
+    return Quarantine(spool)
+
+
+@contextmanager
+def _file_errors(args: argparse.Namespace, doing: str) -> Iterator[None]:
+    """What the file system refuses (the quarantine file a directory, a spool not writable) as
+    one line naming the option and the path."""
+    try:
+        yield
+    except OSError as exc:
+        raise CliError(f"--spool-dir {args.spool_dir}: cannot {doing} "
+                       f"{exc.filename or 'the quarantine'}: {exc.strerror or exc}") from None
 
 
 def run_list(args: argparse.Namespace) -> int:
-    entries = _quarantine(args).entries()
+    quarantine = _quarantine(args)
+    with _file_errors(args, "read"):
+        entries = quarantine.entries()
     for e in entries:
         when = datetime.fromtimestamp(e.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = e.event if isinstance(e.event, dict) else {}
@@ -68,7 +90,8 @@ def run_replay(args: argparse.Namespace) -> int:
     from sparkwatch.history.writer import HistoryWriter
 
     quarantine = _quarantine(args)
-    chosen = [e for e in quarantine.entries() if not args.ids or e.id in args.ids]
+    with _file_errors(args, "read"):
+        chosen = [e for e in quarantine.entries() if not args.ids or e.id in args.ids]
     written: set[str] = set()
     writer = HistoryWriter(args.history_url)
     try:
@@ -87,12 +110,15 @@ def run_replay(args: argparse.Namespace) -> int:
             written.add(entry.id)
     finally:
         writer.close()
-    quarantine.remove(written)
+    with _file_errors(args, "rewrite"):
+        quarantine.remove(written)
     print(f"replayed {len(written)} of {len(chosen)}")
     return 0 if len(written) == len(chosen) else 1
 
 
 def run_drop(args: argparse.Namespace) -> int:
-    removed = _quarantine(args).remove(set(args.ids))
+    quarantine = _quarantine(args)
+    with _file_errors(args, "rewrite"):
+        removed = quarantine.remove(set(args.ids))
     print(f"dropped {removed}")
     return 0
