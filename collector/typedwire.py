@@ -282,6 +282,8 @@ def _app(app: _App) -> AppInfo:
 def _progress(p: _Progress) -> QueryProgress:
     name = _given(p.name, None)
     _plain(p.id, p.run_id, name or "")
+    if not (p.id.isprintable() and p.run_id.isprintable()) or "/" in p.id + p.run_id:
+        raise Unsure  # the exact parser names the id
     durations = _given(p.duration_ms, {})
     return QueryProgress(
         query_id=p.id, run_id=p.run_id, name=name,

@@ -122,6 +122,14 @@ def check_text(value: str, path: str, cap: int) -> str:
     return value
 
 
+def check_id(value: str, path: str) -> str:
+    """A query or run id: printable, without ``/`` (Spark's are UUIDs). It names the query in
+    the console's and the read API's URLs, where a newline or a slash cannot be routed."""
+    if not value.isprintable() or "/" in value:
+        raise fail(path, f"{_shown(value)} is not an id (printable characters without '/')")
+    return value
+
+
 def check_entries(size: int, path: str, cap: int, what: str = "entries") -> None:
     if size > cap:
         raise fail(path, f"{size} {what} is over the limit of {cap}")

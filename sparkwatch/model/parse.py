@@ -24,6 +24,7 @@ from sparkwatch.model.contract import (
     check_count,
     check_entries,
     check_float,
+    check_id,
     check_int64,
     check_text,
     check_time,
@@ -101,6 +102,16 @@ def _required_str(
     if not isinstance(value, str) or not value:
         raise EventParseError(f"{where}.{key}: required string is missing or not a string")
     return _checked(check_text, value, f"{where}.{key}", cap)
+
+
+def _id(data: Mapping[str, Any], key: str, where: str) -> str:
+    value = _required_str(data, key, where)
+    if value.isprintable() and "/" not in value:
+        return value  # the common case, in C
+    try:
+        return check_id(value, f"{where}.{key}")
+    except ContractViolation as exc:
+        raise EventParseError(str(exc)) from None
 
 
 def _opt_str(
@@ -330,8 +341,8 @@ def parse_progress(data: Any) -> QueryProgress:
     where = "progress"
     durations = _durations(p, where)
     return QueryProgress(
-        query_id=_required_str(p, "id", where),
-        run_id=_required_str(p, "runId", where),
+        query_id=_id(p, "id", where),
+        run_id=_id(p, "runId", where),
         name=_opt_str(p, "name", where),
         timestamp=parse_timestamp(p.get("timestamp"), "progress.timestamp",
                               BATCH_TIME_END),
@@ -365,8 +376,8 @@ def parse_started(data: Any) -> QueryStarted:
         raise EventParseError(f"started.jobTags: expected a JSON array, got {tags!r}")
     _checked(check_entries, len(tags), "started.jobTags", LIMITS.map_entries)
     return QueryStarted(
-        query_id=_required_str(d, "id", "started"),
-        run_id=_required_str(d, "runId", "started"),
+        query_id=_id(d, "id", "started"),
+        run_id=_id(d, "runId", "started"),
         name=_opt_str(d, "name", "started"),
         timestamp=parse_timestamp(d.get("timestamp"), "started.timestamp",
                               BATCH_TIME_END),
@@ -379,8 +390,8 @@ def parse_started(data: Any) -> QueryStarted:
 def parse_idle(data: Any) -> QueryIdle:
     d = _obj(data, "idle")
     return QueryIdle(
-        query_id=_required_str(d, "id", "idle"),
-        run_id=_required_str(d, "runId", "idle"),
+        query_id=_id(d, "id", "idle"),
+        run_id=_id(d, "runId", "idle"),
         timestamp=parse_timestamp(d.get("timestamp"), "idle.timestamp",
                               BATCH_TIME_END),
     )
@@ -389,8 +400,8 @@ def parse_idle(data: Any) -> QueryIdle:
 def parse_terminated(data: Any) -> QueryTerminated:
     d = _obj(data, "terminated")
     return QueryTerminated(
-        query_id=_required_str(d, "id", "terminated"),
-        run_id=_required_str(d, "runId", "terminated"),
+        query_id=_id(d, "id", "terminated"),
+        run_id=_id(d, "runId", "terminated"),
         exception=_opt_str(d, "exception", "terminated", LIMITS.long_text_chars),
         error_class=_opt_str(d, "errorClassOnException", "terminated"),
     )
