@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -154,6 +155,122 @@ def test_since_accepts_relative_and_iso_times() -> None:
     assert parse_time("2d", now=lambda: now) == datetime(2026, 11, 19, 12, 0, tzinfo=UTC)
     assert parse_time("2026-11-21T09:00") == datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
     assert parse_time("2026-11-21T10:00+01:00") == datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+
+
+def test_since_refuses_times_past_the_calendar_in_one_line() -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^out of range: '9999999999d' "):
+        parse_time("9999999999d")
+    # An amount of over 4300 digits, which int() refuses, is shown cut short.
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^not a time: '9{37}\.\.\.' \(use"):
+        parse_time("9" * 5000 + "s")
+
+
+HUGE = "99999999999999999999999"  # past the signed 64-bit integers both databases bind
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["queries", "--limit", HUGE], "argument --limit: must be at most 1000000000000000000"),
+        (["queries", "--offset", HUGE], "argument --offset: must be at most 1000000000000000000"),
+        (["state", "window_agg", "--limit", HUGE],
+         "argument --limit: must be at most 1000000000000000000"),
+        (["state", "window_agg", "--offset", HUGE],
+         "argument --offset: must be at most 1000000000000000000"),
+        (["state", "window_agg", "--operator", HUGE],
+         "argument --operator: must be at most 2147483647"),
+        (["state", "window_agg", "--operator", "-1"], "argument --operator: must not be negative"),
+        (["queries", "--limit", "0"], "argument --limit: must be at least 1"),
+        (["queries", "--offset", "1.5"], "argument --offset: not a whole number: '1.5'"),
+    ],
+)
+def test_numbers_out_of_range_are_usage_errors_naming_the_option(
+    url: str, argv: list[str], error: str, capsys
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["history", *argv, "--url", url])
+    out, err = capsys.readouterr()
+    assert (exit_info.value.code, out) == (2, "")
+    assert err.splitlines()[-1] == f"sparkwatch history {argv[0]}: error: {error}"
+    assert "Traceback" not in err
+
+
+def test_the_largest_page_numbers_reach_the_database(url: str, capsys) -> None:
+    # 10**18 rows skipped plus 10**18 shown: state adds the two, still inside 64 bits.
+    page = ["--limit", "1000000000000000000", "--offset", "1000000000000000000"]
+    assert run(capsys, "history", "queries", *page, "--url", url) == (
+        0, "nothing recorded yet\n", ""
+    )
+    assert run(capsys, "history", "state", "window_agg", *page, "--url", url) == (
+        0, "nothing recorded yet\n", ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--since", "99999999999d"),
+        ("--since", "10000000w"),
+        ("--until", "9999-12-31T23:59:59-05:00"),  # year 10000 once in UTC
+        ("--since", "0001-01-01T00:00+01:00"),  # year 0 once in UTC
+    ],
+)
+def test_times_past_the_calendar_are_usage_errors_naming_the_option(
+    option: str, value: str, capsys
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["history", "state", "window_agg", option, value])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.splitlines()[-1] == (
+        f"sparkwatch history state: error: argument {option}: out of range: {value!r} "
+        "(times must fall within the years 1 to 9999)"
+    )
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["runs", "\udcff"],  # what Python makes of the byte 0xff in argv
+        ["state", "window_agg\udcff"],
+        ["operators", "\udcffwindow_agg"],
+    ],
+)
+def test_a_query_that_is_not_utf8_is_a_usage_error(url: str, argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["history", *argv, "--url", url])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.splitlines()[-1] == (
+        f"sparkwatch history {argv[0]}: error: argument QUERY: not UTF-8 text "
+        "(query ids, names and run ids are UTF-8)"
+    )
+    assert "Traceback" not in err
+
+
+def test_a_run_id_that_is_not_utf8_is_a_usage_error(url: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["history", "operators", "window_agg", "--run", f"{NEW_RUN}\udcff", "--url", url])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.splitlines()[-1].startswith(
+        "sparkwatch history operators: error: argument --run: not UTF-8 text"
+    )
+
+
+def test_installed_command_line_refuses_undecodable_bytes(url: str) -> None:
+    code = "import sys; from sparkwatch.cli.main import main; sys.exit(main())"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "history", "runs", b"\xff", "--url", url],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        "sparkwatch history runs: error: argument QUERY: not UTF-8 text "
+        "(query ids, names and run ids are UTF-8)"
+    )
+    assert "Traceback" not in result.stderr
 
 
 def test_installed_command_line_end_to_end(url: str) -> None:

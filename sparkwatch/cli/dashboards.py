@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +83,49 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_config(args: argparse.Namespace) -> Any:
     try:
-        from sparkwatch.dashboards.config import ConfigError
+        from sparkwatch.dashboards.config import ConfigError, parse_set, read_yaml
         from sparkwatch.dashboards.config import load_config as load
     except ImportError as exc:
         raise CliError(f"{exc}: {EXTRA_HINT}") from None
     try:
+        # Each source read alone first: a YAML or encoding error out of load() cannot say which
+        # --config file or --set value it came from.
+        for path in args.config:
+            with _unreadable(f"--config {path}"):
+                read_yaml(path)
+        for assignment in args.sets:
+            with _unreadable(f"--set {assignment!r}"):
+                parse_set(assignment)
         return load(files=args.config, sets=args.sets)
     except (ConfigError, OSError) as exc:
         raise CliError(str(exc)) from None
+
+
+@contextmanager
+def _unreadable(source: str) -> Iterator[None]:
+    """A config source that cannot be read or parsed as YAML as a one-line error naming
+    ``source`` (its ConfigErrors already name it, and go on as they are)."""
+    import yaml
+
+    try:
+        yield
+    except OSError as exc:
+        raise CliError(f"{source}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CliError(
+            f"{source}: not UTF-8 text ({exc.reason} at byte offset {exc.start})"
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        problem = exc.problem or exc.context
+        raise CliError(f"{source}: not valid YAML{_at(exc.problem_mark)}: {problem}") from None
+    except yaml.YAMLError as exc:
+        # The reader's errors (a control character in the text) carry no mark.
+        raise CliError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def _at(mark: Any) -> str:
+    """`` at line L, column C`` (1-based, as editors count) of a YAML error's mark, if any."""
+    return "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
 
 
 def write_or_check(
@@ -98,7 +134,8 @@ def write_or_check(
     from sparkwatch.dashboards.files import stale, write
 
     if args.check:
-        outdated = stale(files, root)
+        with _output_errors(args, root, "read"):
+            outdated = stale(files, root)
         for path in outdated:
             print(f"stale: {(root / path).resolve()}", file=sys.stderr)
         if outdated:
@@ -106,11 +143,26 @@ def write_or_check(
             return 1
         print(f"{len(files)} files up to date")
         return 0
-    touched = write(files, root)
+    with _output_errors(args, root, "write"):
+        touched = write(files, root)
     for path in touched:
         print(f"wrote {(root / path).resolve()}")
     print(f"{len(files)} files, {len(touched)} changed")
     return 0
+
+
+@contextmanager
+def _output_errors(args: argparse.Namespace, root: Path, doing: str) -> Iterator[None]:
+    """A file that cannot be read or written under the output root as a one-line error naming
+    --output (or the default root) and the file."""
+    where = f"--output {root}" if args.output is not None else f"default output {root}"
+    if root.exists() and not root.is_dir():
+        raise CliError(f"{where}: not a directory")
+    try:
+        yield
+    except OSError as exc:
+        failed = f" {exc.filename}" if exc.filename is not None else ""
+        raise CliError(f"{where}: cannot {doing}{failed}: {exc.strerror or exc}") from None
 
 
 def run_build(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sparkwatch.cli.db import add_url_argument, command_url, user_errors
+from sparkwatch.cli.numbers import MAX_INT32, MAX_ROWS, int_between, shown
 from sparkwatch.history.render import first_line, table, to_json
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint, to_dict
 from sparkwatch.plan.codec import plan_to_dict
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT = 100
 _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_TIME_FORMS = "use e.g. 2h, 30m, 7d or 2026-11-21T09:00"
+_positive = int_between(1, MAX_ROWS)
+_non_negative = int_between(0, MAX_ROWS)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,58 +45,70 @@ def register(sub: argparse._SubParsersAction) -> None:
         "queries", parents=[common],
         help="the most recently active queries with their latest run (a page: --limit/--offset)",
     )
-    queries.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N")
-    queries.add_argument("--offset", type=_non_negative, default=0, metavar="N")
+    queries.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
+                         help=f"rows to show (1 to {MAX_ROWS})")
+    queries.add_argument("--offset", type=_non_negative, default=0, metavar="N",
+                         help=f"rows to skip (0 to {MAX_ROWS})")
     queries.set_defaults(func=run_queries)
     runs = views.add_parser("runs", parents=[common], help="the runs of one query")
-    runs.add_argument("query", metavar="QUERY", help="query id, name or unique id prefix")
+    runs.add_argument("query", type=_text, metavar="QUERY",
+                      help="query id, name or unique id prefix")
     runs.set_defaults(func=run_runs)
     state = views.add_parser("state", parents=[common], help="state of one query over time")
-    state.add_argument("query", metavar="QUERY", help="query id, name or unique id prefix")
-    state.add_argument("--operator", type=int, metavar="N", help="operator index (plan order)")
+    state.add_argument("query", type=_text, metavar="QUERY",
+                       help="query id, name or unique id prefix")
+    state.add_argument("--operator", type=int_between(0, MAX_INT32), metavar="N",
+                       help="operator index (plan order)")
     state.add_argument("--since", type=parse_time, help="e.g. 2h, 30m, 7d or an ISO-8601 time")
     state.add_argument("--until", type=parse_time, help="end (exclusive), same forms as --since")
-    state.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N")
-    state.add_argument("--offset", type=_non_negative, default=0, metavar="N")
+    state.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
+                       help=f"points to show (1 to {MAX_ROWS})")
+    state.add_argument("--offset", type=_non_negative, default=0, metavar="N",
+                       help=f"points to skip (0 to {MAX_ROWS})")
     state.set_defaults(func=run_state)
     operators = views.add_parser(
         "operators", parents=[common], help="what each state operator of a query is (its plan)"
     )
-    operators.add_argument("query", metavar="QUERY", help="query id, name or unique id prefix")
-    operators.add_argument("--run", metavar="RUN_ID", help="a run (default: the latest read)")
+    operators.add_argument("query", type=_text, metavar="QUERY",
+                           help="query id, name or unique id prefix")
+    operators.add_argument("--run", type=_text, metavar="RUN_ID",
+                           help="a run (default: the latest read)")
     operators.set_defaults(func=run_operators)
 
 
 def parse_time(text: str, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> datetime:
     """``2h`` (ago) or ISO-8601; a time without zone is UTC, like everything in the history."""
     relative = _RELATIVE.match(text.strip())
-    if relative:
-        amount, unit = relative.groups()
-        return now() - timedelta(**{_UNITS[unit]: int(amount)})
     try:
+        if relative:
+            amount, unit = relative.groups()
+            return now() - timedelta(**{_UNITS[unit]: int(amount)})
         value = datetime.fromisoformat(text.strip())
-    except ValueError:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        # timedelta and datetime stop at years 1 and 9999 (9999-12-31T23:59-05:00 is past
+        # them once in UTC): a time out there was never recorded anyway.
         raise argparse.ArgumentTypeError(
-            f"not a time: {text!r} (use e.g. 2h, 30m, 7d or 2026-11-21T09:00)"
+            f"out of range: {shown(text)} (times must fall within the years 1 to 9999)"
         ) from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return value
+        # Also what int() says of an amount of over 4300 digits.
+        raise argparse.ArgumentTypeError(f"not a time: {shown(text)} ({_TIME_FORMS})") from None
+
+
+def _text(text: str) -> str:
+    """A query id, name or run id as given, refused if it cannot be sent to the database.
+
+    Bytes that are not UTF-8 in argv arrive as lone surrogates, which no database driver encodes
+    (UnicodeEncodeError); no id or name in the history can hold them.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(
+            "not UTF-8 text (query ids, names and run ids are UTF-8)"
+        ) from None
+    return text
 
 
 def _read(args: argparse.Namespace, view: Callable[[HistoryReader], list[Any]]) -> list[Any]:
