@@ -47,7 +47,7 @@ def create_app(service: Service) -> FastAPI:
     @app.exception_handler(HistoryError)
     async def history_error(_: Request, exc: HistoryError) -> JSONResponse:
         status = 404 if isinstance(exc, UnknownQuery | UnknownOperator) else 503
-        return error(status, str(exc))
+        return error(status, exc.message if isinstance(exc, UnknownQuery) else str(exc))
 
     @app.exception_handler(AuthError)
     async def auth_error(_: Request, exc: AuthError) -> JSONResponse:

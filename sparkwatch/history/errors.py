@@ -32,7 +32,14 @@ class MigrationError(HistoryError):
 
 
 class UnknownQuery(HistoryError):
-    """No query matches the id or name given."""
+    """No query matches the id or name given. ``where`` (the history's database, described) and
+    ``hint`` help at a command line; :attr:`message` leaves them out for an answer served to a
+    reader, who must not learn where the history lives."""
+
+    def __init__(self, message: str, where: str = "", hint: str = "") -> None:
+        self.message = message
+        super().__init__(message + (f" in {where}" if where else "")
+                         + (f" ({hint})" if hint else ""))
 
 
 class UnknownOperator(HistoryError):

@@ -159,9 +159,8 @@ def _resolve(conn: sa.Connection, query: str, notes: list[str],
     if len(by_prefix) == 1:
         return by_prefix[0]
     where = describe_url(conn.engine.url)
-    raise UnknownQuery(
-        f"no query with id or name {query!r} in {where} (see `sparkwatch history queries`)"
-    )
+    raise UnknownQuery(f"no query with id or name {query!r}", where,
+                       "see `sparkwatch history queries`")
 
 
 def _latest_first(conn: sa.Connection, condition: sa.ColumnElement[bool]) -> list[str]:
