@@ -7,6 +7,10 @@ or a hand-made Alembic config).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import context
 
@@ -16,7 +20,7 @@ from sparkwatch.history.schema import VERSION_TABLE, in_comparison, metadata
 PG_MIGRATION_LOCK = 0x73706B77  # "spkw"
 
 
-def _options(dialect_name: str) -> dict[str, object]:
+def _options(dialect_name: str) -> dict[str, Any]:  # Any: configure() types each option
     return {
         "target_metadata": metadata,
         "version_table": VERSION_TABLE,
@@ -24,6 +28,11 @@ def _options(dialect_name: str) -> dict[str, object]:
         "include_object": in_comparison,
         # SQLite cannot ALTER most things; batch mode copies the table instead.
         "render_as_batch": dialect_name == "sqlite",
+        # SQLite's DDL is transactional, but Alembic assumes otherwise for it: a failed or
+        # interrupted upgrade then left half a revision's tables behind, with the version row of
+        # the revision before, and no later upgrade could get past them. PostgreSQL's default is
+        # already True. (The whole run is one transaction: transaction_per_migration stays off.)
+        "transactional_ddl": True,
     }
 
 
@@ -34,7 +43,57 @@ def run_offline() -> None:
         context.run_migrations()
 
 
+@contextmanager
+def _sqlite_transaction(connection: sa.Connection) -> Iterator[None]:
+    """One SQLite transaction around the whole migration, rolled back whole on any exception
+    (Ctrl-C included).
+
+    pysqlite opens transactions itself, and only before INSERT/UPDATE/DELETE: its DDL
+    autocommits. So, as SQLAlchemy's docs for pysqlite advise, the driver's own handling is off
+    (``isolation_level = None``) and the BEGIN is ours. The connection may be the history
+    writer's (pooled, used again afterwards): its settings are put back.
+    """
+    if connection.in_transaction():
+        # Its statements so far ran under pysqlite's own handling: they could not be ours to
+        # roll back. The history's callers (sparkwatch.history.migrate, run_online) never do it.
+        raise RuntimeError("SQLite migrations need a connection with no transaction open")
+    dbapi = connection.connection.driver_connection
+    assert dbapi is not None
+    saved_isolation = dbapi.isolation_level
+    # Batch mode drops and re-creates tables: with foreign keys enforced, dropping a parent
+    # table would cascade into its children's rows. The pragma is a no-op inside a transaction,
+    # so it is set before BEGIN (SQLite's own procedure for schema changes). On the driver's
+    # connection: these open no SQLAlchemy transaction.
+    enforced = dbapi.execute("PRAGMA foreign_keys").fetchone() == (1,)
+    dbapi.isolation_level = None
+    if enforced:
+        dbapi.execute("PRAGMA foreign_keys = OFF")
+    try:
+        with connection.begin():
+            # IMMEDIATE: take the write lock now. Two processes migrating one file then queue
+            # on SQLite's busy timeout (the later one finds the schema at head), as the advisory
+            # lock makes them on PostgreSQL; a deferred BEGIN would have them both read the
+            # version, then one fail to write.
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            yield
+    finally:
+        # An interrupt inside the driver invalidates the connection: SQLite dropped the
+        # transaction as it closed, and there is nothing left to put back.
+        if not connection.invalidated:
+            if enforced:
+                dbapi.execute("PRAGMA foreign_keys = ON")
+            dbapi.isolation_level = saved_isolation
+
+
 def run_on(connection: sa.Connection) -> None:
+    if connection.dialect.name == "sqlite":
+        # The transaction is ours (external to Alembic, whose begin_transaction() below is then
+        # a no-op): configured inside it, Alembic sees it already open.
+        with _sqlite_transaction(connection):
+            context.configure(connection=connection, **_options("sqlite"))
+            with context.begin_transaction():
+                context.run_migrations()
+        return
     context.configure(connection=connection, **_options(connection.dialect.name))
     with context.begin_transaction():
         if connection.dialect.name == "postgresql":
@@ -51,7 +110,8 @@ def run_online() -> None:
         return
     engine = sa.create_engine(context.config.get_main_option("sqlalchemy.url") or "")
     try:
-        with engine.begin() as conn:
+        # connect(), not begin(): run_on opens the transaction (SQLite's must start with our BEGIN).
+        with engine.connect() as conn:
             run_on(conn)
     finally:
         engine.dispose()

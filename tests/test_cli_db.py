@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from sparkwatch.cli.main import main
 from sparkwatch.history import migrate
-from sparkwatch.history.schema import SCHEMA_REVISION
+from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE
 from tests.support import run_cli as run
+from tests.test_history_support import engine_for
+from tests.test_migrations import interrupt_at_index, schema_of
 
 UNREACHABLE = "postgresql+psycopg://postgres@127.0.0.1:1/x"
 
@@ -73,7 +78,22 @@ def test_url_defaults_to_sparkwatch_db_here(tmp_path: Path, capsys, monkeypatch)
         ),
         (["db", "current", "--url", "not a url"], "not a database URL: <unparseable URL>"),
         (["db", "upgrade", "--url", "mysql://u@h/d"], "unsupported database 'mysql'"),
-        (["db", "upgrade", "--revision", "0042"], "Can't locate revision identified by '0042'"),
+        (
+            ["db", "upgrade", "--revision", "0042"],
+            "--revision '0042': Can't locate revision identified by '0042'",
+        ),
+        (["db", "upgrade", "--revision", ""], "--revision '': no revision given"),
+        (["db", "downgrade", "--revision", ""], "--revision '': no revision given"),
+        (["db", "downgrade", "--revision", "0005@"], "--revision '0005@': cannot resolve"),
+        (
+            ["db", "upgrade", "--url", "sqlite://"],
+            "sqlite:// is an in-memory database, gone when this command exits: "
+            "it cannot hold a history",
+        ),
+        (
+            ["db", "downgrade", "--revision", "base", "--url", "sqlite:///:memory:"],
+            "sqlite:///:memory: is an in-memory database",
+        ),
         (["db", "current", "--url", "sqlite:////nonexistent/dir/h.db"], "no history database at"),
     ],
 )
@@ -86,6 +106,7 @@ def test_errors_are_one_clear_line(
     assert err.startswith("sparkwatch db: error: ")
     assert message in err
     assert err.count("\n") == 1
+    assert "Traceback" not in err
 
 
 def test_history_switched_off_in_the_environment_needs_a_url(capsys, monkeypatch) -> None:
@@ -93,3 +114,74 @@ def test_history_switched_off_in_the_environment_needs_a_url(capsys, monkeypatch
     code, _, err = run(capsys, "db", "current")
     assert code == 2
     assert "the history is disabled (SPARKWATCH_HISTORY_URL='off'); pass --url" in err
+
+
+def set_revision(url: str, revision: str) -> None:
+    with engine_for(url).begin() as conn:
+        conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = :rev"), {"rev": revision})
+
+
+def test_current_on_a_newer_database_says_to_upgrade_sparkwatch(sqlite_url: str, capsys) -> None:
+    migrate.upgrade(sqlite_url)
+    set_revision(sqlite_url, "0099")
+    code, out, _ = run(capsys, "db", "current", "--url", sqlite_url)
+    newer = f"newer than this sparkwatch, whose head is {SCHEMA_REVISION}: upgrade sparkwatch"
+    assert (code, out) == (0, f"0099 ({newer})\n")
+
+
+def test_upgrade_of_a_newer_database_says_to_upgrade_sparkwatch(sqlite_url: str, capsys) -> None:
+    migrate.upgrade(sqlite_url)
+    set_revision(sqlite_url, "0099")
+    code, out, err = run(capsys, "db", "upgrade", "--url", sqlite_url)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"sparkwatch db: error: {sqlite_url} has history schema 0099, newer than this sparkwatch "
+        f"(its newest is {SCHEMA_REVISION}): upgrade sparkwatch\n"
+    )
+
+
+def test_upgrade_after_a_conflicting_table_is_dropped_reaches_head(
+    sqlite_url: str, capsys
+) -> None:
+    """The reviewer's case: the first upgrade fails in migration 0002 and leaves nothing of 0001."""
+    with engine_for(sqlite_url).begin() as conn:
+        conn.execute(sa.text("CREATE TABLE job_runs (x INTEGER)"))
+    code, _, err = run(capsys, "db", "upgrade", "--url", sqlite_url)
+    assert (code, err) == (
+        2, "sparkwatch db: error: database error: table job_runs already exists\n")
+    assert sa.inspect(engine_for(sqlite_url)).get_table_names() == ["job_runs"]
+
+    with engine_for(sqlite_url).begin() as conn:
+        conn.execute(sa.text("DROP TABLE job_runs"))
+    code, out, _ = run(capsys, "db", "upgrade", "--url", sqlite_url)
+    assert (code, out) == (0, f"history schema at {SCHEMA_REVISION} (head) in {sqlite_url}\n")
+    code, out, _ = run(capsys, "db", "current", "--url", sqlite_url)
+    assert (code, out) == (0, f"{SCHEMA_REVISION} (head)\n")
+
+
+def test_ctrl_c_during_upgrade_exits_130_and_the_next_upgrade_reaches_head(
+    sqlite_url: str, capsys, monkeypatch
+) -> None:
+    interrupt_at_index(monkeypatch, "ix_query_rollups_resolution_bucket_start")  # in 0006
+    code, out, _ = run(capsys, "db", "upgrade", "--url", sqlite_url)
+    assert (code, out) == (130, "")
+    assert schema_of(sqlite_url) == {"tables": {}, "revision": None}
+
+    monkeypatch.undo()
+    code, out, _ = run(capsys, "db", "upgrade", "--url", sqlite_url)
+    assert (code, out) == (0, f"history schema at {SCHEMA_REVISION} (head) in {sqlite_url}\n")
+
+
+def test_upgrade_and_downgrade_print_one_line_and_no_alembic_log(sqlite_url: str) -> None:
+    """In a process of their own: Alembic logs as it is imported, which in this one is done."""
+    def sparkwatch(*argv: str) -> subprocess.CompletedProcess[str]:
+        code = "import sys; from sparkwatch.cli.main import main; sys.exit(main())"
+        return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    up = sparkwatch("db", "upgrade", "--url", sqlite_url)
+    assert (up.returncode, up.stdout, up.stderr) == (
+        0, f"history schema at {SCHEMA_REVISION} (head) in {sqlite_url}\n", "")
+    down = sparkwatch("db", "downgrade", "--revision", "0009", "--url", sqlite_url)
+    assert (down.returncode, down.stdout, down.stderr) == (
+        0, f"history schema at 0009 in {sqlite_url}\n", "")

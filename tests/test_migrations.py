@@ -5,11 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
+from alembic.ddl.impl import DefaultImpl
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy.schema import CreateIndex
 
 from sparkwatch.history import migrate, partitions
 from sparkwatch.history.errors import MigrationError
@@ -17,7 +20,7 @@ from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE, in_compari
 from tests.test_history_support import TABLES, counts, engine_for, load_sample, progress, write
 
 
-def schema_drift(url: str) -> list[object]:
+def schema_drift(url: str) -> list[Any]:
     with engine_for(url).connect() as conn:
         context = MigrationContext.configure(
             conn, opts={"version_table": VERSION_TABLE, "compare_type": True,
@@ -112,7 +115,7 @@ def test_per_batch_maps_are_plain_json_on_postgresql_and_plans_stay_jsonb(pg_url
     (half of PostgreSQL's cost per progress event); plans and run tags stay jsonb."""
     migrate.upgrade(pg_url)
     with engine_for(pg_url).connect() as conn:
-        types = dict(conn.execute(sa.text(
+        types: dict[str, str] = dict(conn.execute(sa.text(
             "SELECT table_name || '.' || column_name, data_type FROM information_schema.columns "
             "WHERE data_type IN ('json', 'jsonb')")).all())
     # The partitions (migration 0010) have their parent's columns.
@@ -153,3 +156,115 @@ def test_upgrading_to_run_batch_counts_counts_the_batches_already_there(
     migrate.downgrade(history_url, "0006")
     migrate.upgrade(history_url)
     assert run_batch_counts(history_url) == written
+
+
+def schema_of(url: str) -> dict[str, object]:
+    """Every table of the database with its columns and indexes, and the history's revision."""
+    inspector = sa.inspect(engine_for(url))
+    tables = {
+        table: (
+            [column["name"] for column in inspector.get_columns(table)],
+            sorted(str(index["name"]) for index in inspector.get_indexes(table)),
+        )
+        for table in inspector.get_table_names()
+    }
+    return {"tables": tables, "revision": migrate.current(url)}
+
+
+def interrupt_at_index(monkeypatch: pytest.MonkeyPatch, index_name: str) -> None:
+    """Ctrl-C as Alembic is about to create ``index_name``: mid-migration, earlier steps done."""
+    original = DefaultImpl._exec
+
+    def _exec(self: DefaultImpl, construct: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(construct, CreateIndex) and construct.element.name == index_name:
+            raise KeyboardInterrupt
+        return original(self, construct, *args, **kwargs)
+
+    monkeypatch.setattr(DefaultImpl, "_exec", _exec)
+
+
+def test_upgrade_failing_part_way_leaves_no_table_and_can_be_run_again(history_url: str) -> None:
+    """A table of migration 0002 already there: the upgrade fails after 0001 created its tables,
+    and takes them back. Before, SQLite kept them (non-transactional DDL) at revision 0001, and
+    every later upgrade failed on "table query_rollups already exists"."""
+    with engine_for(history_url).begin() as conn:
+        conn.execute(sa.text("CREATE TABLE job_runs (x INTEGER)"))
+    with pytest.raises(sa.exc.DBAPIError, match="job_runs"):
+        migrate.upgrade(history_url)
+    assert schema_of(history_url) == {"tables": {"job_runs": (["x"], [])}, "revision": None}
+
+    with engine_for(history_url).begin() as conn:
+        conn.execute(sa.text("DROP TABLE job_runs"))
+    migrate.upgrade(history_url)
+    assert migrate.current(history_url) == SCHEMA_REVISION
+    assert schema_drift(history_url) == []
+
+
+def test_upgrade_interrupted_mid_migration_leaves_the_database_as_it_was(
+    history_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted in 0006, after 0005 and after 0006's new rollup columns: all of it undone."""
+    migrate.upgrade(history_url, "0004")
+    before = schema_of(history_url)
+    assert before["revision"] == "0004"
+
+    interrupt_at_index(monkeypatch, "ix_query_rollups_resolution_bucket_start")
+    with pytest.raises(KeyboardInterrupt):
+        migrate.upgrade(history_url)
+    assert schema_of(history_url) == before
+
+    monkeypatch.undo()
+    migrate.upgrade(history_url)
+    assert schema_drift(history_url) == []
+
+
+def test_downgrade_interrupted_mid_migration_leaves_the_database_as_it_was(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0006's downgrade rebuilds the rollup tables (batch mode); 0007's ran before it."""
+    migrate.upgrade(sqlite_url)
+    write(sqlite_url, progress(load_sample("dedupe")))
+    before = schema_of(sqlite_url)
+    original = DefaultImpl.drop_index
+
+    def drop_index(self: DefaultImpl, index: Any, **kwargs: Any) -> None:
+        if index.name == "ix_operator_rollups_resolution_bucket_start":
+            raise KeyboardInterrupt
+        original(self, index, **kwargs)
+
+    monkeypatch.setattr(DefaultImpl, "drop_index", drop_index)
+    with pytest.raises(KeyboardInterrupt):
+        migrate.downgrade(sqlite_url, "0005")
+    assert schema_of(sqlite_url) == before
+    assert counts(sqlite_url)["batches"] == 1
+
+
+def test_a_newer_database_is_refused_with_the_advice_to_upgrade_sparkwatch(
+    sqlite_url: str,
+) -> None:
+    migrate.upgrade(sqlite_url)
+    with engine_for(sqlite_url).begin() as conn:
+        conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = '0099'"))
+    newer = "has history schema 0099, newer than this sparkwatch .*: upgrade sparkwatch$"
+    with pytest.raises(MigrationError, match=newer):
+        migrate.upgrade(sqlite_url)
+    with pytest.raises(MigrationError, match=newer):
+        migrate.downgrade(sqlite_url, "-1")
+    assert migrate.current(sqlite_url) == "0099"
+
+
+@pytest.mark.parametrize(
+    ("revision", "message"),
+    [
+        ("", "no revision given"),
+        ("0005@", "cannot resolve revision '0005@'"),
+        ("0042", "Can't locate revision identified by '0042'"),
+    ],
+)
+def test_an_empty_or_unknown_revision_is_a_bad_revision(
+    revision: str, message: str, sqlite_url: str
+) -> None:
+    with pytest.raises(migrate.BadRevision, match=message):
+        migrate.upgrade(sqlite_url, revision)
+    with pytest.raises(migrate.BadRevision, match=message):
+        migrate.downgrade(sqlite_url, revision)

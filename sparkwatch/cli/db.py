@@ -62,18 +62,21 @@ def command_url(args: argparse.Namespace) -> str:
 
 
 def _quiet_alembic(args: argparse.Namespace) -> None:
-    # Alembic logs every step at INFO (some on import); the commands print their own summary.
+    # Alembic logs every step at INFO, some on import (its plugins): so before importing
+    # sparkwatch.history.migrate. The commands print their own summary.
     if not getattr(args, "verbose", False):
         logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
+    _quiet_alembic(args)
     from sparkwatch.history import migrate
 
     return _migrate(args, migrate.upgrade, _describe)
 
 
 def run_downgrade(args: argparse.Namespace) -> int:
+    _quiet_alembic(args)
     from sparkwatch.history import migrate
 
     return _migrate(args, migrate.downgrade, lambda rev: rev or "base (no history tables)")
@@ -85,13 +88,15 @@ def _migrate(
     describe: Callable[[str | None], str],
 ) -> int:
     """Move the schema to ``args.revision`` with ``step``, then say where it stands."""
-    _quiet_alembic(args)
     from sparkwatch.history import migrate
     from sparkwatch.history.engine import describe_url
 
-    url = command_url(args)
+    url = _history_url(args)
     with user_errors():
-        step(url, args.revision)
+        try:
+            step(url, args.revision)
+        except migrate.BadRevision as exc:
+            raise CliError(f"--revision {args.revision!r}: {exc}") from None
         print(f"history schema at {describe(migrate.current(url))} in {describe_url(url)}")
     return 0
 
@@ -100,11 +105,31 @@ def run_current(args: argparse.Namespace) -> int:
     _quiet_alembic(args)
     from sparkwatch.history import migrate
 
-    url = command_url(args)
+    url = _history_url(args)
     with user_errors():
         revision = migrate.current(url)
     print(_describe(revision))
     return 0
+
+
+def _history_url(args: argparse.Namespace) -> str:
+    """:func:`command_url`, refusing an in-memory SQLite database: each command's connection
+    would get an empty one of its own, gone when the command exits (`db upgrade` succeeded,
+    then reported no schema)."""
+    from sparkwatch.history.engine import describe_url, parse_url
+
+    url = command_url(args)
+    with user_errors():
+        parsed = parse_url(url)
+    database = parsed.database or ""
+    in_memory = database in ("", ":memory:") or parsed.query.get("mode") == "memory" \
+        or "mode=memory" in database
+    if parsed.get_backend_name() == "sqlite" and in_memory:
+        raise CliError(
+            f"{describe_url(url)} is an in-memory database, gone when this command exits: "
+            "it cannot hold a history (give a file, e.g. --url sqlite:///sparkwatch.db)"
+        )
+    return url
 
 
 def _describe(revision: str | None) -> str:
@@ -115,4 +140,7 @@ def _describe(revision: str | None) -> str:
         return f"none (no history schema: {UPGRADE_HINT})"
     if revision == head:
         return f"{revision} (head)"
+    if revision not in migrate.known_revisions():
+        # Written by a newer sparkwatch: `db upgrade` here cannot know its migrations.
+        return f"{revision} (newer than this sparkwatch, whose head is {head}: upgrade sparkwatch)"
     return f"{revision} (head is {head}: {UPGRADE_HINT})"

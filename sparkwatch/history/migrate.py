@@ -10,6 +10,7 @@ from ``script.py.mako``; write its operations by hand and bump ``schema.SCHEMA_R
 from __future__ import annotations
 
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -20,13 +21,18 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
-from sparkwatch.history.engine import connect, create_engine
+from sparkwatch.history.engine import connect, create_engine, describe_url
 from sparkwatch.history.errors import MigrationError
 from sparkwatch.history.revision import current_of
 
 Target = str | sa.Engine
+
+
+class BadRevision(MigrationError):
+    """The target revision is empty, unknown, or not reachable from the database's."""
 
 
 def script_location() -> str:
@@ -41,6 +47,12 @@ def make_config(connection: sa.Connection | None = None) -> Config:
     if connection is not None:
         config.attributes["connection"] = connection
     return config
+
+
+@lru_cache(maxsize=1)
+def known_revisions() -> frozenset[str]:
+    """Every revision this sparkwatch ships."""
+    return frozenset(script.revision for script in _scripts().walk_revisions())
 
 
 @lru_cache(maxsize=1)
@@ -71,21 +83,50 @@ def _connection(target: Target, must_exist: bool = False) -> Iterator[sa.Connect
 _IN_PROCESS = threading.Lock()
 
 
-def _run(target: Target, alembic_command: Callable[[Config], None]) -> None:
+def _run(target: Target, revision: str, alembic_command: Callable[[Config], None]) -> None:
+    if not revision.strip():
+        # Alembic fails an empty revision with a bare AssertionError.
+        raise BadRevision("no revision given (e.g. head, base, -1 or 0005)")
     with _IN_PROCESS, _connection(target) as conn:
+        _check_not_newer(conn)
         try:
             alembic_command(make_config(conn))
         except CommandError as exc:
-            raise MigrationError(str(exc)) from None
+            error = BadRevision if isinstance(exc.__cause__, RevisionError) else MigrationError
+            raise error(str(exc)) from None
+        except AssertionError as exc:
+            # Alembic asserts on some revision spellings ("0005@", "base+20"); an assert
+            # elsewhere (a migration's) is a bug to show as it is.
+            if not _raised_in_revision_lookup(exc):
+                raise
+            raise BadRevision(f"cannot resolve revision {revision!r}") from None
         conn.commit()
 
 
+def _check_not_newer(conn: sa.Connection) -> None:
+    """Refuse a database migrated by a newer sparkwatch: Alembic would only say it cannot
+    locate the revision, and advising `db upgrade` (which this is) would go round in circles."""
+    revision = current_of(conn)
+    conn.rollback()  # the read's autobegun transaction: the migration opens its own
+    if revision is not None and revision not in known_revisions():
+        raise MigrationError(
+            f"{describe_url(conn.engine.url)} has history schema {revision}, newer than this "
+            f"sparkwatch (its newest is {head()}): upgrade sparkwatch"
+        )
+
+
+def _raised_in_revision_lookup(exc: AssertionError) -> bool:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and Path(frames[-1].filename).parts[-3:] == (
+        "alembic", "script", "revision.py")
+
+
 def upgrade(url: Target, revision: str = "head") -> None:
-    _run(url, lambda config: command.upgrade(config, revision))
+    _run(url, revision, lambda config: command.upgrade(config, revision))
 
 
 def downgrade(url: Target, revision: str) -> None:
-    _run(url, lambda config: command.downgrade(config, revision))
+    _run(url, revision, lambda config: command.downgrade(config, revision))
 
 
 def current(url: Target) -> str | None:
