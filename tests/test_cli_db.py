@@ -95,6 +95,12 @@ def test_url_defaults_to_sparkwatch_db_here(tmp_path: Path, capsys, monkeypatch)
             "sqlite:///:memory: is an in-memory database",
         ),
         (["db", "current", "--url", "sqlite:////nonexistent/dir/h.db"], "no history database at"),
+        # empty: was the default sqlite:///sparkwatch.db, created in the current directory
+        (["db", "upgrade", "--url", ""], "--url is empty: give a database URL"),
+        (["db", "current", "--url", "postgresql+psycopg://postgres@127.0.0.1/\udcff"],
+         "--url is not UTF-8 text"),
+        (["db", "upgrade", "--url", "sqlite:////nonexistent-dir/h.db?timeout=soon"],
+         "database URL refused: could not convert string to float: 'soon'"),
     ],
 )
 def test_errors_are_one_clear_line(

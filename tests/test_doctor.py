@@ -12,6 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from sparkwatch.cli.main import main
+from sparkwatch.doctor.collector_source import load_from_collector
+from sparkwatch.history.errors import HistoryUnavailable
+from tests.conftest import CANARY_TOKEN
 from tests.doctor_support import SCENARIOS, load
 from tests.test_history_support import migrated_database
 
@@ -138,3 +141,54 @@ def test_entry_point_exit_status(history) -> None:
     )
     assert run.returncode == 1, run.stderr
     assert "late-rows-dropped" in run.stdout
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """``doctor``'s exit status and its stderr, which must be one line and no traceback."""
+    code = main(["doctor", *argv])
+    out, err = capsys.readouterr()
+    assert len(err.splitlines()) == 1 and "Traceback" not in out + err, out + err
+    return code, err.strip()
+
+
+@pytest.mark.parametrize("given", ["env", "flag"])
+def test_a_token_no_header_can_carry_is_refused_naming_where_it_came_from_not_it(
+        given: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    token = f"{CANARY_TOKEN}\nx"
+    monkeypatch.delenv("SPARKWATCH_TOKEN", raising=False)
+    if given == "env":
+        monkeypatch.setenv("SPARKWATCH_TOKEN", token)
+    flag = ["--token", token] if given == "flag" else []
+    code, err = one_line_error(capsys, "--collector", "http://127.0.0.1:1", *flag)
+    origin = "SPARKWATCH_TOKEN" if given == "env" else "--token"
+    assert (code, err) == (2, f"sparkwatch doctor: error: {origin}=<secret>: expected visible "
+                              "ASCII characters only (no spaces, control or non-ASCII characters)")
+    assert CANARY_TOKEN not in err
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://127.0.0.1:port"])
+def test_a_collector_url_that_does_not_parse_is_one_line_naming_the_option(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = one_line_error(capsys, "--collector", url)
+    assert (code, err) == (
+        2, "sparkwatch doctor: error: --collector is not a valid URL: expected http://host:port")
+
+
+def test_a_failed_request_to_the_collector_never_quotes_the_exception() -> None:
+    # http.client refuses this header with a ValueError quoting it, token and all.
+    with pytest.raises(HistoryUnavailable) as refused:
+        load_from_collector("http://127.0.0.1:1", f"{CANARY_TOKEN}\r\nX-Evil: 1", None, 10)
+    assert str(refused.value) == (
+        "cannot reach the collector at http://127.0.0.1:1: not a valid URL or header")
+    with pytest.raises(HistoryUnavailable, match="http://127.0.0.1:1: Connection refused$"):
+        load_from_collector("http://127.0.0.1:1", CANARY_TOKEN, None, 10)
+
+
+@pytest.mark.parametrize("given", ["0", "99999999999999999999999"])
+def test_batches_out_of_range_is_a_usage_error_naming_it(
+        given: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Past what the database binds it was an OverflowError traceback on SQLite."""
+    with pytest.raises(SystemExit) as exited:
+        main(["doctor", "--batches", given])
+    assert exited.value.code == 2
+    assert "argument --batches: must be" in capsys.readouterr().err

@@ -187,6 +187,25 @@ def test_no_command_is_a_usage_error_naming_the_subcommand() -> None:
         "sparkwatch run: error: no command to run: sparkwatch run -- spark-submit app.py")
 
 
+def test_an_empty_command_is_a_usage_error_in_one_line() -> None:
+    done = subprocess.run([*SPARKWATCH, "run", "--", ""], env=clean_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "sparkwatch run: error: the command to run is empty: sparkwatch run -- spark-submit app.py")
+
+
+def test_an_argument_with_a_nul_character_is_a_usage_error_in_one_line() -> None:
+    # No shell passes a NUL; a caller of main() can (in a child: a successful exec replaces it).
+    calls_main = "from sparkwatch.cli.main import main; raise SystemExit(main(['run', '--', " \
+        "'python', 'a\\0b']))"
+    done = subprocess.run([sys.executable, "-c", calls_main], env=clean_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "sparkwatch run: error: cannot execute the command: an argument holds a NUL character")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signals_reach_the_command(sig: signal.Signals) -> None:
     child = (

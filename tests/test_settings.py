@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from sparkwatch.settings import ListenerSettings, SettingsError, load_listener_settings
+from sparkwatch.settings import ListenerSettings, SettingsError, load_listener_settings, parsers
+from sparkwatch.settings.cli import TOKEN
+from sparkwatch.settings.collector import SETTINGS as COLLECTOR_SETTINGS
+from sparkwatch.settings.collector import CollectorSettings, load_collector_settings
+from sparkwatch.settings.listener import LISTENER_FIELDS as LISTENER_SETTINGS
+from sparkwatch.settings.spec import Setting
 
 
 def test_defaults_serve_metrics_on_9750_and_write_sqlite_history() -> None:
@@ -48,3 +57,113 @@ def test_bad_spark_conf_value_names_the_conf_key() -> None:
 def test_unknown_override_lists_the_known_settings() -> None:
     with pytest.raises(SettingsError, match="unknown sparkwatch setting.*metric_port.*known:"):
         load_listener_settings({}, {}, metric_port=1)
+
+
+# Durations reach timedelta and the collector's scheduler: inf or 1e308 crashed it at start-up,
+# and --retention-days inf failed the stalls and lost-runs jobs on every run.
+TEN_YEARS_MESSAGE = "expected a positive number, at most 315360000 (ten years in seconds)"
+NO_AUTH = {"SPARKWATCH_COLLECTOR_NO_AUTH": "true"}
+
+
+@pytest.mark.parametrize(("flags", "env", "named"), [
+    ({"retention_interval_seconds": "inf"}, {}, "--retention-interval-seconds='inf'"),
+    ({"evict_interval_seconds": "inf"}, {}, "--evict-interval-seconds='inf'"),
+    ({"stall_check_seconds": "inf"}, {}, "--stall-check-seconds='inf'"),
+    ({"rollup_interval_seconds": "1e308"}, {}, "--rollup-interval-seconds='1e308'"),
+    ({"stale_seconds": "nan"}, {}, "--stale-seconds='nan'"),
+    ({}, {"SPARKWATCH_COLLECTOR_RETENTION_INTERVAL_SECONDS": "inf"},
+     "SPARKWATCH_COLLECTOR_RETENTION_INTERVAL_SECONDS='inf'"),
+    ({}, {"SPARKWATCH_COLLECTOR_ROLLUP_INTERVAL_SECONDS": "1e308"},
+     "SPARKWATCH_COLLECTOR_ROLLUP_INTERVAL_SECONDS='1e308'"),
+])
+def test_a_collector_float_that_is_not_finite_or_beyond_ten_years_is_refused_naming_it(
+        flags: dict[str, str], env: dict[str, str], named: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_collector_settings({**NO_AUTH, **env}, flags)
+    assert str(refused.value) == f"{named}: {TEN_YEARS_MESSAGE}"
+
+
+@pytest.mark.parametrize(("flags", "named", "expected"), [
+    ({"retention_days": "inf"}, "--retention-days='inf'",
+     "expected a positive number of days, at most 3650 (ten years)"),
+    ({"rollup_retention_days": "1e6"}, "--rollup-retention-days='1e6'",
+     "expected a positive number of days, at most 3650 (ten years)"),
+    ({"max_bytes_per_second": "nan"}, "--max-bytes-per-second='nan'",
+     "expected a positive number per second, at most 1e+15"),
+])
+def test_days_and_rates_are_held_to_their_own_ranges(
+        flags: dict[str, str], named: str, expected: str) -> None:
+    """Days reach ``now - timedelta(days=...)`` (past year 1 it overflows: every job run failed);
+    a per-second quota only needs to be a finite number."""
+    with pytest.raises(SettingsError) as refused:
+        load_collector_settings(NO_AUTH, flags)
+    assert str(refused.value) == f"{named}: {expected}"
+    taken = load_collector_settings(NO_AUTH, {"retention_days": "3650",
+                                              "max_bytes_per_second": "1e12"})
+    assert (taken.retention_days, taken.max_bytes_per_second) == (3650.0, 1e12)
+
+
+def test_a_duration_of_ten_years_is_taken_and_one_second_more_is_not() -> None:
+    settings = load_collector_settings(NO_AUTH, {"retention_interval_seconds": "315360000"})
+    assert settings.retention_interval_seconds == 315_360_000.0
+    with pytest.raises(SettingsError, match="--retention-interval-seconds='315360001'"):
+        load_collector_settings(NO_AUTH, {"retention_interval_seconds": "315360001"})
+
+
+@pytest.mark.parametrize(("table", "defaults"), [
+    (COLLECTOR_SETTINGS, CollectorSettings()), (LISTENER_SETTINGS, ListenerSettings())])
+def test_every_default_float_written_out_is_taken_by_its_parser(
+        table: tuple[Setting, ...], defaults: object) -> None:
+    floats = [s for s in table if s.parse in (parsers.positive_float, parsers.non_negative_float,
+                                              parsers.rate, parsers.days)]
+    assert len(floats) >= 8  # durations, rate quotas (64 MiB/s), days (a 7-day horizon)
+    for setting in floats:
+        default = getattr(defaults, setting.name)
+        assert setting.parse(repr(default)) == default, setting.name
+
+
+@pytest.mark.parametrize("raw", ["inf", "-inf", "nan", "1e400"])
+def test_a_listener_interval_that_is_not_finite_is_refused(raw: str) -> None:
+    with pytest.raises(SettingsError, match=f"SPARKWATCH_HISTORY_FLUSH_SECONDS='{raw}'"):
+        load_listener_settings({"SPARKWATCH_HISTORY_FLUSH_SECONDS": raw}, {})
+    with pytest.raises(SettingsError, match="expected a number >= 0, at most 315360000"):
+        load_listener_settings({"SPARKWATCH_LISTENER_BUS_SAMPLE_SECONDS": raw}, {})
+
+
+@pytest.mark.parametrize(("raw", "taken"), [("7", 7.0), ("0.5", 0.5), ("3650", 3650.0)])
+def test_days_are_positive_and_at_most_ten_years(raw: str, taken: float) -> None:
+    assert parsers.days(raw) == taken
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "3651", "inf", "nan", "1e308"])
+def test_days_beyond_ten_years_or_not_finite_are_refused(raw: str) -> None:
+    with pytest.raises(ValueError, match="expected a positive number of days, at most 3650"):
+        parsers.days(raw)
+
+
+@pytest.mark.parametrize("raw", ["SeCrEt\nx", "SeCrEt\r\nX-Evil: 1", "Se Cr Et", "SeCrEt\x00",
+                                 "SeCrÉt", "SeCrEt\x7f"])
+def test_a_token_no_authorization_header_can_carry_is_refused_without_showing_it(
+        raw: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        TOKEN.parsed(raw, "SPARKWATCH_TOKEN")
+    assert str(refused.value) == (
+        "SPARKWATCH_TOKEN=<secret>: expected visible ASCII characters only (no spaces, control "
+        "or non-ASCII characters)")
+
+
+def test_a_token_is_trimmed_and_an_empty_one_is_none() -> None:
+    assert parsers.secret("  abc-DEF_123.~+/=  \n") == "abc-DEF_123.~+/="
+    assert parsers.secret("   ") is None
+
+
+def test_a_collector_with_inf_as_its_eviction_interval_exits_2_in_one_line(
+        tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkwatch.cli.main", "collector", "--no-auth", "--host",
+         "127.0.0.1", "--port", "0", "--history-url", "off", "--spool-dir",
+         str(tmp_path / "spool"), "--evict-interval-seconds", "inf"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"sparkwatch collector: error: --evict-interval-seconds='inf': {TEN_YEARS_MESSAGE}")

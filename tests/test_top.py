@@ -20,6 +20,7 @@ from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 from sparkwatch.top.rates import GrowthTracker
 from sparkwatch.top.render import frame
 from sparkwatch.top.view import View, handle_key, visible
+from tests.conftest import CANARY_TOKEN
 from tests.doctor_support import SCENARIOS, events_of, load, plan_of, recorded
 from tests.top_terminal import has, query_rows, quit_top, running_top, wait_frame
 
@@ -212,3 +213,53 @@ def test_history_in_a_pseudo_terminal(sqlite_url: str) -> None:
         wait_frame(child, has("#0 symmetricHashJoin: stream_stream_join on [key]"), "detail")
         assert quit_top(child) == 0
 
+
+
+def top_error(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """``top``'s exit status and its stderr, which must be one line and no traceback."""
+    code = main(["top", *argv])
+    out, err = capsys.readouterr()
+    assert len(err.splitlines()) == 1 and "Traceback" not in out + err, out + err
+    return code, err.strip()
+
+
+@pytest.mark.parametrize("interval", ["inf", "1e300", "nan", "0", "-2", "86401"])
+def test_an_interval_that_is_not_a_number_of_seconds_up_to_a_day_is_refused(
+        interval: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = top_error(capsys, "--once", "--metrics", "127.0.0.1:9", "--interval", interval)
+    assert (code, err) == (
+        2, "sparkwatch top: error: --interval must be a number of seconds > 0 and at most 86400")
+
+
+@pytest.mark.parametrize(("option", "url"), [
+    ("--metrics", "http://[::1"), ("--metrics", "http://127.0.0.1:port/metrics"),
+    ("--collector", "http://[::1"), ("--collector", "127.0.0.1:99999"),
+])
+def test_a_source_url_that_does_not_parse_is_one_line_naming_the_option(
+        option: str, url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = top_error(capsys, "--once", option, url)
+    assert (code, err) == (
+        2, f"sparkwatch top: error: {option} is not a valid URL: expected http://host:port")
+
+
+@pytest.mark.parametrize("given", ["env", "flag"])
+def test_a_token_no_header_can_carry_is_refused_naming_where_it_came_from_not_it(
+        given: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    token = f"{CANARY_TOKEN}\nx"
+    monkeypatch.delenv("SPARKWATCH_TOKEN", raising=False)
+    if given == "env":
+        monkeypatch.setenv("SPARKWATCH_TOKEN", token)
+    flag = ["--token", token] if given == "flag" else []
+    code, err = top_error(capsys, "--once", "--collector", "http://127.0.0.1:9", *flag)
+    origin = "SPARKWATCH_TOKEN" if given == "env" else "--token"
+    assert (code, err) == (2, f"sparkwatch top: error: {origin}=<secret>: expected visible ASCII "
+                              "characters only (no spaces, control or non-ASCII characters)")
+    assert CANARY_TOKEN not in err
+
+
+def test_a_failed_read_is_shown_without_the_exceptions_text() -> None:
+    # http.client refuses this header with a ValueError quoting it, token and all.
+    snap = read_metrics("http://127.0.0.1:9/metrics", f"{CANARY_TOKEN}\r\nX-Evil: 1")
+    assert snap.error == "not a valid URL or header"
+    refused = read_metrics("http://127.0.0.1:9/metrics", CANARY_TOKEN)
+    assert refused.error == "Connection refused"

@@ -16,6 +16,7 @@ from sparkwatch.history.errors import UPGRADE_HINT, HistoryError
 from sparkwatch.history.urls import resolve_url
 from sparkwatch.settings.cli import HISTORY_URL
 from sparkwatch.settings.options import FromEnv, add_option
+from sparkwatch.summary import one_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +55,9 @@ def user_errors() -> Iterator[None]:
         raise CliError(str(exc)) from None
     except sa.exc.DBAPIError as exc:
         raise CliError(f"database error: {driver_message(exc)}") from None
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        # What the driver makes of the URL's query (?timeout=abc) before it connects.
+        raise CliError(f"database URL refused: {one_line(exc)}") from None
 
 
 def command_url(args: argparse.Namespace) -> str:

@@ -7,12 +7,15 @@ Exit status 1 when a finding at or above ``--fail-on`` exists (to gate a CI job 
 from __future__ import annotations
 
 import argparse
+import urllib.parse
 from typing import Any
 
 from sparkwatch.cli.db import add_url_argument, command_url, user_errors
 from sparkwatch.cli.errors import CliError
+from sparkwatch.cli.numbers import MAX_ROWS, int_between
 from sparkwatch.settings.cli import TOKEN
-from sparkwatch.settings.options import add_option
+from sparkwatch.settings.options import FromEnv, add_option
+from sparkwatch.settings.spec import SettingsError
 
 SEVERITIES = ("info", "warning", "error", "never")
 
@@ -33,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="exit 1 when a finding at or above this severity exists "
                         "(default: warning; never: always exit 0)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--batches", type=int, default=200, metavar="N",
+    parser.add_argument("--batches", type=int_between(1, MAX_ROWS), default=200, metavar="N",
                         help="newest batches of each query's latest run to examine (default 200)")
     parser.add_argument("--inspect-state", action="append", default=[], metavar="CHECKPOINT",
                         help="also read this checkpoint's state (Spark 4.0+): partition skew, hot "
@@ -42,14 +45,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_doctor)
 
 
+def command_token(args: argparse.Namespace) -> str | None:
+    """The read token of ``--token`` or ``SPARKWATCH_TOKEN`` (``doctor`` and ``top``), parsed
+    once here; a bad one is refused naming where it came from, never showing it."""
+    raw = args.token
+    if raw is None:
+        return None
+    origin = raw.env if isinstance(raw, FromEnv) else str(TOKEN.flag)
+    try:
+        token: str | None = TOKEN.parsed(raw, origin)
+    except SettingsError as exc:
+        raise CliError(str(exc)) from None
+    return token
+
+
+def checked_url(url: str, option: str) -> str:
+    """``url`` once it parses (an unclosed IPv6 bracket, a port that is not a number raise
+    ValueError deep in urllib otherwise); the error names ``option``, not the URL (it may hold a
+    password)."""
+    try:
+        urllib.parse.urlsplit(url).port  # noqa: B018 - parsing the port is the check
+    except ValueError:
+        raise CliError(f"{option} is not a valid URL: expected http://host:port") from None
+    return url
+
+
 def _records(args: argparse.Namespace) -> list[Any]:
-    if args.batches < 1:
-        raise CliError("--batches must be at least 1")
     if args.collector:
         from sparkwatch.doctor.collector_source import load_from_collector
 
+        collector = checked_url(args.collector, "--collector")
+        token = command_token(args)
         with user_errors():
-            return load_from_collector(args.collector, args.token, args.query, args.batches)
+            return load_from_collector(collector, token, args.query, args.batches)
     from sparkwatch.doctor.history_source import load_records
 
     url = command_url(args)

@@ -56,6 +56,8 @@ def run_command(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise CliError("no command to run: sparkwatch run -- spark-submit app.py")
+    if not command[0]:  # exec refuses an empty name with a ValueError
+        raise CliError("the command to run is empty: sparkwatch run -- spark-submit app.py")
     env = child_environment(os.environ)
     try:
         os.execvpe(command[0], command, env)
@@ -69,6 +71,8 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"sparkwatch run: cannot execute {command[0]}: {exc.strerror or exc}",
               file=sys.stderr)
         return NOT_EXECUTABLE
+    except ValueError:  # a NUL character in an argument (from a caller of main(), not a shell)
+        raise CliError("cannot execute the command: an argument holds a NUL character") from None
     return 0  # not reached: exec replaced this process
 
 

@@ -15,11 +15,15 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkwatch.cli.db import add_url_argument, command_url
+from sparkwatch.cli.doctor import checked_url, command_token
 from sparkwatch.cli.errors import CliError
 from sparkwatch.settings.cli import TOKEN
 from sparkwatch.settings.options import add_option
 
 SORTS = ("growth", "lag", "batch", "rows", "name")
+MAX_INTERVAL = 86_400.0
+"""A day: the longest --interval. Longer is a typo for a live view, and inf or 1e300 overflowed
+the wait for a key (select())."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_url_argument(parser)
     add_option(parser, TOKEN)
     parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
-                        help="seconds between reads of the source (default 2)")
+                        help="seconds between reads of the source (default 2, at most "
+                        f"{MAX_INTERVAL:.0f})")
     parser.add_argument("--sort", choices=SORTS, default="growth")
     parser.add_argument("--filter", default="", metavar="TEXT",
                         help="show only queries whose name, id, operators or keys contain TEXT")
@@ -50,11 +55,13 @@ def _reader(args: argparse.Namespace) -> tuple[str, Callable[[], Any]]:
     if url:
         if "://" not in url:
             url = "http://" + url
+        url = checked_url(url, "--metrics" if args.metrics else "--collector")
         if args.metrics and urllib.parse.urlparse(url).path in ("", "/"):
             url = url.rstrip("/") + "/metrics"
+        token = command_token(args)
         from sparkwatch.top import metrics_source
 
-        return url, lambda: metrics_source.read_metrics(url, args.token)
+        return url, lambda: metrics_source.read_metrics(url, token)
     from sparkwatch.top.history_source import read_history
 
     history_url = command_url(args)
@@ -65,8 +72,10 @@ def run_top(args: argparse.Namespace) -> int:
     from sparkwatch.top.terminal import print_once, run_live
     from sparkwatch.top.view import View
 
-    if args.interval <= 0:
-        raise CliError("--interval must be positive")
+    # Written so that NaN fails too (every comparison with it is false): it redrew non-stop.
+    if not 0 < args.interval <= MAX_INTERVAL:
+        raise CliError(f"--interval must be a number of seconds > 0 and at most "
+                       f"{MAX_INTERVAL:.0f}")
     _, read = _reader(args)
     view = View(sort=args.sort, filter=args.filter)
     if args.once or not (sys.stdin.isatty() and sys.stdout.isatty()):

@@ -7,6 +7,7 @@ was not pushed (Spark Connect, an older listener or collector) is named by its p
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -17,7 +18,7 @@ from typing import Any
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
 from sparkwatch.history.views import state_point
-from sparkwatch.httpopen import open_http
+from sparkwatch.httpopen import NotHttpError, open_http
 from sparkwatch.plan.codec import plan_from_dict
 from sparkwatch.plan.model import QueryPlan
 from sparkwatch.redact import redact_url
@@ -35,21 +36,28 @@ class Api:
     def get(self, path: str, **params: Any) -> Any:
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
         url = f"{self._base}{path}" + (f"?{query}" if query else "")
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
-        if self._token:
-            request.add_header("Authorization", f"Bearer {self._token}")
+        where = redact_url(self._base)
         try:
+            # Built inside the try: Request() parses the URL and raises ValueError on a bad one.
+            request = urllib.request.Request(url, headers={"Accept": "application/json"})
+            if self._token:
+                request.add_header("Authorization", f"Bearer {self._token}")
             with open_http(request, timeout=TIMEOUT) as response:
-                return json.loads(response.read())
+                body = response.read()
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)
             if exc.code == 404:
                 raise UnknownQuery(detail) from None
-            message = f"collector at {redact_url(self._base)} answered {exc.code}: {detail}"
+            message = f"collector at {where} answered {exc.code}: {detail}"
             raise HistoryUnavailable(message) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: not http(s)
-            where = redact_url(self._base)
-            raise HistoryUnavailable(f"cannot reach the collector at {where}: {exc}") from None
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+            raise HistoryUnavailable(
+                f"cannot reach the collector at {where}: {request_failure(exc)}") from None
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise HistoryUnavailable(f"the collector at {where} answered something other than "
+                                     "JSON") from None
 
     def pages(self, path: str, **params: Any) -> list[Any]:
         out: list[Any] = []
@@ -58,6 +66,28 @@ class Api:
             out.extend(page)
             if len(page) < PAGE:
                 return out
+
+
+def request_failure(exc: BaseException) -> str:
+    """Why an HTTP request failed, fit to show (``top`` says it too). Not the exception's text:
+    the ValueErrors of urllib and http.client quote what they refuse, a header value (``Bearer
+    <token>``) or the URL (its query string may carry a token). What is shown is the status the
+    server sent, the system's words for a socket error, urllib's own fixed reasons, or a name."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}".rstrip()
+    if isinstance(exc, NotHttpError):
+        return str(exc)  # names the scheme, never the URL
+    if isinstance(exc, urllib.error.URLError):
+        reason = exc.reason
+        # A string reason is urllib's own ("no host given"), never the URL.
+        return request_failure(reason) if isinstance(reason, BaseException) else str(reason)
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror  # the system's words: "Connection refused", a DNS failure
+    if isinstance(exc, ValueError):
+        return "not a valid URL or header"
+    return type(exc).__name__  # RemoteDisconnected, BadStatusLine: the name says it
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

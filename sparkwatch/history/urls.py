@@ -10,9 +10,19 @@ from sparkwatch.settings.listener import DEFAULT_HISTORY_URL
 def resolve_url(given: str | None, from_env: bool = False) -> str:
     """The URL to use: ``given`` (--url's value, or the env var's when ``from_env``: parsed as the
     listener parses it, 'off' disables), else the default."""
-    if not given:
+    if given is None:
         return DEFAULT_HISTORY_URL
+    where = HISTORY_URL.env if from_env else "--url"
+    try:
+        given.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 in argv or the environment
+        raise HistoryUrlError(f"{where} is not UTF-8 text") from None
     if not from_env:
+        if not given.strip():
+            # An empty value is no choice: the default would be used (and `db upgrade` create
+            # it) where a variable meant to fill it was not set.
+            raise HistoryUrlError("--url is empty: give a database URL, e.g. "
+                                  "sqlite:///sparkwatch.db")
         return given
     url = HISTORY_URL.parse(given)
     if url is None:

@@ -21,6 +21,7 @@ from sparkwatch.settings.parsers import (
     positive_float,
     positive_int,
     regex_list,
+    secret,
     text,
 )
 from sparkwatch.settings.spec import Setting, SettingsError, conf_source, env_source, resolve
@@ -198,7 +199,7 @@ LISTENER_FIELDS: tuple[Setting, ...] = (
     _field(
         "push_token",
         "push.token",
-        text,
+        secret,
         "Bearer token for the collector (prefer the env var: Spark conf shows in the Spark UI).",
         secret=True,
     ),

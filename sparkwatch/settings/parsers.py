@@ -34,17 +34,51 @@ def positive_int(raw: str) -> int:
     return value
 
 
+MAX_SECONDS = 315_360_000.0
+"""Ten years in seconds: the largest value :func:`positive_float` and :func:`non_negative_float`
+take. Most of what they parse are durations, which reach ``timedelta`` and the collector's
+scheduler: those overflow (a traceback at start-up, or a job failing every run) long before a
+float does. (Per-second quotas take :func:`rate` instead.)"""
+MAX_DAYS = 3_650.0
+"""Ten years in days: the largest value :func:`days` takes (``now - timedelta(days=...)``
+overflows past year 1, about 740,000 days back)."""
+
+
 def positive_float(raw: str) -> float:
     value = float(raw)
-    if not value > 0:
-        raise ValueError("expected a positive number")
+    # Written so that NaN fails too: every comparison with it is false.
+    if not 0 < value <= MAX_SECONDS:
+        raise ValueError(f"expected a positive number, at most {MAX_SECONDS:.0f} "
+                         "(ten years in seconds)")
     return value
 
 
 def non_negative_float(raw: str) -> float:
     value = float(raw)
-    if not value >= 0:
-        raise ValueError("expected a number >= 0")
+    if not 0 <= value <= MAX_SECONDS:
+        raise ValueError(f"expected a number >= 0, at most {MAX_SECONDS:.0f} "
+                         "(ten years in seconds)")
+    return value
+
+
+MAX_RATE = 1e15
+"""The largest per-second quota :func:`rate` takes: far past any collector, yet finite."""
+
+
+def rate(raw: str) -> float:
+    """A positive amount per second (events, bytes), at most :data:`MAX_RATE`."""
+    value = float(raw)
+    if not 0 < value <= MAX_RATE:
+        raise ValueError(f"expected a positive number per second, at most {MAX_RATE:.0e}")
+    return value
+
+
+def days(raw: str) -> float:
+    """A positive number of days, at most :data:`MAX_DAYS`."""
+    value = float(raw)
+    if not 0 < value <= MAX_DAYS:
+        raise ValueError(f"expected a positive number of days, at most {MAX_DAYS:.0f} "
+                         "(ten years)")
     return value
 
 
@@ -87,4 +121,11 @@ def text(raw: str) -> str | None:
 
 
 def secret(raw: str) -> str | None:
-    return raw.strip() or None
+    """A bearer token (RFC 6750): visible ASCII only. Anything else could never be sent in an
+    ``Authorization`` header, and http.client's refusal quotes the whole header, token and all;
+    the error here says what is wrong without a character of it (:meth:`Setting.shown`)."""
+    token = raw.strip()
+    if any(not "\x21" <= char <= "\x7e" for char in token):
+        raise ValueError("expected visible ASCII characters only (no spaces, control or "
+                         "non-ASCII characters)")
+    return token or None

@@ -9,6 +9,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparkwatch.doctor.collector_source import request_failure
 from sparkwatch.httpopen import open_http
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.plan.describe import summary
@@ -139,8 +140,14 @@ def identity_from_labels(op: TopOperator, labels: dict[str, Any]) -> OperatorIde
 
 
 def read_metrics(url: str, token: str | None = None) -> Snapshot:
+    source = redact_url(url)
     try:
-        return snapshot_from_text(fetch(url, token), redact_url(url))
+        text = fetch(url, token)
     except Exception as exc:  # noqa: BLE001 - show why on screen and keep polling
-        return Snapshot(source=redact_url(url), taken_at=time.time(),
+        # Not the exception's text: it may quote the Authorization header (the token).
+        return Snapshot(source=source, taken_at=time.time(), error=request_failure(exc))
+    try:
+        return snapshot_from_text(text, source)
+    except Exception as exc:  # noqa: BLE001 - an exposition top cannot parse; keep polling
+        return Snapshot(source=source, taken_at=time.time(),
                         error=f"{type(exc).__name__}: {exc}")
