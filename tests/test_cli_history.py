@@ -282,3 +282,13 @@ def test_installed_command_line_end_to_end(url: str) -> None:
     assert result.returncode == 0, result.stderr
     assert NEW_RUN in result.stdout and OLD_RUN in result.stdout
     assert result.stderr == ""
+
+
+def test_output_to_a_full_disk_is_one_line_not_a_traceback(url: str) -> None:
+    """`> /dev/full` (ENOSPC on every write): said in one line, exit 1."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "sparkwatch.cli.main", "history", "queries",
+                               "--url", url], stdout=full, stderr=subprocess.PIPE, text=True,
+                              timeout=120)
+    assert (done.returncode, done.stderr) == (
+        1, "sparkwatch history: error: cannot write: No space left on device\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
@@ -81,6 +82,16 @@ def _main(argv: Sequence[str] | None) -> int:
         # way out; what it still had to say goes nowhere, quietly, and that is a normal end.
         _silence_stdout()
         return 0
+    except OSError as exc:
+        if exc.errno not in _FULL:
+            raise
+        # Output to a full disk or a dead device (`> /dev/full`): say so in one line.
+        _silence_stdout()
+        print(f"sparkwatch {args.command}: error: cannot write: {exc.strerror}", file=sys.stderr)
+        return 1
+
+
+_FULL = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO))
 
 
 def _silence_stdout() -> None:
