@@ -88,7 +88,12 @@ def _run(target: Target, revision: str, alembic_command: Callable[[Config], None
         # Alembic fails an empty revision with a bare AssertionError.
         raise BadRevision("no revision given (e.g. head, base, -1 or 0005)")
     with _IN_PROCESS, _connection(target) as conn:
-        _check_not_newer(conn)
+        current = _check_not_newer(conn)
+        if revision == "head" and current == head():
+            # Every history writer upgrades on its first write: at head, that must not take
+            # SQLite's write lock (one migration run is one write transaction), which would wait
+            # for every reader in the middle of a read.
+            return
         try:
             alembic_command(make_config(conn))
         except CommandError as exc:
@@ -103,7 +108,7 @@ def _run(target: Target, revision: str, alembic_command: Callable[[Config], None
         conn.commit()
 
 
-def _check_not_newer(conn: sa.Connection) -> None:
+def _check_not_newer(conn: sa.Connection) -> str | None:
     """Refuse a database migrated by a newer sparkwatch: Alembic would only say it cannot
     locate the revision, and advising `db upgrade` (which this is) would go round in circles."""
     revision = current_of(conn)
@@ -113,6 +118,7 @@ def _check_not_newer(conn: sa.Connection) -> None:
             f"{describe_url(conn.engine.url)} has history schema {revision}, newer than this "
             f"sparkwatch (its newest is {head()}): upgrade sparkwatch"
         )
+    return revision
 
 
 def _raised_in_revision_lookup(exc: AssertionError) -> bool:
