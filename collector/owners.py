@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from sparkwatch.collector.tenants import Owner
-from sparkwatch.history.errors import HistoryUnavailable
+from sparkwatch.summary import one_line
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 30.0
@@ -38,10 +38,11 @@ class HistoryOwners:
             return {}
         try:
             found = self._lookup(run_ids, query_ids)
-        except HistoryUnavailable as exc:
+        except Exception as exc:  # noqa: BLE001 - down, not created or migrated yet, anything
+            # else: ingest goes on with memory alone rather than fail an acknowledged push
             self._asleep_until = self._clock() + self._retry_seconds
             log.info("ids not in memory are checked against memory only for %gs: %s",
-                     self._retry_seconds, exc)
+                     self._retry_seconds, one_line(exc))
             return {}
         owners = {}
         for key, value in found.items():

@@ -302,17 +302,20 @@ def test_after_a_restart_the_history_still_gives_bs_ids_to_b(
 
 
 def test_a_history_that_cannot_answer_is_not_asked_again_for_a_while() -> None:
-    """Ingest never waits on a database that is down: one failed lookup, then memory alone
-    until the retry time has passed."""
+    """Ingest never waits on, nor fails for, a history that cannot answer (down, or its SQLite
+    file not made yet by the writer: a fresh collector's first push): one failed lookup, then
+    memory alone until the retry time has passed."""
     from sparkwatch.collector.owners import HistoryOwners
     from sparkwatch.collector.tenants import Owner
-    from sparkwatch.history.errors import HistoryUnavailable
+    from sparkwatch.history.errors import HistoryUnavailable, HistoryUrlError
 
     now, asked = [0.0], []
 
     def lookup(runs: set[str], queries: set[str]) -> dict[str, str]:
         asked.append((runs, queries))
         if len(asked) == 1:
+            raise HistoryUrlError("no history database at /srv/h.db")
+        if len(asked) == 2:
             raise HistoryUnavailable("history query failed: connection refused")
         return {"r1": "beta", "a:r1": "beta-orders", "q:q1": "beta"}
 
@@ -321,5 +324,7 @@ def test_a_history_that_cannot_answer_is_not_asked_again_for_a_while() -> None:
     now[0] = 29.0
     assert owners({"r1"}, {"q1"}) == {} and len(asked) == 1
     now[0] = 31.0
+    assert owners({"r1"}, {"q1"}) == {} and len(asked) == 2
+    now[0] = 62.0
     assert owners({"r1"}, {"q1"}) == {"r:r1": Owner("beta", "beta-orders"),
                                       "q:q1": Owner("beta", None)}
