@@ -222,6 +222,37 @@ def test_the_receiver_gets_the_catalogue_with_the_progress_values(
     assert (resource["deployment.environment"], resource["team"]) == ("staging", "data")
 
 
+def test_a_counter_past_64_bits_saturates_and_every_apps_export_goes_on() -> None:
+    """Two batches of 2**63 - 1 input rows (each accepted) sum past 64 bits: the point is sent
+    at the largest int64, where it failed the encoding of the whole request, every app's."""
+    import copy
+
+    from sparkwatch.model.contract import INT64_MAX
+
+    data = copy.deepcopy(fixture(JOIN))
+    for p in data["progress"][:2]:
+        p["numInputRows"] = INT64_MAX
+    state = MetricState()
+    state.apply_all(run_events(data))
+    other = copy.deepcopy(fixture(JOIN))
+    other["started"]["id"] = other["idle"]["id"] = "other-query"
+    for p in other["progress"]:
+        p["id"] = "other-query"
+    state.apply_all(run_events(other))
+    collector = SparkwatchCollector(state, selection=profiles.select("full"))
+    with receiving("http/protobuf") as (url, received):
+        export = start_export(config_for(url, "http/protobuf"), collector.collect, {})
+        try:
+            received.wait(lambda: received.count() >= 1)
+        finally:
+            export.stop()
+        points = received.last_points()
+    rows = {p.attributes["query_id"]: p.value for p in points
+            if p.name == cat.QUERY_INPUT_ROWS.name}
+    assert rows == {data["started"]["id"]: INT64_MAX,
+                    "other-query": sum(p["numInputRows"] for p in other["progress"])}
+
+
 def test_the_metric_profile_decides_what_is_exported(monkeypatch: pytest.MonkeyPatch) -> None:
     state = MetricState()
     state.apply_all(run_events(fixture(JOIN)))

@@ -32,6 +32,7 @@ from prometheus_client.core import Metric as Family
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.catalogue import Kind, MetricDef
 from sparkwatch.metrics.text import RowFamily
+from sparkwatch.model.contract import INT64_MAX, INT64_MIN
 
 CUMULATIVE = AggregationTemporality.CUMULATIVE
 _UNITS = (("_per_second", "1/s"), ("_seconds", "s"), ("_bytes", "By"))
@@ -72,8 +73,12 @@ def _rows(family: Family) -> tuple[Rows, Hists]:
 def _number(value: Any) -> int | float:
     if isinstance(value, bool):
         return int(value)
-    # An int stays an int (as_int), anything else a double: a series keeps one type.
-    return value if isinstance(value, int) else float(value)
+    # An int stays an int (as_int), anything else a double: a series keeps one type. A sum of
+    # counts can pass 64 bits (each count may reach 2**63 - 1): it saturates, as the history's
+    # rollups do, where one such point failed the encoding of every app's export.
+    if isinstance(value, int):
+        return min(max(value, INT64_MIN), INT64_MAX)
+    return float(value)
 
 
 class Converter:
