@@ -182,3 +182,36 @@ def test_reading_a_missing_sqlite_file_does_not_create_it(tmp_path) -> None:
     with pytest.raises(HistoryUnavailable, match="no history database"):
         HistoryReader(f"sqlite:///{tmp_path / 'absent.db'}")
     assert not (tmp_path / "absent.db").exists()
+
+
+@pytest.mark.postgres
+def test_times_at_the_ends_of_the_calendar_read_back_whatever_the_servers_time_zone(
+        pg_url: str) -> None:
+    """A database whose time zone is not UTC (ALTER DATABASE ... SET timezone): the driver read
+    timestamps back in that zone, and an accepted watermark of 9999-12-31T23:59:59.999Z became
+    year 10000 in Tokyo (reads failed); the engine's sessions are UTC."""
+    import sqlalchemy as sa
+
+    from sparkwatch.history.engine import create_engine
+
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        name = sa.engine.make_url(pg_url).database
+        conn.execute(sa.text(f'ALTER DATABASE "{name}" SET timezone = \'Asia/Tokyo\''))
+    admin.dispose()
+    migrate.upgrade(pg_url)
+    raw = load_sample("window_agg")
+    last = batch_of(raw, 1, "2026-11-21T09:33:50.000Z")
+    last["eventTime"] = {"watermark": "9999-12-31T23:59:59.999Z"}
+    write(pg_url, started(QUERY, NEW_RUN, "window_agg", "2026-11-21T09:33:00.000Z"),
+          progress({**last, "id": QUERY, "runId": NEW_RUN}))
+    from sparkwatch.history.schema import Batch
+
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            [watermark] = conn.execute(sa.select(Batch.__table__.c.watermark)).scalars()
+            assert conn.execute(sa.text("SHOW timezone")).scalar() == "UTC"
+    finally:
+        engine.dispose()
+    assert (watermark.year, watermark.month, watermark.day) == (9999, 12, 31)

@@ -64,8 +64,11 @@ def create_engine(url: str, must_exist: bool = False,
     # JIT off: the history's reads are short, but on the partitioned tables (migration 0010) the
     # planner's cost sums over every day's partition and crosses jit_above_cost, and compiling
     # then takes 10x the query (docs/benchmarks.md, "History queries at 20.7 million ...").
+    # Time zone UTC: the driver reads timestamps back in the session's zone, and in a server's
+    # other zone an accepted time near year 1 or 9999 falls outside what Python holds (reads
+    # answered 503, the stall job failed every run).
     connect_args: dict[str, object] = (
-        {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS, "options": "-c jit=off"}
+        {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS, "options": "-c jit=off -c timezone=UTC"}
         if _is_pg(parsed) else
         {} if sqlite_busy_seconds is None else {"timeout": sqlite_busy_seconds})
     try:
