@@ -235,6 +235,14 @@ def test_read_api_pages_through_state_and_progress(collector: Collector) -> None
     assert missing.json()["detail"] == "no query with id or name 'no-such-query'"
     bad_operator = collector.get(f"/api/v1/queries/{qid}/state", READ_TOKEN, operator=9)
     assert bad_operator.status_code == 404 and "no state operator 9" in bad_operator.text
+    for part, param, value in (("state", "since", "0001-01-01T00:00:00+14:00"),
+                               ("progress", "until", "9999-12-31T23:59:59-14:00"),
+                               ("rollups", "since", "9999-12-31T23:59:59-14:00")):
+        # past the calendar once in UTC: was a 500 (OverflowError)
+        out = collector.get(f"/api/v1/queries/{qid}/{part}", READ_TOKEN, **{param: value})
+        assert out.status_code == 422, (part, out.text)
+        [problem] = out.json()["detail"]
+        assert problem["loc"] == ["query", param] and "out of range" in problem["msg"]
 
 
 def test_readyz_reports_the_history_and_spool(collector: Collector) -> None:

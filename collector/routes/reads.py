@@ -7,17 +7,31 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
 
 from sparkwatch.collector import models
 from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.routes.common import errors
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    """Times without a zone are UTC, like everything in the history."""
+def _range(since: datetime | None, until: datetime | None
+           ) -> tuple[datetime | None, datetime | None]:
+    return _utc(since, "since"), _utc(until, "until")
+
+
+def _utc(value: datetime | None, name: str) -> datetime | None:
+    """Times without a zone are UTC, like everything in the history; a time whose offset takes
+    it past year 1 or 9999 once in UTC is refused as the parameter's error (it was a 500)."""
     if value is None:
         return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise RequestValidationError([{
+            "type": "value_error", "loc": ("query", name), "input": value.isoformat(),
+            "msg": "out of range once in UTC (years 1 to 9999)"}]) from None
 
 
 Limit = Query(100, ge=1, le=1000, description="Page size.")
@@ -48,14 +62,14 @@ def router(reads: Reads, read_auth: list[Any], Scope: Any) -> APIRouter:  # noqa
     def state(query: str, operator: int | None = Query(None, ge=0, le=10_000),
               since: datetime | None = Since, until: datetime | None = Until,
               limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        return [_dump(p) for p in reads.state(query, operator, _utc(since), _utc(until), limit,
+        return [_dump(p) for p in reads.state(query, operator, *_range(since, until), limit,
                                               offset, tenant)]
 
     @get("/api/v1/queries/{query}/progress", list[models.ProgressPoint],
          "Per-batch progress of one query over time")
     def progress(query: str, since: datetime | None = Since, until: datetime | None = Until,
                  limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        return reads.progress(query, _utc(since), _utc(until), limit, offset, tenant)
+        return reads.progress(query, *_range(since, until), limit, offset, tenant)
 
     @get("/api/v1/queries/{query}/rollups", list[models.Rollup],
          "Per-minute or per-hour aggregates of a query, or of one of its operators")
@@ -63,7 +77,7 @@ def router(reads: Reads, read_auth: list[Any], Scope: Any) -> APIRouter:  # noqa
                 operator: int | None = Query(None, ge=0, le=10_000),
                 since: datetime | None = Since, until: datetime | None = Until,
                 limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        return reads.rollups(query, resolution, operator, _utc(since), _utc(until), limit,
+        return reads.rollups(query, resolution, operator, *_range(since, until), limit,
                              offset, tenant)
 
     @get("/api/v1/queries/{query}/plans", list[models.QueryPlan],
