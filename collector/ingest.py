@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -36,7 +38,7 @@ from sparkwatch.model.contract import (
     check_envelope,
     normalize_rates,
 )
-from sparkwatch.model.events import ParsedEvent
+from sparkwatch.model.events import ParsedEvent, QueryTerminated
 from sparkwatch.model.parse import envelope_from_dict, envelope_to_dict, parse_envelope
 from sparkwatch.plan.wire import PlanEvent, is_plan_item, plan_event_to_dict, plan_from_wire
 from sparkwatch.spool import Spool
@@ -73,6 +75,29 @@ class Outcome:
         return not self.accepted and bool(self.rejected) and all(
             r.reason == LIMIT for r in self.rejected
         )
+
+
+AHEAD_SECONDS = 86_400.0
+"""How far ahead of the collector's clock an event's own time may be. A run's latest event time
+only grows: one event from years ahead (a driver's clock far off, a made-up time) kept its run
+"running" for good, never stalled nor ended by the run that replaced it."""
+
+
+def _ahead_of_the_clock(parsed: Item, now: float) -> str | None:
+    """Why an event's own time cannot be taken (more than a day ahead), or None."""
+    if not isinstance(parsed, ParsedEvent):
+        return None  # a plan: its time is when it was read, and it moves no run
+    when = parsed.happened_at
+    if when <= now + AHEAD_SECONDS:
+        return None
+    field = ("event.received_at" if isinstance(parsed.event, QueryTerminated)
+             else f"{parsed.kind.value}.timestamp")
+    return (f"{field}: {_iso(when)} is more than a day ahead of the collector's clock "
+            f"({_iso(now)}): is the driver's clock right?")
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Ingestor:
@@ -163,7 +188,7 @@ class Ingestor:
         self, checked: Sequence[tuple[Item, bytes | None] | ContractViolation], allowed_app: str,
         outcome: Outcome,
     ) -> list[tuple[int, Item, bytes | None]]:
-        valid = []
+        valid, now = [], time.time()
         for index, result in enumerate(checked):
             if isinstance(result, ContractViolation):
                 outcome.rejected.append(Rejection(index, INVALID, str(result)))
@@ -174,6 +199,10 @@ class Ingestor:
                     index, FORBIDDEN,
                     f"event.app.name {parsed.app.name!r} is not the app this token pushes for",
                 ))
+                continue
+            ahead = _ahead_of_the_clock(parsed, now)
+            if ahead is not None:
+                outcome.rejected.append(Rejection(index, INVALID, ahead))
                 continue
             valid.append((index, parsed, encoded))
         return valid

@@ -139,6 +139,26 @@ def test_an_app_token_pushes_only_for_its_app(collector: Collector) -> None:
     assert "'billing' is not the app this token pushes for" in body["rejected"][0]["error"]
 
 
+def test_an_event_from_more_than_a_day_ahead_is_refused_naming_its_time(
+        collector: Collector) -> None:
+    """A run's latest event time only grows: one from 2300 kept its run "running" for good."""
+    import time
+
+    run = fresh_run(terminated=True)
+    started, progress, ended = run[0], run[1], run[-1]
+    future = {**progress, "payload": {**progress["payload"], "timestamp": "2300-01-01T00:00:00Z"}}
+    late_end = {**ended, "received_at": 10_413_792_000.0}  # 2300-01-01
+    soon = {**run[2], "payload": {**run[2]["payload"], "timestamp": time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))}}  # an hour's skew is taken
+    body = collector.post([started, future, late_end, soon]).json()
+    assert body["accepted"] == 2
+    errors = {r["index"]: r["error"] for r in body["rejected"]}
+    assert errors[1].startswith("progress.timestamp: 2300-01-01T00:00:00Z is more than a day "
+                                "ahead of the collector's clock (")
+    assert errors[2].startswith("event.received_at: 2300-01-01T00:00:00Z is more than a day")
+    assert {r["reason"] for r in body["rejected"]} == {"invalid"}
+
+
 def test_an_oversized_body_is_413_before_and_after_gzip(collector: Collector) -> None:
     big = [envelope("idle", {"id": "q", "runId": "r", "timestamp": "2026-11-21T10:00:00.000Z",
                              "pad": "x" * MAX_BODY})]

@@ -16,7 +16,6 @@ from sparkwatch.history.columns import from_epoch
 from sparkwatch.history.schema import FAILED, RUNNING, TERMINATED
 from sparkwatch.model.events import (
     ParsedEvent,
-    QueryIdle,
     QueryProgress,
     QueryStarted,
     QueryTerminated,
@@ -103,7 +102,7 @@ def run_patch(parsed: ParsedEvent) -> Row:
         "exception": None,
         "error_class": None,
         "status": RUNNING,
-        "last_event_at": from_epoch(event_time(parsed)),
+        "last_event_at": from_epoch(parsed.happened_at),
     }
     if isinstance(event, QueryStarted):
         row["started_at"] = row["last_event_at"]
@@ -114,14 +113,6 @@ def run_patch(parsed: ParsedEvent) -> Row:
         row["error_class"] = event.error_class
         row["status"] = FAILED if event.exception else TERMINATED
     return row
-
-
-def event_time(parsed: ParsedEvent) -> float:
-    """When the event happened; QueryTerminated has no timestamp, so when the listener got it."""
-    event = parsed.event
-    if isinstance(event, QueryStarted | QueryProgress | QueryIdle):
-        return event.timestamp
-    return parsed.envelope.received_at
 
 
 def merge_run(old: Row, new: Row) -> Row:

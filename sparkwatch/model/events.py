@@ -184,3 +184,12 @@ class ParsedEvent:
     @property
     def kind(self) -> EventKind:
         return self.envelope.kind
+
+    @property
+    def happened_at(self) -> float:
+        """When the event happened (epoch seconds): Spark's timestamp; a QueryTerminated has
+        none, so when the listener got it."""
+        event = self.event
+        if isinstance(event, QueryTerminated):
+            return self.envelope.received_at
+        return event.timestamp
