@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from sparkwatch.collector.tenants import TENANT_LABEL, Tenants
 from sparkwatch.history import lost
 from sparkwatch.history.schema import Batch, QueryRun, QueryStall
+from sparkwatch.history.tenancy import CHUNK, among
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.tenant import DEFAULT_TENANT
@@ -51,10 +52,7 @@ class StallDetection:
             mark.run_id for mark in open_marks.values()
             if mark.run_id not in runs or runs[mark.run_id].last_event_at > mark.last_event_at
         ]
-        if cleared:
-            conn.execute(sa.update(QueryStall).where(
-                QueryStall.cleared_at.is_(None), QueryStall.run_id.in_(cleared)
-            ).values(cleared_at=now))
+        _clear(conn, cleared, now)
         opened = []
         for run in runs.values():
             threshold = self.threshold(gaps.get(run.run_id))
@@ -91,18 +89,10 @@ def _active_runs(horizon: datetime) -> sa.Select[Any]:
 
 def _trigger_intervals(conn: sa.Connection, run_ids: list[str]) -> dict[str, float]:
     """Median seconds between each run's recent batches (runs with fewer than two: absent)."""
-    if not run_ids:
-        return {}
-    b = Batch.__table__.c
-    ranked = sa.select(
-        b.run_id, b.timestamp,
-        sa.func.row_number().over(partition_by=b.run_id, order_by=b.batch_id.desc()).label("rn"),
-    ).where(b.run_id.in_(run_ids)).subquery()
     times: dict[str, list[datetime]] = {}
-    for run_id, ts in conn.execute(
-        sa.select(ranked.c.run_id, ranked.c.timestamp).where(ranked.c.rn <= RECENT_BATCHES)
-    ):
-        times.setdefault(run_id, []).append(ts)
+    for ids in _id_groups(conn, run_ids):
+        for run_id, ts in conn.execute(_recent_batches(conn, ids)):
+            times.setdefault(run_id, []).append(ts)
     out = {}
     for run_id, stamps in times.items():
         stamps.sort()
@@ -110,6 +100,34 @@ def _trigger_intervals(conn: sa.Connection, run_ids: list[str]) -> dict[str, flo
         if gaps:
             out[run_id] = statistics.median(gaps)
     return out
+
+
+def _recent_batches(conn: sa.Connection, run_ids: list[str]) -> sa.Select[Any]:
+    """(run id, time) of the last :data:`RECENT_BATCHES` batches of each of ``run_ids``."""
+    b = Batch.__table__.c
+    ranked = sa.select(
+        b.run_id, b.timestamp,
+        sa.func.row_number().over(partition_by=b.run_id, order_by=b.batch_id.desc()).label("rn"),
+    ).where(among(conn, b.run_id, run_ids)).subquery()
+    return sa.select(ranked.c.run_id, ranked.c.timestamp).where(ranked.c.rn <= RECENT_BATCHES)
+
+
+def _clear(conn: sa.Connection, run_ids: list[str], now: datetime) -> None:
+    """Clear the open marks of ``run_ids`` at ``now``."""
+    s = QueryStall.__table__.c
+    for ids in _id_groups(conn, run_ids):
+        conn.execute(sa.update(QueryStall).where(
+            s.cleared_at.is_(None), among(conn, s.run_id, ids)).values(cleared_at=now))
+
+
+def _id_groups(conn: sa.Connection, ids: list[str]) -> Iterator[list[str]]:
+    """``ids`` in groups that fit in one statement, however many runs one tenant has: all at
+    once on PostgreSQL (one array parameter, :func:`~sparkwatch.history.tenancy.among`),
+    whose limit is 65,535 parameters; :data:`~sparkwatch.history.tenancy.CHUNK` at a time on
+    SQLite, one variable each (32,766 a statement by default, 999 before SQLite 3.32)."""
+    size = len(ids) if conn.dialect.name == "postgresql" else CHUNK
+    for start in range(0, len(ids), max(size, 1)):
+        yield ids[start:start + size]
 
 
 def _mark(run: Any, now: datetime, threshold: float) -> dict[str, Any]:

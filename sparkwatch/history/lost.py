@@ -10,7 +10,9 @@ running in the history. Two rules end them, at the time of their last event:
 - **silent**: a run with no event for ``silent_seconds`` is lost: the collector's stall horizon
   (``--retention-days``, 7 by default), until which such a run is reported stalled; the same 7
   days in a driver's own history. A run that speaks again after all is running again (the
-  writer's upsert revives it).
+  writer's upsert revives it), unless a later run of its query started meanwhile
+  (:func:`replaced`): then what it says is a late event of a run that is over, stored but not
+  bringing it back to life next to the run that replaced it.
 """
 
 from __future__ import annotations
@@ -63,3 +65,20 @@ def end_abandoned(conn: sa.Connection, run_ids: Collection[str]) -> int:
         sa.update(QueryRun).where(r.run_id.in_(list(run_ids)), r.status == RUNNING)
         .values(status=LOST, ended_at=r.last_event_at)
     ).rowcount
+
+
+def replaced() -> sa.ColumnElement[bool]:
+    """Whether another run of the query of the ``query_runs`` row being updated (in its tenant)
+    started after it: a query runs once at a time, so that row's run is over for good. After:
+    after its start or, for a run whose start the history lacks (a listener attached
+    mid-run), no earlier than its last event (as :func:`end_replaced` decides)."""
+    # The row named by its table: SQLAlchemy correlates no subquery of an upsert's SET with the
+    # table upserted into (query_runs.c would add a second query_runs to the subquery's FROM).
+    run = {c.name: sa.literal_column(f"{QueryRun.__tablename__}.{c.name}", c.type)
+           for c in QueryRun.__table__.c}
+    later = QueryRun.__table__.alias("later_run").c
+    return sa.exists().where(
+        later.tenant == run["tenant"], later.query_id == run["query_id"],
+        later.run_id != run["run_id"],
+        (later.started_at > run["started_at"]) | (later.started_at >= run["last_event_at"]),
+    )

@@ -70,18 +70,18 @@ def known_owners(conn: sa.Connection, run_ids: Iterable[str], query_ids: Iterabl
     runs, queries = sorted(run_ids), sorted(query_ids)
     for start in range(0, len(runs), CHUNK):
         stmt = sa.select(r.run_id, r.tenant, r.app_name).where(
-            _among(conn, r.run_id, runs[start:start + CHUNK]))
+            among(conn, r.run_id, runs[start:start + CHUNK]))
         for run_id, tenant, app in conn.execute(stmt):
             owners[run_id], owners["a:" + run_id] = tenant, app
     for start in range(0, len(queries), CHUNK):
         stmt = sa.select(r.query_id, r.tenant).where(
-            _among(conn, r.query_id, queries[start:start + CHUNK]))
+            among(conn, r.query_id, queries[start:start + CHUNK]))
         for row in conn.execute(stmt.distinct()):
             owners.setdefault("q:" + row.query_id, row.tenant)
     return owners
 
 
-def _among(conn: sa.Connection, column: sa.ColumnElement[str], ids: list[str]
+def among(conn: sa.Connection, column: sa.ColumnElement[str], ids: list[str]
            ) -> sa.ColumnElement[bool]:
     """``column`` is one of ``ids``: on PostgreSQL one array parameter (``= ANY``), whose
     statement is the same text every time; an IN list of 500 parameters is rendered, sent and

@@ -257,6 +257,10 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
     new, old = stmt.excluded, QueryRun.__table__.c
     ended = new.ended_at.is_not(None)
     newer = new.last_event_at > old.last_event_at
+    # A run ended as lost that speaks again was alive after all (lost.py), unless a later run
+    # of its query replaced it: then this is a late event of a run that is over. Checked last,
+    # so the subquery runs only for a lost run's newer event, not for every running run's.
+    revived = (old.status == LOST) & newer & ~lost.replaced()
     values = {
         "name": sa.func.coalesce(new.name, old.name),
         "app_name": new.app_name,
@@ -265,9 +269,8 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
         "job_tags": sa.func.coalesce(new.job_tags, old.job_tags),
         "started_at": sa.func.coalesce(new.started_at, old.started_at),
         # A run ends once; a replayed QueryStarted or progress must not make it running again,
-        # except a run ended as lost that speaks again: it was alive after all (lost.py).
-        **{c: sa.case((ended, new[c]), ((old.status == LOST) & newer, new[c]), else_=old[c])
-           for c in _END_COLUMNS},
+        # except a revived one (above).
+        **{c: sa.case((ended, new[c]), (revived, new[c]), else_=old[c]) for c in _END_COLUMNS},
         "last_event_at": sa.case((newer, new.last_event_at), else_=old.last_event_at),
         "batches": old.batches + new.batches,
     }
