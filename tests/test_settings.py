@@ -167,3 +167,22 @@ def test_a_collector_with_inf_as_its_eviction_interval_exits_2_in_one_line(
     assert done.returncode == 2
     assert done.stderr.strip() == (
         f"sparkwatch collector: error: --evict-interval-seconds='inf': {TEN_YEARS_MESSAGE}")
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({"metrics_port": 70000}, "metrics_port='70000': expected a port number 0-65535"),
+    ({"queue_capacity": 0}, "queue_capacity='0': expected a positive integer"),
+    ({"metrics_enabled": "maybe"}, "metrics_enabled='maybe'"),
+])
+def test_settings_given_in_code_are_checked_as_env_and_conf_are(
+        given: dict[str, object], expected: str) -> None:
+    """attach(spark, metrics_port=70000) reached bind() (an OverflowError in the app);
+    queue_capacity=0 made the intake queue unbounded."""
+    from sparkwatch.settings.listener import load_listener_settings
+
+    with pytest.raises(SettingsError) as refused:
+        load_listener_settings({}, {}, **given)
+    assert str(refused.value).startswith(expected)
+    taken = load_listener_settings({}, {}, metrics_port=0, metrics_enabled=False,
+                                   push_flush_seconds=0.05)
+    assert (taken.metrics_port, taken.metrics_enabled, taken.push_flush_seconds) == (0, False, 0.05)

@@ -276,9 +276,19 @@ def load_listener_settings(
         )
     values = resolve(LISTENER_FIELDS, (env_source(env or {}), conf_source(spark_conf or {})))
     for name, value in overrides.items():
-        # Strings from code go through the same parser as env/conf ("off", "9750", ...).
-        values[name] = BY_NAME[name].parsed(value, name) if isinstance(value, str) else value
+        values[name] = _override(name, value)
     return replace(ListenerSettings(), **values)
+
+
+def _override(name: str, value: Any) -> Any:
+    """A value given in code goes through the same parser as env/conf: a string as it is
+    ("off", "9750"), a number or a flag as its text. Unchecked, ``metrics_port=70000`` reached
+    bind() (an OverflowError in the app) and ``queue_capacity=0`` made the queue unbounded."""
+    if isinstance(value, bool):
+        return BY_NAME[name].parsed("true" if value else "false", name)
+    if isinstance(value, str | int | float):
+        return BY_NAME[name].parsed(str(value) if not isinstance(value, str) else value, name)
+    return value  # None (unset) or a structured value (buckets as a tuple)
 
 
 def render_settings_table() -> str:
