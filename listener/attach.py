@@ -5,7 +5,10 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import partial
@@ -45,14 +48,29 @@ if TYPE_CHECKING:  # the otlp extra is imported only when OTLP export is switche
 
 log = logging.getLogger(__name__)
 
+EVICT_EVERY_SECONDS = 5.0
+"""Longest gap between two evictions of ended queries on the intake thread (shorter when the
+grace is): the listener's own memory must not wait for a scrape that may never come."""
+SERVER_STOP_SECONDS = 0.1
+"""What detach() gives the /metrics server to stop when the other stages used the deadline up
+(its thread ends within a millisecond or two of being told)."""
+RUN_ORIGIN = "sparkwatch run, settings from SPARKWATCH_* and spark.sparkwatch.*"
+
+_attaching = threading.Lock()
+# Session -> its attachment (live until detached); weak: a session that is gone is not kept.
+_attached: weakref.WeakKeyDictionary[Any, Attachment] = weakref.WeakKeyDictionary()
+
 
 class Attachment:
     """A listener attached to one SparkSession, with its exporter state and history writer."""
 
     def __init__(
-        self, settings: ListenerSettings, app: AppInfo, registry: CollectorRegistry
+        self, settings: ListenerSettings, app: AppInfo, registry: CollectorRegistry,
+        origin: str = "",
     ) -> None:
         self.settings = settings
+        self.origin = origin
+        """Who attached, and so where the settings came from (said to a second attach)."""
         self.app = app
         self.registry = registry
         self.selection = profiles.from_settings(settings)
@@ -73,6 +91,11 @@ class Attachment:
         self.otlp: OtlpExport | None = None
         self._announced = False
         self._remove: Callable[[], None] | None = None
+
+    @property
+    def live(self) -> bool:
+        """Whether a listener of this attachment is on the session (attached, not detached)."""
+        return self._remove is not None
 
     @property
     def metrics_port(self) -> int | None:
@@ -133,7 +156,7 @@ class Attachment:
             self.otlp.stop(left())
             self.otlp = None
         if self.server is not None:
-            self.server.stop()
+            self.server.stop(max(left(), SERVER_STOP_SECONDS))
             self.server = None
         if self.console is not None and self.console.history is not None:
             self.console.history.close()
@@ -158,13 +181,51 @@ def _countdown(timeout: float) -> Callable[[], float]:
 
 
 def attach(spark: Any, **overrides: Any) -> Attachment:
-    """Attach to ``spark``.
+    """Attach to ``spark``; to a session already attached, returns that attachment.
 
     Settings: keyword overrides > SPARKWATCH_* env vars > spark.sparkwatch.* Spark conf.
     """
+    return attach_from(spark, _caller(), overrides)
+
+
+def attach_from(spark: Any, origin: str, overrides: Mapping[str, Any]) -> Attachment:
+    """:func:`attach`, saying who attaches (``origin``): once per session until detached (an
+    app run by ``sparkwatch run`` that attaches too would get a second listener, history
+    writer and /metrics port)."""
+    with _attaching:
+        live = _live_attachment(spark)
+        if live is not None:
+            log.info("sparkwatch: this SparkSession is already attached (by %s); returning that "
+                     "attachment, this call's settings are not applied", live.origin)
+            return live
+        att = _attach(spark, origin, overrides)
+        if att.live:
+            _attached[spark] = att
+        return att
+
+
+def _live_attachment(spark: Any) -> Attachment | None:
+    try:
+        att = _attached.get(spark)
+    except TypeError:  # not weak-referenceable: a stand-in session, never remembered
+        return None
+    return att if att is not None and att.live else None
+
+
+def _caller() -> str:
+    """Where the app called :func:`sparkwatch.attach` (the first frame outside sparkwatch)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(
+            "sparkwatch"):
+        frame = frame.f_back
+    return (f"sparkwatch.attach() at {frame.f_code.co_filename}:{frame.f_lineno}, settings from "
+            "its arguments, SPARKWATCH_* and spark.sparkwatch.*")
+
+
+def _attach(spark: Any, origin: str, overrides: Mapping[str, Any]) -> Attachment:
     settings = load_listener_settings(os.environ, _spark_conf(spark), **overrides)
     app = _app_info(spark, settings)
-    att = Attachment(settings, app, CollectorRegistry(auto_describe=False))
+    att = Attachment(settings, app, CollectorRegistry(auto_describe=False), origin)
     if not settings.enabled:
         # Said, not logged: a user who switched it off under spark-submit sees that it is off.
         announce(disabled_line(app.id, __version__))
@@ -187,7 +248,10 @@ def attach(spark: Any, **overrides: Any) -> Attachment:
     att.plans = make_plan_reader(spark, app, att.state, settings, _push_plans(att.push, app))
     att.plans.on_error = partial(att.counters.count_error, "plans")
     handlers.append(("plans", att.plans))
-    att.intake = Intake(app, settings.queue_capacity, att.counters, handlers)
+    # Ended queries are forgotten here too, not only at a scrape: with /metrics off (push only)
+    # or never scraped, every query the app ever ran stayed in the driver's memory.
+    att.intake = Intake(app, settings.queue_capacity, att.counters, handlers, att.state.evict,
+                        min(EVICT_EVERY_SECONDS, max(settings.terminated_grace_seconds, 1.0)))
     try:
         att.mode, att._remove = _register(spark, settings.mode, att)
     except Exception as exc:  # noqa: BLE001 - the app runs on, unobserved, and says why

@@ -161,9 +161,9 @@ def _is_key(session: Any) -> bool:
 
 
 def _attach(session: Any) -> Any:
-    from sparkwatch.listener.attach import attach
+    from sparkwatch.listener.attach import RUN_ORIGIN, attach_from
 
-    return attach(session)
+    return attach_from(session, RUN_ORIGIN, {})
 
 
 def _in_spark_worker() -> bool:

@@ -7,7 +7,9 @@ prometheus_client's WSGI app, the console's pages through :mod:`sparkwatch.conso
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import selectors
 import socket
 import threading
 from dataclasses import dataclass
@@ -35,14 +37,50 @@ class MetricsServer:
     def port(self) -> int:
         return int(self.server.server_port)
 
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop serving; the serving thread closes the port and ends at once, not at a next
+        poll (detach() has no time left by the time it gets here). Waits up to ``timeout``."""
+        self.server.stop_serving()
+        self.thread.join(timeout)
 
 
 class _Server(ThreadingMixIn, WSGIServer):
     # Fire-and-forget request threads: none is gathered (or waited for) at close.
     daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._stopping = threading.Event()
+        # A byte on this pair wakes the loop from its select: no poll interval to wait out at
+        # the stop (serve_forever's 0.5 s made detach() overrun its deadline), no idle wake-ups.
+        # Made before the bind, whose failure calls server_close().
+        self._wake, self._waker = socket.socketpair()
+        super().__init__(*args, **kwargs)
+
+    def serve_until_stopped(self) -> None:
+        """serve_forever() without its poll; closes the server at the end (on this thread: the
+        sockets it selects on are never closed under it)."""
+        with self, selectors.DefaultSelector() as selector:
+            selector.register(self, selectors.EVENT_READ)
+            selector.register(self._wake, selectors.EVENT_READ)
+            while not self._stopping.is_set():
+                ready = {key.fileobj for key, _ in selector.select()}
+                if self in ready and not self._stopping.is_set():
+                    self._handle_request_noblock()  # type: ignore[attr-defined] # not in typeshed
+                self.service_actions()
+
+    def shutdown(self) -> None:
+        """The base's shutdown() waits for serve_forever(), which never runs here."""
+        self.stop_serving()
+
+    def stop_serving(self) -> None:
+        self._stopping.set()
+        with contextlib.suppress(OSError):  # already closed: stopped before
+            self._waker.send(b"x")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._wake.close()
+        self._waker.close()
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -67,7 +105,9 @@ def serve_metrics(registry: CollectorRegistry, address: str, port: int,
                 "(0 picks a free port)"
             ) from None
         raise ExporterError(f"cannot serve /metrics on {address}:{port}: {exc}") from None
-    thread = threading.Thread(target=server.serve_forever, name="sparkwatch-http", daemon=True)
+    assert isinstance(server, _Server)
+    thread = threading.Thread(target=server.serve_until_stopped, name="sparkwatch-http",
+                              daemon=True)
     thread.start()
     return MetricsServer(server, thread, address)
 

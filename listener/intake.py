@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
-from sparkwatch.listener.stage import QueuedStage
+from sparkwatch.listener.stage import Chore, QueuedStage
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import AppInfo, EventKind, ParsedEvent
 from sparkwatch.model.parse import EventParseError, listener_event
@@ -29,10 +30,16 @@ class Intake(QueuedStage[Item]):
         capacity: int,
         counters: ListenerCounters,
         handlers: Sequence[tuple[str, Handler]],
+        tidy: Callable[[], object] | None = None,
+        tidy_seconds: float = 5.0,
     ) -> None:
+        """``tidy`` runs on the worker every ``tidy_seconds``, idle or busy (attach() forgets
+        ended queries with it, whatever the exporters)."""
         self._app = app
         self._counters = counters
         self._handlers = list(handlers)
+        self._chore = Chore(partial(self._tidy, tidy), tidy_seconds) if tidy else None
+        self._tidy_failed = False
         self._queue: BoundedQueue[Item | None] = BoundedQueue(capacity)
         self.worker = Worker("intake", self._run, "sparkwatch-intake")
         self.worker.start()
@@ -44,7 +51,17 @@ class Intake(QueuedStage[Item]):
             self._counters.count_dropped(self.QUEUE)
 
     def _run(self) -> None:
-        self._serve(lambda item: self._process(*item))
+        self._serve(lambda item: self._process(*item), self._chore)
+
+    def _tidy(self, tidy: Callable[[], object]) -> None:
+        try:
+            tidy()
+        except Exception:  # noqa: BLE001 - events go on; the next round tries again
+            self._counters.count_error("tidy")
+            # Logged once: it runs every few seconds and would otherwise flood the driver log.
+            if not self._tidy_failed:
+                log.exception("sparkwatch: tidying the listener's state failed (said once)")
+            self._tidy_failed = True
 
     def _process(self, kind: EventKind, raw_json: str, received_at: float) -> None:
         try:

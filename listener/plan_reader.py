@@ -12,6 +12,7 @@ progress says, and the log says why once.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -108,16 +109,38 @@ class PlanReader(QueuedStage[Job]):
         """Wait on the plan thread (between a deliverer's attempts), beating; ends at stop."""
         self.worker.wait(seconds, self._stop)
 
+    def stopping(self) -> bool:
+        """Whether stop() was called: a deliverer makes no further attempt then."""
+        return self._stop.is_set()
+
     def stop(self, timeout: float) -> None:
+        """Drop the jobs still queued, let the one in hand end without another attempt, and
+        join the thread, all within ``timeout``. A stop that waited for every queued read and
+        its retries kept connecting to a history that was down long after detach()."""
         self._stop.set()
+        self._drop_queued()
         super().stop(timeout)
-        for close in self.closers:
-            close()
+
+    def _drop_queued(self) -> None:
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                return
+            self._queue.done()
 
     def _run(self) -> None:
-        self._serve(self._do_logged)
+        try:
+            self._serve(self._do_logged)
+        finally:
+            # On this thread, which owns the deliverers' connections: closed as it ends, even
+            # after a stop() that could not wait for the job in hand.
+            for close in self.closers:
+                close()
 
     def _do_logged(self, job: Job) -> None:
+        if self._stop.is_set():  # offered after the stop drained the queue
+            return
         try:
             self._do(job)
         except Exception:  # noqa: BLE001 - never let one plan stop the thread
@@ -208,28 +231,42 @@ class PlanHistory:
         self._writer = HistoryWriter(url, migrate=migrate)
         self._attempts = attempts
         self._backoff = Backoff(backoff, backoff * 4)
+        self._lost = Backoff(0.0, 0.0)
+        """Counts the plans given up on in a row; its ``loud`` throttles the warning."""
         self._disabled = False
         self.wait: Callable[[float], object] = time.sleep
         """How to wait between attempts: the plan reader's worker waits with a heartbeat."""
+        self.stopped: Callable[[], bool] = lambda: False
+        """True once the reader stops: no attempt begins after (its engine is being closed)."""
 
     def __call__(self, plan: QueryPlan) -> None:
         from sparkwatch.history.errors import HistoryUrlError
 
         for attempt in range(self._attempts):
-            if self._disabled:
+            if self._disabled or self.stopped():
                 return
             try:
                 self._writer.write_plans([plan])
                 self._backoff.succeeded()
+                if lost := self._lost.succeeded():
+                    log.info("sparkwatch: plan writes resumed after %d plans not written", lost)
                 return
             except HistoryUrlError:
                 self._disabled = True  # attach's history sink already says why
                 return
             except Exception as exc:  # noqa: BLE001 - a database hiccup: retry, then give up
                 if attempt + 1 == self._attempts:
-                    log.warning("sparkwatch: plan of %s not written: %s", plan.query_id, exc)
+                    self._give_up(plan, exc)
                     return
                 self.wait(self._backoff.failed())
+
+    def _give_up(self, plan: QueryPlan, exc: Exception) -> None:
+        # As the event writer does: the first plan lost in an outage and every 20th after it, not
+        # one line per query run while the history is down.
+        self._lost.failed()
+        if self._lost.loud:
+            log.warning("sparkwatch: plan of %s not written (%d in a row): %s",
+                        plan.query_id, self._lost.failures, exc)
 
     def close(self) -> None:
         self._writer.close()
@@ -253,4 +290,5 @@ def make_plan_reader(
     if history is not None:
         reader.closers.append(history.close)
         history.wait = reader.pause
+        history.stopped = reader.stopping
     return reader

@@ -1,4 +1,5 @@
-"""The intake never blocks Spark's callback thread: when full it drops and counts."""
+"""The intake never blocks Spark's callback thread: when full it drops and counts; it forgets
+ended queries on its own, scraped or not."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import threading
 
 from sparkwatch.listener.intake import Intake
+from sparkwatch.metrics.state import MetricState
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import AppInfo, EventKind, ParsedEvent
 from tests.conftest import FIXTURES
@@ -65,3 +67,35 @@ def test_unparseable_json_is_counted_as_a_parse_error() -> None:
     assert intake.flush(5)
     assert counters.parse_errors == 2
     intake.stop(5)
+
+
+def recorded(kind: str, query_id: str) -> str:
+    """Spark 4.3's JSON of a ``kind`` event ("started", "terminated") as recorded, for
+    ``query_id``."""
+    doc = json.loads((FIXTURES / "spark-4.3.0" / "dedupe_hdfs.json").read_text())[kind]
+    return json.dumps({**doc, "id": query_id})
+
+
+def query_ids(state: MetricState) -> set[str]:
+    with state.read() as (_, queries):
+        return {q.query_id for q in queries}
+
+
+def test_ended_queries_are_forgotten_after_the_grace_without_any_scrape() -> None:
+    # Push-only (metrics off) or never scraped: the intake's own round forgets them.
+    now = [1_000.0]
+    state = MetricState(terminated_grace_seconds=60, clock=lambda: now[0])
+    intake = Intake(APP, 100, ListenerCounters(), [("metrics", state.apply)],
+                    tidy=state.evict, tidy_seconds=0.05)
+    try:
+        intake.offer(EventKind.STARTED, recorded("started", "still-running"))
+        for i in range(12):
+            intake.offer(EventKind.STARTED, recorded("started", f"churn-{i}"))
+            intake.offer(EventKind.TERMINATED, recorded("terminated", f"churn-{i}"))
+        assert intake.flush(5)
+        assert len(query_ids(state)) == 13, "within the grace an ended query is still shown"
+        now[0] += 60
+        wait_for(lambda: query_ids(state) == {"still-running"}, 5,
+                 "the 12 ended queries forgotten, the running one kept")
+    finally:
+        intake.stop(5)

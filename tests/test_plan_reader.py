@@ -1,17 +1,23 @@
 """The listener's plan reader without Spark: it degrades to the progress's names, says so once,
-reads each run once, and never blocks the intake."""
+reads each run once, never blocks the intake, throttles its history warnings and stops at once."""
 
 from __future__ import annotations
 
 import logging
+import socket
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from sparkwatch.listener.plan_reader import PlanReader
+from sparkwatch.listener.plan_reader import PlanHistory, PlanReader, make_plan_reader
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.events import AppInfo, EventKind, QueryProgress
+from sparkwatch.plan.mapping import from_progress
 from sparkwatch.plan.model import QueryPlan, Source
+from tests.support import wait_for
 from tests.test_history_support import event, load_sample
 
 APP = AppInfo(name="orders-etl", id="app-20261121093000-0001", spark_version="4.3.0")
@@ -211,3 +217,79 @@ def test_the_handle_taken_at_start_reads_a_query_that_already_ended() -> None:
                      [started, event(EventKind.PROGRESS, limit)])
     assert plan.source is Source.PLAN, plan.note
     assert (plan.operators[0].kind, plan.operators[0].details) == ("global_limit", {"limit": 25})
+
+
+@pytest.fixture
+def refusing_port() -> Iterator[int]:
+    """A port that refuses every connection at once (bound, not listening)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
+
+
+def test_a_history_down_is_said_for_the_first_lost_plan_and_every_20th_not_each_run(
+    refusing_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    history = PlanHistory(f"postgresql://postgres@127.0.0.1:{refusing_port}/history",
+                          migrate=False, backoff=0.001)
+    with caplog.at_level(logging.WARNING, logger="sparkwatch.listener.plan_reader"):
+        for i in range(25):  # 25 query runs while the history is down
+            history(from_progress(f"q{i}", f"r{i}", ["stateStoreSave"], "from progress", 1))
+    history.close()
+    lost = [r.getMessage() for r in caplog.records if "not written" in r.getMessage()]
+    assert len(lost) == 2, lost
+    assert lost[0].startswith("sparkwatch: plan of q0 not written (1 in a row): ")
+    assert lost[1].startswith("sparkwatch: plan of q19 not written (20 in a row): ")
+
+
+class BlackHole:
+    """A PostgreSQL address that takes connections and never answers: a connect waits out its
+    connect_timeout. Counts the connections made to it."""
+
+    def __init__(self) -> None:
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self._listener.setblocking(False)
+        self._taken: list[socket.socket] = []
+        self.url = f"postgresql://postgres@127.0.0.1:{self._listener.getsockname()[1]}/history"
+
+    def connections(self) -> int:
+        """Connections made so far (taken from the backlog, and held, never answered)."""
+        while True:
+            try:
+                self._taken.append(self._listener.accept()[0])
+            except BlockingIOError:
+                return len(self._taken)
+
+    def close(self) -> None:
+        for s in [*self._taken, self._listener]:
+            s.close()
+
+
+@pytest.fixture
+def black_hole(monkeypatch: pytest.MonkeyPatch) -> Iterator[BlackHole]:
+    from sparkwatch.history import engine
+
+    # Each attempt ends in 2 s (psycopg's floor), not the history's 10.
+    monkeypatch.setattr(engine, "PG_CONNECT_TIMEOUT_SECONDS", 2)
+    hole = BlackHole()
+    yield hole
+    hole.close()
+
+
+def test_stop_drops_queued_plans_retries_nothing_and_ends_the_thread_within_its_deadline(
+    black_hole: BlackHole,
+) -> None:
+    settings = SimpleNamespace(history_url=black_hole.url, history_migrate=False)
+    reader = make_plan_reader(SimpleNamespace(_jsparkSession=None), APP, MetricState(), settings)
+    for i in range(3):  # three runs' plans: one being written, two queued behind it
+        reader(progress(f"q{i}", f"r{i}"))
+    wait_for(lambda: black_hole.connections() == 1, 5, "the first plan's write connecting")
+    start = time.monotonic()
+    reader.stop(3.0)
+    took = time.monotonic() - start
+    # The attempt in hand ends at its 2 s connect timeout; then no retry and no queued plan.
+    assert not reader.worker.is_alive(), "the sparkwatch-plans thread outlived stop()"
+    assert took < 3.0, took
+    assert black_hole.connections() == 1, "a connection made after the stop"

@@ -1,0 +1,125 @@
+"""An attachment's life on a real session: one per session however often the app attaches, ended
+queries leave the driver's memory with /metrics off, and detach() returns within its deadline
+while /metrics is being served."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+
+import sparkwatch
+from sparkwatch.listener.attach import Attachment
+from sparkwatch.model.events import EventKind
+from tests.conftest import FIXTURES
+from tests.support import wait_for
+
+pytestmark = pytest.mark.spark
+
+
+def recorded(kind: str, query_id: str) -> str:
+    """Spark 4.3's JSON of a ``kind`` event ("started", "terminated") as recorded, for
+    ``query_id``."""
+    doc = json.loads((FIXTURES / "spark-4.3.0" / "dedupe_hdfs.json").read_text())[kind]
+    return json.dumps({**doc, "id": query_id})
+
+
+def listeners(spark: Any) -> int:
+    return len(spark._jsparkSession.streams().listListeners())
+
+
+def offer(att: Attachment, kind: EventKind, query_id: str) -> None:
+    """Hand ``att`` an event as Spark's callback thread does."""
+    assert att.intake is not None
+    att.intake.offer(kind, recorded(kind.value, query_id))
+
+
+def test_a_second_attach_returns_the_live_attachment_and_after_detach_attaches_anew(
+    spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = listeners(spark)
+    first = sparkwatch.attach(spark, metrics_port=0, history_url="off")
+    try:
+        with caplog.at_level(logging.INFO, logger="sparkwatch"):
+            again = sparkwatch.attach(spark, metrics_port=0, history_url="off")
+        assert again is first
+        assert listeners(spark) == before + 1
+        [said] = [r.getMessage() for r in caplog.records if "already attached" in r.getMessage()]
+        assert "by sparkwatch.attach() at " in said and "test_attach_lifecycle.py:" in said
+    finally:
+        first.detach(5)
+    assert listeners(spark) == before
+    anew = sparkwatch.attach(spark, metrics_port=0, history_url="off")
+    try:
+        assert anew is not first and anew.live and listeners(spark) == before + 1
+    finally:
+        anew.detach(5)
+
+
+def test_an_app_under_sparkwatch_run_that_attaches_too_gets_the_runs_attachment(
+    spark: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparkwatch.listener import autoattach
+
+    # The run's settings: no default port 9750 (the demo tests' one), no sparkwatch.db here.
+    monkeypatch.setenv("SPARKWATCH_METRICS_PORT", "0")
+    monkeypatch.setenv("SPARKWATCH_HISTORY_URL", "off")
+    by_run = autoattach._attach(spark)  # what the wrapped getOrCreate() does under the run
+    try:
+        with caplog.at_level(logging.INFO, logger="sparkwatch"):
+            assert sparkwatch.attach(spark, metrics_port=0) is by_run
+        [said] = [r.getMessage() for r in caplog.records if "already attached" in r.getMessage()]
+        assert "(by sparkwatch run, settings from SPARKWATCH_* and spark.sparkwatch.*)" in said
+    finally:
+        by_run.detach(5)
+
+
+def test_ended_queries_leave_the_drivers_memory_with_metrics_off(spark: Any) -> None:
+    # Push-only (no /metrics, so no scrape ever evicts): twelve short runs, as the review had.
+    att = sparkwatch.attach(spark, metrics_enabled=False, history_url="off",
+                            terminated_grace_seconds=1)
+    try:
+        for i in range(12):
+            offer(att, EventKind.STARTED, f"churn-{i}")
+            offer(att, EventKind.TERMINATED, f"churn-{i}")
+        assert att.flush(10)
+        wait_for(lambda: att.state.query(att.app.id, "churn-11") is None, 10,
+                 "the ended queries forgotten a grace after they ended")
+        with att.state.read() as (_, queries):
+            assert queries == []
+    finally:
+        att.detach(5)
+
+
+def test_detach_returns_within_its_deadline_though_metrics_were_just_scraped(
+    spark: Any,
+) -> None:
+    # A collector that takes connections and never answers: the push sink uses the whole
+    # deadline, and the /metrics server is stopped with none left.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    att = sparkwatch.attach(spark, metrics_port=0, history_url="off",
+                            push_url=f"http://127.0.0.1:{silent.getsockname()[1]}/api/v1/events",
+                            push_timeout_seconds=30, push_flush_seconds=0.05)
+    push = att.push
+    assert push is not None
+    try:
+        offer(att, EventKind.STARTED, "deadline")
+        assert att.flush(0.5) is False  # nothing can be delivered
+        with urllib.request.urlopen(f"http://127.0.0.1:{att.metrics_port}/metrics",
+                                    timeout=5) as response:
+            assert response.status == 200
+    finally:
+        start = time.monotonic()
+        att.detach(timeout=0.6)
+        detached_in = time.monotonic() - start
+        silent.close()  # the POST left waiting ends; its thread must not outlive this test
+        wait_for(lambda: not push.worker.is_alive(), 10, "the push thread ended")
+    # A server polling every 0.5 s from the scrape on would have needed ~0.4 s more.
+    assert detached_in < 0.6 + 0.2, detached_in
