@@ -222,6 +222,17 @@ def test_the_receiver_gets_the_catalogue_with_the_progress_values(
     assert (resource["deployment.environment"], resource["team"]) == ("staging", "data")
 
 
+def exported_points(collector: SparkwatchCollector) -> list[Point]:
+    """What one export of ``collector`` over http/protobuf brings a real receiver."""
+    with receiving("http/protobuf") as (url, received):
+        export = start_export(config_for(url, "http/protobuf"), collector.collect, {})
+        try:
+            received.wait(lambda: received.count() >= 1)
+        finally:
+            export.stop()
+        return received.last_points()
+
+
 def test_a_counter_past_64_bits_saturates_and_every_apps_export_goes_on() -> None:
     """Two batches of 2**63 - 1 input rows (each accepted) sum past 64 bits: the point is sent
     at the largest int64, where it failed the encoding of the whole request, every app's."""
@@ -240,13 +251,7 @@ def test_a_counter_past_64_bits_saturates_and_every_apps_export_goes_on() -> Non
         p["id"] = "other-query"
     state.apply_all(run_events(other))
     collector = SparkwatchCollector(state, selection=profiles.select("full"))
-    with receiving("http/protobuf") as (url, received):
-        export = start_export(config_for(url, "http/protobuf"), collector.collect, {})
-        try:
-            received.wait(lambda: received.count() >= 1)
-        finally:
-            export.stop()
-        points = received.last_points()
+    points = exported_points(collector)
     rows = {p.attributes["query_id"]: p.value for p in points
             if p.name == cat.QUERY_INPUT_ROWS.name}
     assert rows == {data["started"]["id"]: INT64_MAX,
@@ -258,13 +263,7 @@ def test_the_metric_profile_decides_what_is_exported(monkeypatch: pytest.MonkeyP
     state.apply_all(run_events(fixture(JOIN)))
     selection = profiles.select("default", deny=["spark_streaming_state_memory_used_bytes"])
     collector = SparkwatchCollector(state, selection=selection)
-    with receiving("http/protobuf") as (url, received):
-        export = start_export(config_for(url, "http/protobuf"), collector.collect, {})
-        try:
-            received.wait(lambda: received.count() >= 1)
-        finally:
-            export.stop()
-        names = {p.name for p in received.last_points()}
+    names = {p.name for p in exported_points(collector)}
     assert names <= selection.names
     assert cat.STATE_ROWS.name in names and cat.QUERY_BATCH_DURATION.name in names
     assert cat.STATE_MEMORY.name not in names  # denied
