@@ -23,7 +23,7 @@ PRODUCT = ("sparkwatch", "listener", "collector", "dashboards", "migrations")
 EDGES = {
     "sparkwatch/settings/options.py:add_option":
         "a command's option defaults to its env var, read when the parser is built",
-    "listener/attach.py:attach":
+    "listener/attach.py:_attach":
         "the listener's settings and the OTEL_* variables, read once when it attaches",
     "sparkwatch/cli/collector.py:run":
         "the collector's settings, the OTEL_* variables and the env's tokens, read once at start",
