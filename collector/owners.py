@@ -4,8 +4,10 @@ Memory alone (:class:`~.tenants.Tenants`) forgets an id when its query is evicte
 on a restart: another tenant could then claim an id the history gives to its owner, whose next
 events were refused as another tenant's (the history writer leaves the claimer's out too: both
 sides lost). So an event naming an id memory does not hold is checked against the history's runs
-first. A history that cannot answer (down, or not migrated yet) is not asked again for
-:data:`RETRY_SECONDS`: ingest must not wait on a database the spool exists to be independent of.
+first. The lookup gives up within two seconds (``collector/reads.py``: a connect, a statement
+or a migration's lock), and a history that could not answer (down, locked, not migrated yet) is
+not asked again for :data:`RETRY_SECONDS`: ingest must not wait long on a database the spool
+exists to be independent of.
 """
 
 from __future__ import annotations

@@ -32,18 +32,24 @@ PROGRESS_COLUMNS = (
 )
 
 
+LOOKUP_SECONDS = 2
+"""The most an ingest's owner lookup may wait on the history (see :meth:`Reads.owners`)."""
+
+
 class Reads:
     def __init__(self, url: str) -> None:
         self._url = url
         self._lock = threading.Lock()
         self._reader: HistoryReader | None = None
         self._engine: sa.Engine | None = None
+        self._lookups: sa.Engine | None = None
 
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
-        if self._engine is not None:
-            self._engine.dispose()
+        for engine in (self._engine, self._lookups):
+            if engine is not None:
+                engine.dispose()
 
     def _ready(self) -> tuple[HistoryReader, sa.Engine]:
         """Created on first use: a SQLite file that does not exist yet is not an error at start."""
@@ -62,9 +68,15 @@ class Reads:
             raise HistoryUnavailable(f"history query failed: {one_line(exc)}") from None
 
     def owners(self, run_ids: set[str], query_ids: set[str]) -> dict[str, str]:
-        """Who the history says owns these ids (see :func:`.tenancy.known_owners`); raises
-        :class:`HistoryUnavailable`."""
-        _, engine = self._ready()
+        """Who the history says owns these ids (see :func:`.tenancy.known_owners`), asked on an
+        engine of its own that gives up within :data:`LOOKUP_SECONDS`: ingest waits on it (a
+        migration's lock, an unreachable server). Raises :class:`HistoryUnavailable`."""
+        with self._lock:
+            if self._lookups is None:
+                self._lookups = create_engine(self._url, must_exist=True,
+                                              sqlite_busy_seconds=LOOKUP_SECONDS,
+                                              quick_seconds=LOOKUP_SECONDS)
+            engine = self._lookups
         try:
             with engine.connect() as conn:
                 return tenancy.known_owners(conn, run_ids, query_ids)

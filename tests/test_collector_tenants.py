@@ -328,3 +328,30 @@ def test_a_history_that_cannot_answer_is_not_asked_again_for_a_while() -> None:
     now[0] = 62.0
     assert owners({"r1"}, {"q1"}) == {"r:r1": Owner("beta", "beta-orders"),
                                       "q:q1": Owner("beta", None)}
+
+
+def test_an_owner_lookup_gives_up_within_seconds_behind_a_migrations_lock(pg_url: str) -> None:
+    """Ingest waits on the lookup: a migration holding query_runs locked held every push naming
+    an id memory did not hold (every app's first push after a restart) until it ended."""
+    import time
+
+    import sqlalchemy as sa
+
+    from sparkwatch.collector.reads import LOOKUP_SECONDS, Reads
+    from sparkwatch.history import migrate
+    from sparkwatch.history.errors import HistoryUnavailable
+
+    migrate.upgrade(pg_url)
+    reads, holder = Reads(pg_url), sa.create_engine(pg_url)
+    try:
+        with holder.begin() as conn:
+            conn.execute(sa.text("LOCK TABLE query_runs IN ACCESS EXCLUSIVE MODE"))
+            start = time.monotonic()
+            with pytest.raises(HistoryUnavailable, match="due to (lock|statement) timeout"):
+                reads.owners({"a-run"}, {"a-query"})
+            waited = time.monotonic() - start
+        assert reads.owners({"a-run"}, {"a-query"}) == {}  # the lock gone: answered
+    finally:
+        reads.close()
+        holder.dispose()
+    assert LOOKUP_SECONDS <= waited < LOOKUP_SECONDS + 3, waited

@@ -52,9 +52,12 @@ def describe_url(url: str | URL) -> str:
 
 
 def create_engine(url: str, must_exist: bool = False,
-                  sqlite_busy_seconds: float | None = None) -> sa.Engine:
+                  sqlite_busy_seconds: float | None = None,
+                  quick_seconds: int | None = None) -> sa.Engine:
     """An engine for ``url``; with ``must_exist`` a missing SQLite file is an error, not created;
-    ``sqlite_busy_seconds``: how long SQLite waits for another connection's lock (its default 5).
+    ``sqlite_busy_seconds``: how long SQLite waits for another connection's lock (its default 5);
+    ``quick_seconds``: on PostgreSQL, the most a connect, a statement or a wait for a lock may
+    take (for a lookup that must not hold up what asks it).
 
     Connects lazily: reachability errors surface in :func:`connect`.
     """
@@ -68,8 +71,7 @@ def create_engine(url: str, must_exist: bool = False,
     # other zone an accepted time near year 1 or 9999 falls outside what Python holds (reads
     # answered 503, the stall job failed every run).
     connect_args: dict[str, object] = (
-        {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS, "options": "-c jit=off -c timezone=UTC"}
-        if _is_pg(parsed) else
+        _pg_args(quick_seconds) if _is_pg(parsed) else
         {} if sqlite_busy_seconds is None else {"timeout": sqlite_busy_seconds})
     try:
         # JSON columns as compact orjson text: SQLAlchemy's default (the standard library with
@@ -81,6 +83,15 @@ def create_engine(url: str, must_exist: bool = False,
             f"cannot load the database driver for {describe_url(parsed)}: {exc} "
             "(for PostgreSQL: pip install 'sparkwatch[postgres]')"
         ) from None
+
+
+def _pg_args(quick_seconds: int | None) -> dict[str, object]:
+    options = "-c jit=off -c timezone=UTC"
+    if quick_seconds is None:
+        return {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS, "options": options}
+    ms = quick_seconds * 1000
+    return {"connect_timeout": max(quick_seconds, 2),  # libpq's least is 2 s
+            "options": f"{options} -c statement_timeout={ms} -c lock_timeout={ms}"}
 
 
 def connect(engine: sa.Engine) -> sa.Connection:
