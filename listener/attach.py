@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import sys
@@ -143,7 +144,11 @@ class Attachment:
         if self.bus is not None:
             self.bus.stop(left())
             self.bus.sample_now()  # the final count of Spark's drops, for the stop line
-        if self.plans is not None:  # first: a plan read by now still reaches the push sink
+        if self.plans is not None:
+            # First, and given the time left to finish what is queued: a plan read by now still
+            # reaches the push sink (a short app's only plan); what is still queued at the
+            # deadline is dropped, with no further attempt at a history that is down.
+            self.plans.flush(left())
             self.plans.stop(left())
             self.plans = None
         if self.history is not None:
@@ -200,7 +205,8 @@ def attach_from(spark: Any, origin: str, overrides: Mapping[str, Any]) -> Attach
             return live
         att = _attach(spark, origin, overrides)
         if att.live:
-            _attached[spark] = att
+            with contextlib.suppress(TypeError):  # not weak-referenceable: never remembered
+                _attached[spark] = att
         return att
 
 

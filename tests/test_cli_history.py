@@ -291,4 +291,4 @@ def test_output_to_a_full_disk_is_one_line_not_a_traceback(url: str) -> None:
                                "--url", url], stdout=full, stderr=subprocess.PIPE, text=True,
                               timeout=120)
     assert (done.returncode, done.stderr) == (
-        1, "sparkwatch history: error: cannot write: No space left on device\n")
+        1, "sparkwatch history: error: No space left on device\n")

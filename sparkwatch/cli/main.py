@@ -85,9 +85,11 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:
         if exc.errno not in _FULL:
             raise
-        # Output to a full disk or a dead device (`> /dev/full`): say so in one line.
+        # A full disk or a dead device (`> /dev/full`, mostly): said in one line, with the file
+        # when the error names one (the output has none).
         _silence_stdout()
-        print(f"sparkwatch {args.command}: error: cannot write: {exc.strerror}", file=sys.stderr)
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"sparkwatch {args.command}: error: {exc.strerror}{where}", file=sys.stderr)
         return 1
 
 
