@@ -7,15 +7,13 @@ Exit status 1 when a finding at or above ``--fail-on`` exists (to gate a CI job 
 from __future__ import annotations
 
 import argparse
-import urllib.parse
 from typing import Any
 
 from sparkwatch.cli.db import add_url_argument, command_url, user_errors
-from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.numbers import MAX_ROWS, int_between
+from sparkwatch.cli.remote import checked_url, command_token
 from sparkwatch.settings.cli import TOKEN
-from sparkwatch.settings.options import FromEnv, add_option
-from sparkwatch.settings.spec import SettingsError
+from sparkwatch.settings.options import add_option
 
 SEVERITIES = ("info", "warning", "error", "never")
 
@@ -43,31 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "keys, rows behind the watermark, growth in the change feed; repeatable. "
                         "Alone (no QUERY, --url or --collector) it checks only the checkpoints")
     parser.set_defaults(func=run_doctor)
-
-
-def command_token(args: argparse.Namespace) -> str | None:
-    """The read token of ``--token`` or ``SPARKWATCH_TOKEN`` (``doctor`` and ``top``), parsed
-    once here; a bad one is refused naming where it came from, never showing it."""
-    raw = args.token
-    if raw is None:
-        return None
-    origin = raw.env if isinstance(raw, FromEnv) else str(TOKEN.flag)
-    try:
-        token: str | None = TOKEN.parsed(raw, origin)
-    except SettingsError as exc:
-        raise CliError(str(exc)) from None
-    return token
-
-
-def checked_url(url: str, option: str) -> str:
-    """``url`` once it parses (an unclosed IPv6 bracket, a port that is not a number raise
-    ValueError deep in urllib otherwise); the error names ``option``, not the URL (it may hold a
-    password)."""
-    try:
-        urllib.parse.urlsplit(url).port  # noqa: B018 - parsing the port is the check
-    except ValueError:
-        raise CliError(f"{option} is not a valid URL: expected http://host:port") from None
-    return url
 
 
 def _records(args: argparse.Namespace) -> list[Any]:

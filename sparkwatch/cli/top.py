@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkwatch.cli.db import add_url_argument, command_url
-from sparkwatch.cli.doctor import checked_url, command_token
 from sparkwatch.cli.errors import CliError
+from sparkwatch.cli.remote import checked_url, command_token
 from sparkwatch.settings.cli import TOKEN
 from sparkwatch.settings.options import add_option
 

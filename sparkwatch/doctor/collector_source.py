@@ -18,7 +18,7 @@ from typing import Any
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
 from sparkwatch.history.views import state_point
-from sparkwatch.httpopen import NotHttpError, open_http
+from sparkwatch.httpopen import open_http, request_failure
 from sparkwatch.plan.codec import plan_from_dict
 from sparkwatch.plan.model import QueryPlan
 from sparkwatch.redact import redact_url
@@ -66,28 +66,6 @@ class Api:
             out.extend(page)
             if len(page) < PAGE:
                 return out
-
-
-def request_failure(exc: BaseException) -> str:
-    """Why an HTTP request failed, fit to show (``top`` says it too). Not the exception's text:
-    the ValueErrors of urllib and http.client quote what they refuse, a header value (``Bearer
-    <token>``) or the URL (its query string may carry a token). What is shown is the status the
-    server sent, the system's words for a socket error, urllib's own fixed reasons, or a name."""
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"HTTP {exc.code} {exc.reason}".rstrip()
-    if isinstance(exc, NotHttpError):
-        return str(exc)  # names the scheme, never the URL
-    if isinstance(exc, urllib.error.URLError):
-        reason = exc.reason
-        # A string reason is urllib's own ("no host given"), never the URL.
-        return request_failure(reason) if isinstance(reason, BaseException) else str(reason)
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror  # the system's words: "Connection refused", a DNS failure
-    if isinstance(exc, ValueError):
-        return "not a valid URL or header"
-    return type(exc).__name__  # RemoteDisconnected, BadStatusLine: the name says it
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

@@ -9,8 +9,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from sparkwatch.doctor.collector_source import request_failure
-from sparkwatch.httpopen import open_http
+from sparkwatch.httpopen import open_http, request_failure
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.plan.describe import summary
 from sparkwatch.plan.model import OperatorIdentity, Watermark
