@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from sparkwatch.collector.auth import AuthError
+from sparkwatch.collector.reads import Withheld
 from sparkwatch.collector.request_context import RequestContext
 from sparkwatch.collector.routes import console, ingest, operations, reads
 from sparkwatch.collector.routes.common import error, read_auth, read_scope, scrape_auth
@@ -44,10 +45,16 @@ def create_app(service: Service) -> FastAPI:
         "serves /metrics for every app and the SQL history.",
     )
 
+    withheld = Withheld()
+
     @app.exception_handler(HistoryError)
     async def history_error(_: Request, exc: HistoryError) -> JSONResponse:
-        status = 404 if isinstance(exc, UnknownQuery | UnknownOperator) else 503
-        return error(status, exc.message if isinstance(exc, UnknownQuery) else str(exc))
+        if isinstance(exc, UnknownQuery):
+            return error(404, exc.message)
+        if isinstance(exc, UnknownOperator):
+            return error(404, str(exc))
+        # A tenant's reader must not learn where the history lives: the detail goes to the log.
+        return error(503, withheld.answer(exc))
 
     @app.exception_handler(AuthError)
     async def auth_error(_: Request, exc: AuthError) -> JSONResponse:

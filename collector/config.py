@@ -14,6 +14,7 @@ from sparkwatch.settings.collector import (
     TENANT_SEPARATOR,
     CollectorSettings,
     check,
+    check_roles_are_apart,
     env_tokens,
     inflight_bound,
     load_collector_settings,
@@ -29,9 +30,9 @@ from sparkwatch.settings.spec import Setting, SettingsError
 __all__ = [
     "ANY_APP", "BY_NAME", "DEFAULT_PORT", "DEFAULT_TENANT", "ENV_PREFIX", "MAX_TENANT_CHARS",
     "SETTINGS", "TENANT_SEPARATOR", "CollectorSettings", "Setting", "SettingsError", "check",
-    "env_tokens", "inflight_bound", "load_collector_settings", "parse_tenant_tokens",
-    "parse_tokens", "parse_tokens_merged", "read_tokens_file", "render_settings_table",
-    "split_scope",
+    "check_roles_are_apart", "env_tokens", "inflight_bound", "load_collector_settings",
+    "parse_tenant_tokens", "parse_tokens", "parse_tokens_merged", "read_tokens_file",
+    "render_settings_table", "split_scope",
 ]
 
 

@@ -33,6 +33,7 @@ from sparkwatch.collector.quarantine import (
     Quarantine,
 )
 from sparkwatch.collector.typedwire import RawPayload, TypedRecord, typed_record
+from sparkwatch.history import tenancy
 from sparkwatch.history.errors import HistoryUrlError, is_data_error
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.logs import LOG_FORMAT
@@ -209,18 +210,32 @@ def serve(conn: Connection, url: str, migrate: bool, spool_dir: str,
             unreadable = reader.unreadable.pop(position, [])
             quarantined = quarantine.add([(e, r) for e, r, _ in unreadable + bad],
                                          [t for _, _, t in unreadable + bad])
+            _log_quarantined(bad)  # only now: the disk may have refused the quarantine
         except HistoryUrlError as exc:  # e.g. a driver missing: the whole message says which
-            conn.send(("failed", str(exc)))
+            answer: tuple[Any, ...] = ("failed", str(exc))
         except Exception as exc:  # noqa: BLE001 - any database error: the parent retries
-            conn.send(("failed", one_line(exc)))
+            answer = ("failed", one_line(exc))
         else:
             failures.pop(start, None)
-            conn.send(("ok", position, len(events) - len(bad), quarantined))
+            answer = ("ok", position, len(events) - len(bad), quarantined)
             if position >= end:  # caught up: nothing read ahead, the batch is garbage now
                 del events, bad
                 release_memory()
+        if not _answer(conn, answer):
+            break
     reader.close()
     writer.close()
+
+
+def _answer(conn: Connection, answer: tuple[Any, ...]) -> bool:
+    """Send ``answer``; False when the parent is gone (killed: this process has a group of its
+    own, so it outlives it by the write in progress). What it wrote is committed; the parent's
+    spool cursor was not moved, so the next collector writes it again, idempotently."""
+    try:
+        conn.send(answer)
+    except OSError:
+        return False
+    return True
 
 
 class SpanReader:
@@ -309,13 +324,19 @@ def _wire(item: ParsedEvent | PlanEvent) -> dict[str, Any]:
     return wire
 
 
-def _write(writer: HistoryWriter, items: list[Tenanted]) -> None:
-    """Events, then the plans among them (after: a plan names a run its events wrote)."""
+def _write(writer: HistoryWriter, items: list[Tenanted]) -> list[tuple[Any, str, str]]:
+    """Events, then the plans among them (after: a plan names a run its events wrote). Returns
+    what the writer left out as another tenant's (:mod:`sparkwatch.history.tenancy`), with the
+    reason and tenant: acknowledged at ingest, so it goes to the quarantine, never nowhere."""
     events = [(t, e) for t, e in items if isinstance(e, ParsedEvent)]
     plans = [(t, p) for t, p in items if isinstance(p, PlanEvent)]
-    writer.write([e for _, e in events], [t for t, _ in events])
+    left_out = writer.write([e for _, e in events], [t for t, _ in events])
+    out: list[tuple[Any, str, str]] = [(_wire(events[i][1]), tenancy.FOREIGN, events[i][0])
+                                       for i in left_out]
     if plans:
-        writer.write_plans([p.plan for _, p in plans], [t for t, _ in plans])
+        left_out = writer.write_plans([p.plan for _, p in plans], [t for t, _ in plans])
+        out += [(_wire(plans[i][1]), tenancy.FOREIGN_PLAN, plans[i][0]) for i in left_out]
+    return out
 
 
 def _tenant_items(record: Any) -> tuple[str, list[Any]]:
@@ -334,8 +355,7 @@ def _write_or_isolate(writer: HistoryWriter, events: list[Tenanted],
     them one by one and return those that still fail, with the reason. Raises while the
     database is unavailable: the span is then retried whole."""
     try:
-        _write(writer, events)
-        return []
+        return _write(writer, events)
     except Exception as exc:
         if not is_data_error(exc):
             failures[start] = failures.get(start, 0) + 1
@@ -343,19 +363,23 @@ def _write_or_isolate(writer: HistoryWriter, events: list[Tenanted],
                 raise
         log.warning("a span of %d events failed (%s); writing them one by one", len(events),
                     one_line(exc))
-    bad = []
+    bad: list[tuple[Any, str, str]] = []
     for tenant, event in events:
         try:
-            _write(writer, [(tenant, event)])
+            bad += _write(writer, [(tenant, event)])
         except Exception as exc:
             if is_unavailable(exc):
                 raise
-            kind = "plan" if isinstance(event, PlanEvent) else event.kind.value
-            query_id = event.query_id if isinstance(event, PlanEvent) else getattr(
-                event.event, "query_id", "?")
-            log.error("quarantined a %s event of query %s: %s", kind, query_id, one_line(exc))
             bad.append((_wire(event), one_line(exc), tenant))
     return bad
+
+
+def _log_quarantined(bad: list[tuple[Any, str, str]]) -> None:
+    for wire, reason, _ in bad:
+        payload = wire.get("payload") or {}
+        kind = "plan" if is_plan_item(wire) else wire.get("kind", "?")
+        query_id = payload.get("id") or payload.get("query_id") or payload.get("queryId") or "?"
+        log.error("quarantined a %s event of query %s: %s", kind, query_id, reason)
 
 
 def is_unavailable(exc: BaseException) -> bool:

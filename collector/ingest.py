@@ -30,15 +30,16 @@ from sparkwatch.collector.limits import Caps, SeriesIndex
 from sparkwatch.collector.owners import HistoryOwners
 from sparkwatch.collector.rates import RateLimited, Rates
 from sparkwatch.collector.selfmetrics import SelfMetrics
-from sparkwatch.collector.tenants import Tenants
+from sparkwatch.collector.tenants import Owner, Tenants
 from sparkwatch.model.contract import (
     LIMITS,
     ContractViolation,
     canonical_is_clean,
     check_envelope,
+    check_tree,
     normalize_rates,
 )
-from sparkwatch.model.events import ParsedEvent, QueryTerminated
+from sparkwatch.model.events import ParsedEvent, QueryProgress, QueryTerminated
 from sparkwatch.model.parse import envelope_from_dict, envelope_to_dict, parse_envelope
 from sparkwatch.plan.wire import PlanEvent, is_plan_item, plan_event_to_dict, plan_from_wire
 from sparkwatch.spool import Spool
@@ -155,12 +156,15 @@ class Ingestor:
                 caller: Caller) -> Outcome:
         outcome = Outcome()
         valid = self._validate(checked, caller.app, outcome)
+        known: dict[str, Owner] = {}
         if self._history_owners is not None and valid:
             # Outside the lock: a database round trip, only for ids memory does not hold.
-            self._tenants.learn(self._history_owners(
-                *self._tenants.unknown(parsed for _, parsed, _ in valid)))
+            known = self._history_owners(*self._tenants.unknown(p for _, p, _ in valid))
         state = self._tenants.state(caller.tenant)
         with self._lock:
+            # Learnt under the lock: an eviction in between rebuilds the owners from memory
+            # alone and would forget them, letting this request claim another tenant's ids.
+            self._tenants.learn(known)
             admitted = self._admit(caller.tenant, valid, outcome)
             if admitted and self._spool is not None:
                 # Records of SPOOL_RECORD_EVENTS: the history writer never reads a large request
@@ -307,6 +311,9 @@ def _checked(item: Any, clean: bool) -> tuple[Item, bytes]:
     parsed = parse_envelope(envelope_from_dict(item))  # first: its messages are the most exact
     if not clean:
         check_envelope(item)
+    elif isinstance(parsed.event, QueryProgress) and parsed.event.observed_metrics:
+        # user rows: a canonical body vouches for their values, not for how deep they nest
+        check_tree(parsed.event.observed_metrics, "observedMetrics", depth=3)
     return parsed, _within_size(encode(envelope_to_dict(parsed.envelope)))
 
 

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
 
 import sqlalchemy as sa
 
@@ -23,6 +24,15 @@ from sparkwatch.summary import one_line
 log = logging.getLogger(__name__)
 
 Work = Callable[[sa.Connection, datetime], object]
+
+
+@runtime_checkable
+class ChunkedWork(Protocol):
+    """Work that may commit on its way (``conn.commit()``, e.g. one bounded delete at a time on a
+    nearly full disk). Its first commit also commits the slot's claim: the slot is then this
+    replica's even if a later part fails (the next slot carries on)."""
+
+    def in_chunks(self, conn: sa.Connection, now: datetime) -> object: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +65,18 @@ class LeasedRunner:
         """Run ``job`` for the current slot unless a replica already has; True if it ran here."""
         now = self._clock()
         try:
-            with self._engine.begin() as conn:
+            # Not engine.begin(): chunked work commits inside; what is left uncommitted when
+            # it raises is rolled back as the connection closes.
+            with self._engine.connect() as conn:
                 if not self._claim(conn, job, now):
+                    conn.rollback()
                     self._metrics.job_runs.labels(job.name, "skipped").inc()
                     return False
-                job.work(conn, now)
+                if isinstance(job.work, ChunkedWork):
+                    job.work.in_chunks(conn, now)
+                else:
+                    job.work(conn, now)
+                conn.commit()
         except Exception as exc:  # noqa: BLE001 - a failed run leaves the slot free to retry
             self._metrics.job_runs.labels(job.name, "failed").inc()
             log.warning("job %s failed (will run again next interval): %s", job.name,

@@ -49,6 +49,9 @@ class HistoryHealth(BaseModel):
 class SpoolHealth(BaseModel):
     pending_bytes: int
     max_bytes: int
+    writable: bool = Field(True, description="false while the last append failed (the disk is "
+                           "full or failing): ingest answers 503 whatever pending_bytes says.")
+    error: str | None = Field(None, description="why the last append failed, while it did")
 
 
 class WorkerHealth(BaseModel):
@@ -61,9 +64,11 @@ class WorkerHealth(BaseModel):
 
 
 class Ready(BaseModel):
-    status: Literal["ready", "degraded", "full"] = Field(
+    status: Literal["ready", "degraded", "full", "spool_unwritable"] = Field(
         description="ready; degraded: the history store is failing or a worker is hung or dead, "
-        "ingest continues into the spool; full: the spool is (nearly) full, ingest answers 503.")
+        "ingest continues into the spool; full: the spool is (nearly) full, ingest answers 503; "
+        "spool_unwritable: the last append to the spool failed (its disk is full or failing), "
+        "ingest answers 503 until one succeeds.")
     history: HistoryHealth
     spool: SpoolHealth | None = None
     workers: list[WorkerHealth] = Field(default_factory=list)

@@ -60,6 +60,8 @@ class HistoryPump:
         self.healthy = True
         self.last_error: str | None = None
         self.worker = Worker("history", self._run, "collector-history", deadline)
+        # Here, where the spool and the metrics meet: the service tracks the spool's bytes only.
+        metrics.track_spool_appends(lambda: spool.append_error)
 
     def start(self) -> None:
         self.worker.start()
@@ -114,5 +116,8 @@ class HistoryPump:
         self._metrics.history_up.set(0)
         self._metrics.write_failures.inc()
         if failures == 1 or failures % 20 == 0:
-            log.warning("history write to %s failed (attempt %d, events stay spooled): %s",
-                        describe_url(self._writer.url), failures, self.last_error)
+            # The quarantine file (beside the spool) may be what failed, not the history.
+            what = ("quarantine write" if self.last_error.startswith("quarantine ")
+                    else f"history write to {describe_url(self._writer.url)}")
+            log.warning("%s failed (attempt %d, events stay spooled): %s", what, failures,
+                        self.last_error)

@@ -15,6 +15,7 @@ them.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -35,6 +36,13 @@ DEFAULT_MAX_BYTES = 256 << 20
 class QuarantineFull(OSError):
     """Adding would take the quarantine past its bound: the events stay in the spool (the span
     is retried, so nothing is lost silently; the spool fills and ingest answers 503)."""
+
+
+class QuarantineUnwritable(OSError):
+    """The disk refused the quarantine file (full, I/O error); the message names the file. Nothing
+    of the append stays: the span is retried, its events stay in the spool."""
+
+
 RETRIES = 3
 """Failed attempts of one span, for a reason that is neither the connection nor the data, before
 its events are written one by one (and the failing ones quarantined)."""
@@ -80,7 +88,16 @@ class Quarantine:
                 raise QuarantineFull(
                     f"quarantine {self.path} holds {held} bytes; {adding} more would exceed its "
                     f"bound of {self.max_bytes} (quarantine_max_bytes): replay or drop entries")
-            with open(self.path, "a", encoding="ascii") as f:
+            try:
+                self._append(lines, held)
+            except OSError as exc:
+                raise QuarantineUnwritable(
+                    f"quarantine {self.path} cannot write: {exc.strerror or exc}") from None
+            return len(fresh)
+
+    def _append(self, lines: list[str], held: int) -> None:
+        with open(self.path, "a", encoding="ascii") as f:
+            try:
                 if held and not self._ends_with_newline():
                     # A line torn by a crash mid-append has no newline: end it, or the first
                     # line appended now would join it and be lost with it.
@@ -88,7 +105,12 @@ class Quarantine:
                 f.writelines(lines)
                 f.flush()
                 os.fsync(f.fileno())
-            return len(fresh)
+            except OSError:
+                # Cut what did fit: entries kept from a refused append would count as added
+                # before they were quarantined (the retry skips known ids).
+                with contextlib.suppress(OSError):
+                    os.ftruncate(f.fileno(), held)
+                raise
 
     def entries(self) -> list[Entry]:
         if not self.path.exists():

@@ -1,22 +1,27 @@
 """The history read API's queries: the reader ``sparkwatch history`` uses, plus progress,
 rollups and stall marks over a time range, all with paging.
 
-A database that is down or not migrated is a :class:`HistoryError` the API answers with 503; an
-unknown query or operator is answered with 404.
+A database that is down or not migrated is a :class:`HistoryError` the API answers with 503 in
+general terms (:class:`Withheld`: the detail names the database, its host or file, and goes to
+the collector's log); an unknown query or operator is answered with 404.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from sparkwatch.collector.config import BY_NAME
 from sparkwatch.history import tenancy
 from sparkwatch.history.engine import connect, create_engine
-from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
+from sparkwatch.history.errors import HistoryError, HistoryUnavailable, UnknownQuery
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.schema import Batch, OperatorRollup, QueryRollup, QueryStall
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
@@ -31,6 +36,8 @@ PROGRESS_COLUMNS = (
     "event_time_max", "event_time_avg", "watermark",
 )
 
+
+log = logging.getLogger(__name__)
 
 LOOKUP_SECONDS = 2
 """The most an ingest's owner lookup may wait on the history (see :meth:`Reads.owners`)."""
@@ -55,7 +62,7 @@ class Reads:
         """Created on first use: a SQLite file that does not exist yet is not an error at start."""
         with self._lock:
             if self._reader is None:
-                self._reader = HistoryReader(self._url)
+                self._reader = HistoryReader(self._url, keep_notes=False)
             if self._engine is None:
                 self._engine = create_engine(self._url)
             return self._reader, self._engine
@@ -171,3 +178,47 @@ def _check_text(query: str) -> None:
     # PostgreSQL text cannot hold NUL: such a name can match no query.
     if "\x00" in query:
         raise UnknownQuery("no query has a NUL character in its id or name")
+
+
+REPEAT_SECONDS = 300.0
+"""A failure already logged is logged again at most this often (with how many answers met it)."""
+MAX_REMEMBERED = 100
+
+
+class Withheld:
+    """What the read API answers for a history that cannot be read: :attr:`HistoryError.public`
+    and a reference; the detail (the database's host and name, a file) goes to the log under
+    that reference, once per distinct detail every :data:`REPEAT_SECONDS` (a dashboard polling
+    a stopped database would otherwise write a line per request)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[str, float, int]] = {}  # detail: ref, logged at, answered
+
+    def answer(self, exc: HistoryError) -> str:
+        detail = collector_detail(exc)
+        with self._lock:
+            ref, logged_at, answered = self._seen.get(detail, ("", -REPEAT_SECONDS, 0))
+            due = self._clock() - logged_at >= REPEAT_SECONDS
+            if due:
+                ref = ref or uuid.uuid4().hex[:10]
+                if len(self._seen) >= MAX_REMEMBERED:
+                    self._seen.clear()
+                self._seen[detail] = (ref, self._clock(), 0)
+            else:
+                self._seen[detail] = (ref, logged_at, answered + 1)
+        if due:
+            since = f"; {answered} more answers met it since it was logged" if answered else ""
+            log.warning("history read answered 503 (ref %s%s): %s", ref, since, detail)
+        return f"{exc.public}; the collector's log says why (ref {ref})"
+
+
+def collector_detail(exc: HistoryError) -> str:
+    """The error as the collector's operator should read it: a missing SQLite file's hint
+    names the collector's setting, not the command line's ``--url``."""
+    if isinstance(exc, HistoryUnavailable) and exc.hint:
+        setting = BY_NAME["history_url"]
+        return (f"{exc.message} (check {setting.flag} or {setting.env}: the collector creates "
+                "the file at start where its directory exists, `sparkwatch db upgrade` too)")
+    return str(exc)

@@ -1,5 +1,6 @@
 """Per-request context: a request id in every response, log line and error body, and the
-security headers every response carries (more on HTML pages).
+security headers every response carries (more on HTML pages, ``Cache-Control: no-store`` on the
+API's and on every authenticated one).
 
 A pure ASGI middleware (no per-request task or body buffering, so /metrics streams as before).
 The id comes from the client's ``X-Request-Id`` when it is short and plain, else it is made here.
@@ -29,6 +30,16 @@ HTML_HEADERS = (
 )
 
 
+NO_STORE = (b"cache-control", b"no-store")
+"""On every answer under /api/ and to every request with credentials (unless the route set its
+own): a tenant's history, read with its token, must not stay in a browser's or a proxy's cache."""
+
+
+def _private(scope: dict[str, Any]) -> bool:
+    return scope.get("path", "").startswith("/api/") or any(
+        name == b"authorization" for name, _ in scope.get("headers", ()))
+
+
 def current_request_id() -> str | None:
     return REQUEST_ID.get()
 
@@ -53,11 +64,14 @@ class RequestContext:
             return
         request_id = _request_id(scope)
         token = REQUEST_ID.set(request_id)
+        private = _private(scope)
 
         async def send_with_headers(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", ()))
                 headers += [(HEADER, request_id.encode()), *BASE_HEADERS]
+                if private and not any(k == NO_STORE[0] for k, _ in headers):
+                    headers.append(NO_STORE)
                 # The console's pages bring their own, stricter policy (no inline code at all).
                 if any(k == b"content-type" and v.startswith(b"text/html") for k, v in headers) \
                         and not any(k == b"content-security-policy" for k, _ in headers):

@@ -38,27 +38,32 @@ def leased_jobs(settings: CollectorSettings) -> list[Job]:
     ]
 
 
-def start_scheduler(
-    settings: CollectorSettings,
-    evict: Callable[[], int],
-    runner: LeasedRunner | None,
-    engine: sa.Engine | None,
-    board: StallBoard,
-) -> BackgroundScheduler:
+def start_scheduler(settings: CollectorSettings, evict: Callable[[], int]) -> BackgroundScheduler:
+    """The scheduler with the local eviction job; the history's jobs come with
+    :func:`add_history_jobs` once the schema is there."""
     scheduler = BackgroundScheduler(timezone=UTC)
-    soon = datetime.now(UTC) + timedelta(seconds=1)
-
-    def every(seconds: float, func: object, name: str) -> None:
-        scheduler.add_job(func, IntervalTrigger(seconds=seconds, timezone=UTC), id=name,
-                          name=name, max_instances=1, coalesce=True, next_run_time=soon)
-
-    every(settings.evict_interval_seconds, evict, "evict")
-    if runner is not None and engine is not None and settings.jobs_enabled:
-        for job in leased_jobs(settings):
-            every(job.interval_seconds, _bind(runner, job), job.name)
-        every(min(settings.stall_check_seconds, 15.0), _refresh(board, engine), "stall-board")
+    _every(scheduler, settings.evict_interval_seconds, evict, "evict")
     scheduler.start()
     return scheduler
+
+
+def add_history_jobs(scheduler: BackgroundScheduler, settings: CollectorSettings,
+                     runner: LeasedRunner, engine: sa.Engine, board: StallBoard) -> None:
+    """The leased jobs and the stall board's refresh, first run a second from now. Added after
+    the schema upgrade: at a fresh start they ran before it and each failed once on missing
+    tables."""
+    if not settings.jobs_enabled:
+        return
+    for job in leased_jobs(settings):
+        _every(scheduler, job.interval_seconds, _bind(runner, job), job.name)
+    _every(scheduler, min(settings.stall_check_seconds, 15.0), _refresh(board, engine),
+           "stall-board")
+
+
+def _every(scheduler: BackgroundScheduler, seconds: float, func: object, name: str) -> None:
+    soon = datetime.now(UTC) + timedelta(seconds=1)
+    scheduler.add_job(func, IntervalTrigger(seconds=seconds, timezone=UTC), id=name, name=name,
+                      max_instances=1, coalesce=True, next_run_time=soon)
 
 
 def _bind(runner: LeasedRunner, job: Job) -> object:

@@ -50,6 +50,9 @@ class SelfMetrics:
         self.history_up = gauge("history_up", "1 when the last history write succeeded.")
         self.spool_bytes = gauge("spool_bytes", "Bytes in the spool not yet in the history.")
         self.spool_capacity = gauge("spool_capacity_bytes", "Bound of the spool.")
+        self.spool_writable = gauge(
+            "spool_writable", "1 when the last spool append succeeded; 0 while the disk refuses "
+            "appends (full, I/O error) and ingest answers 503, whatever spool_bytes says.")
         self.inflight_bytes = gauge("ingest_inflight_bytes",
                                     "Request bytes being decoded now (bodies, inflated).")
         self.inflight_capacity = gauge("ingest_inflight_capacity_bytes",
@@ -76,6 +79,7 @@ class SelfMetrics:
             "piece of work and while it waits, never while stuck inside a call.",
             ["worker"], registry=registry)
         self.history_up.set(1)
+        self.spool_writable.set(1)
         for reason in ("invalid", "forbidden_app", "limit"):
             self.rejected.labels(reason)
 
@@ -96,6 +100,10 @@ class SelfMetrics:
         self.spool_bytes.set_function(pending_bytes)
         self.spool_capacity.set(capacity)
         self._spool_write_failures = write_failures
+
+    def track_spool_appends(self, failing: Callable[[], object]) -> None:
+        """``failing()``: why the last append failed, or None (:attr:`.Spool.append_error`)."""
+        self.spool_writable.set_function(lambda: 0 if failing() else 1)
 
     def track_inflight(self, used: Callable[[], int], capacity: int) -> None:
         self.inflight_bytes.set_function(used)

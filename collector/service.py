@@ -30,7 +30,7 @@ from sparkwatch.collector.owners import HistoryOwners
 from sparkwatch.collector.pump import HistoryPump
 from sparkwatch.collector.rates import Rates
 from sparkwatch.collector.reads import Reads
-from sparkwatch.collector.scheduler import start_scheduler
+from sparkwatch.collector.scheduler import add_history_jobs, start_scheduler
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.collector.stalls import StallBoard, StalledGauge
 from sparkwatch.collector.tenants import Tenants, TenantsCollector
@@ -75,14 +75,10 @@ class Service:
     def start(self) -> None:
         if self.pump is not None:
             self.pump.start()
+        self.scheduler = start_scheduler(self.settings, self.ingestor.evict)
         if self.engine is not None:
             threading.Thread(target=self._prepare_history, name="collector-history-start",
                              daemon=True).start()
-        runner = None
-        if self.engine is not None:
-            runner = LeasedRunner(self.engine, self.settings.replica, self.metrics)
-        self.scheduler = start_scheduler(self.settings, self.ingestor.evict, runner,
-                                         self.engine, self.board)
         if self.otlp is not None:
             self.otlp.start()
 
@@ -111,6 +107,12 @@ class Service:
         down."""
         if self.settings.history_migrate:
             self._retry("history schema upgrade", migrate.upgrade)
+        if self._stop.is_set():
+            return
+        assert self.engine is not None and self.scheduler is not None
+        add_history_jobs(self.scheduler, self.settings,
+                         LeasedRunner(self.engine, self.settings.replica, self.metrics),
+                         self.engine, self.board)
         self._retry("restoring the plans of running runs", self._restore_plans)
 
     def _restore_plans(self, engine: sa.Engine) -> None:

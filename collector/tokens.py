@@ -1,18 +1,25 @@
 """Ingest tokens re-read from the tokens file on SIGHUP, without a restart.
 
 The environment's tokens (read once at start) stay; the file's are replaced by what the file
-holds now. A file that cannot be read or parsed keeps the tokens in force and says why (never
-the tokens themselves).
+holds now. A file that cannot be read or parsed, or that gives an ingest token another role
+already holds (a read or scrape token), keeps the tokens in force and says why (never the tokens
+themselves).
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparkwatch.collector.config import SettingsError, parse_tokens_merged, read_tokens_file
+from sparkwatch.collector.config import (
+    SettingsError,
+    check_roles_are_apart,
+    parse_tokens_merged,
+    read_tokens_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +36,7 @@ def reload_tokens_on_sighup(
             return
         try:
             tokens = parse_tokens_merged(env_tokens, read_tokens_file(tokens_file))
+            check_roles_are_apart(replace(service.settings, tokens=tokens))
         except (OSError, SettingsError, ValueError) as exc:
             service.metrics.token_reloads.labels("failed").inc()
             log.error("SIGHUP: tokens unchanged, cannot use %s: %s", tokens_file, exc)

@@ -39,7 +39,10 @@ from sparkwatch.model.contract import (
     INT64_MIN,
     LATEST_EPOCH,
     LIMITS,
+    ContractViolation,
+    check_tree,
     has_long_integer,
+    is_id,
 )
 from sparkwatch.model.events import (
     AppInfo,
@@ -282,7 +285,7 @@ def _app(app: _App) -> AppInfo:
 def _progress(p: _Progress) -> QueryProgress:
     name = _given(p.name, None)
     _plain(p.id, p.run_id, name or "")
-    if not (p.id.isprintable() and p.run_id.isprintable()) or "/" in p.id + p.run_id:
+    if not (is_id(p.id) and is_id(p.run_id)):
         raise Unsure  # the exact parser names the id
     durations = _given(p.duration_ms, {})
     return QueryProgress(
@@ -341,6 +344,8 @@ def _rate(value: Any) -> float | None:
     if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
         raise Unsure
     number = float(value)
+    if number < 0:
+        raise Unsure  # the exact parser names the field
     return number if math.isfinite(number) else None
 
 
@@ -365,6 +370,10 @@ def _observed(observed: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     if observed and max(map(len, observed)) > LIMITS.key_chars:
         raise Unsure
     _plain(*observed)
+    try:  # user rows, free-form: their depth (and values) as the exact parser holds them
+        check_tree(observed, "observedMetrics", depth=3)
+    except ContractViolation:
+        raise Unsure from None
     return observed
 
 

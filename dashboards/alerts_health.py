@@ -4,24 +4,27 @@ from __future__ import annotations
 
 from sparkwatch.dashboards.alerts import APP, QUERY, Alert, AlertFactory
 from sparkwatch.dashboards.config import AlertConfig
-from sparkwatch.dashboards.promql import increase, newly_increased, sel
+from sparkwatch.dashboards.promql import increase, newly_increased, sel, silence_allowed
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.catalogue import MetricDef
 
 
 def query_stalled(c: AlertConfig, s: str) -> Alert:
-    limit = c.param("max_silence_seconds")
+    limit, intervals = c.param("max_silence_seconds"), c.param("max_silence_trigger_intervals")
+    last, start = sel(cat.QUERY_LAST_EVENT, s), sel(cat.QUERY_START_TIME, s)
+    interval = sel(cat.QUERY_TRIGGER_INTERVAL, s)
     active = f"{sel(cat.QUERY_ACTIVE, s)} == 1"
-    silence = f"time() - {sel(cat.QUERY_LAST_EVENT, s)}"
+    silence = f"time() - {last}"
     # A first batch that never ends (e.g. a source that cannot be reached) sends no event at
     # all: then the silence counts from the start of the run.
-    since_start = f"time() - {sel(cat.QUERY_START_TIME, s)}"
-    never = f"unless {sel(cat.QUERY_LAST_EVENT, s)}"
+    since_start = f"time() - {start}"
+    never = f"unless {last}"
     collector = f"{sel(cat.QUERY_STALLED, s)} == 1"
     expr = "\nor\n".join(
         [
-            f"({silence} > {limit}) and {active}",
-            f"({since_start} > {limit}) and {active} {never}",
+            f"({silence} > {silence_allowed(interval, last, limit, intervals)}) and {active}",
+            f"({since_start} > {silence_allowed(interval, start, limit, intervals)})"
+            f" and {active} {never}",
             collector,
         ]
     )
@@ -31,8 +34,9 @@ def query_stalled(c: AlertConfig, s: str) -> Alert:
         expr,
         summary="Query {{ $labels.query_name }} makes no progress.",
         description=f"{_cap(QUERY)} is active but reported neither progress nor idleness "
-        f"for more than {limit} seconds (or the collector's stall detection marks it stalled): "
-        "a batch hangs or the driver is stuck.",
+        f"for more than {limit} seconds, or {intervals} of its trigger intervals when that is "
+        "longer (or the collector's stall detection marks it stalled): a batch hangs or the "
+        "driver is stuck.",
         signals=(silence, since_start, sel(cat.QUERY_STALLED, s)),
     )
 

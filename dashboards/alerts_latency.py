@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from sparkwatch.dashboards.alerts import OPERATOR, QUERY, Alert, AlertFactory
 from sparkwatch.dashboards.config import AlertConfig
 from sparkwatch.dashboards.promql import increase, rate, sel
@@ -51,7 +53,7 @@ def rows_dropped_by_watermark(c: AlertConfig, s: str) -> Alert:
         c,
         f"{share}\n> {ratio}",
         summary="Query {{ $labels.query_name }} drops late rows at its watermark.",
-        description=f"During the last {w}, {OPERATOR} dropped more than {ratio:.0%} of the "
+        description=f"During the last {w}, {OPERATOR} dropped more than {percent(ratio)} of the "
         "query's input rows as later than the watermark: they are missing from the results.",
         signals=(dropped, arrived),
     )
@@ -99,7 +101,7 @@ def batch_duration(c: AlertConfig, s: str) -> Alert:
     not_real_time = f"unless on(app_id, query_id) {real_time}"
     branches = [f"({_mean(w, s, f'query_name={_q(n)}')}) > {v} {not_real_time}"
                 for n, v in per_query.items()]
-    others = f'query_name!~"{_alternatives(per_query)}"' if per_query else ""
+    others = f"query_name!~{_alternatives(per_query)}" if per_query else ""
     branches.append(f"({_mean(w, s, others)}) > {default} {not_real_time}")
     interval = sel(cat.QUERY_TRIGGER_INTERVAL, s)
     branches.append(f"({_mean(w, s, '')}) > {ratio} * {interval}\n"
@@ -124,15 +126,22 @@ def _mean(window: str, s: str, matcher: str) -> str:
     return f"{total} / {count}"
 
 
+def percent(ratio: float) -> str:
+    """``ratio`` as a percentage with up to 4 decimals, no trailing zeros: 0.001 is 0.1%, not
+    the 0% a whole percentage would say."""
+    return f"{ratio * 100:.4f}".rstrip("0").rstrip(".") + "%"
+
+
 def _q(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A PromQL string literal: JSON's escapes are a subset of PromQL's (Go's)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _alternatives(names: dict[str, float]) -> str:
-    # Query names are literal: escape regex metacharacters (doubled for the PromQL string).
+    """A PromQL string holding a regex that matches exactly the given query names."""
+    # Query names are literal: regex metacharacters escaped, then quoted as a string.
     special = set(".^$*+?()[]{}|\\")
-    escaped = ("".join("\\\\" + ch if ch in special else ch for ch in n) for n in names)
-    return "|".join(escaped)
+    return _q("|".join("".join("\\" + ch if ch in special else ch for ch in n) for n in names))
 
 
 FACTORIES: dict[str, AlertFactory] = {

@@ -23,8 +23,31 @@ SEVERITIES = ("critical", "warning", "info")
 # Maps whose keys the user chooses: anything goes below them.
 FREE_MAPS = frozenset({"extra_labels", "per_query"})
 DURATION_KEYS = frozenset({"for", "window", "horizon"})
+# Least seconds per duration key (`for` may be 0s: fire at once). A zero range is a PromQL parse
+# error. A window must also hold two scrapes for rate() to give a value, but the scrape interval
+# is Prometheus' setting, not ours (a 30s window is right at a 10s scrape): runbooks say so.
+MIN_SECONDS = {"window": 0.001, "horizon": 0.001}
+# Numbers a rule multiplies or divides by: 0 would make the rule meaningless.
+POSITIVE_NUMBER_KEYS = frozenset({"max_silence_trigger_intervals"})
 
-_DURATION = re.compile(r"^(?:(\d+)(ms|s|m|h|d|w|y))+$")
+# Prometheus' own duration syntax: units from the largest down, each at most once. As a JSON
+# Schema pattern too (Go's RE2 has no look-ahead: the chart's schema adds minLength 1).
+DURATION_PATTERN = r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$"
+_DURATION = re.compile(r"(?=\d)" + DURATION_PATTERN)  # and not empty
+LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# One label matcher of a PromQL selector: name, operator, then a string in double quotes (Go
+# escapes), single quotes or backticks (raw).
+_ESCAPE = r"""\\(?:[abfnrtv\\'"]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{3})"""
+_MATCHER = re.compile(
+    r"\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"
+    rf"""(?:"(?:[^"\\\n]|{_ESCAPE})*"|'(?:[^'\\\n]|{_ESCAPE})*'|`[^`]*`)\s*"""
+)
+# No trailing comma: other matchers follow the selector inside the braces.
+_SELECTOR = re.compile(f"{_MATCHER.pattern}(?:,{_MATCHER.pattern})*")
+# JSON Schema patterns for the Helm chart's values, so that the chart refuses what the build
+# refuses (scripts/sync_chart.py).
+SELECTOR_PATTERN = f"^(?:{_SELECTOR.pattern})?$"
+ZERO_DURATION_PATTERN = r"^(0+(ms|s|m|h|d|w|y))+$"
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
@@ -37,6 +60,15 @@ def duration_seconds(text: str) -> float:
     if not _DURATION.match(text):
         raise ConfigError(f"not a Prometheus duration: {text!r}")
     return sum(int(n) * _UNIT_SECONDS[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", text))
+
+
+def check_selector(selector: str) -> None:
+    """``selector`` must be label matchers that fit inside ``{...}`` before other matchers."""
+    if selector and not _SELECTOR.fullmatch(selector):
+        raise ConfigError(
+            f'selector: not PromQL label matchers (e.g. job="spark-drivers", namespace="etl"): '
+            f"{selector!r}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,17 +173,27 @@ def _merge_value(default: Any, value: Any, where: str, dotted: str) -> Any:
 def to_config(data: Mapping[str, Any]) -> Config:
     alerts = {key: _alert(key, dict(body)) for key, body in data["alerts"].items()}
     labels = {str(k): str(v) for k, v in data["extra_labels"].items()}
+    for name in labels:
+        if not LABEL_NAME.match(name):
+            raise ConfigError(
+                f"extra_labels.{name}: not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"
+            )
     profile = str(data["metrics_profile"])
     if profile not in PROFILES:
         raise ConfigError(f"metrics_profile must be one of {', '.join(PROFILES)}")
-    return Config(str(data["selector"]), str(data["runbook_url"]), labels, alerts, profile)
+    selector = str(data["selector"])
+    check_selector(selector)
+    return Config(selector, str(data["runbook_url"]), labels, alerts, profile)
 
 
 def _alert(key: str, body: dict[str, Any]) -> AlertConfig:
     if body["severity"] not in SEVERITIES:
         raise ConfigError(f"alerts.{key}.severity must be one of {', '.join(SEVERITIES)}")
-    for name in DURATION_KEYS & body.keys():
-        duration_seconds(str(body[name]))
+    for name in sorted(DURATION_KEYS & body.keys()):
+        _check_duration(f"alerts.{key}.{name}", str(body[name]), MIN_SECONDS.get(name, 0.0))
+    for name in sorted(POSITIVE_NUMBER_KEYS & body.keys()):
+        if not body[name] > 0:
+            raise ConfigError(f"alerts.{key}.{name} must be above 0")
     for query, seconds in body.get("per_query", {}).items():
         if not isinstance(seconds, int | float) or isinstance(seconds, bool):
             raise ConfigError(f"alerts.{key}.per_query.{query} must be a number of seconds")
@@ -159,3 +201,13 @@ def _alert(key: str, body: dict[str, Any]) -> AlertConfig:
     return AlertConfig(
         key, bool(body["enabled"]), body["severity"], body["for"], body.get("window"), params
     )
+
+
+def _check_duration(dotted: str, text: str, least: float) -> None:
+    try:
+        seconds = duration_seconds(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{dotted}: {exc}") from None
+    if seconds < least:
+        at_least = "longer than 0" if least < 1 else f"at least {least:g}s"
+        raise ConfigError(f"{dotted} must be {at_least}, got {text!r}")

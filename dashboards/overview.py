@@ -15,6 +15,7 @@ from sparkwatch.dashboards.promql import (
     by,
     rate,
     sel,
+    total,
 )
 from sparkwatch.dashboards.skeleton import prometheus_board
 from sparkwatch.dashboards.tables import column_units, join_columns, status_column
@@ -25,20 +26,32 @@ UID = "sparkwatch-overview"
 TITLE = "Overview"
 DESCRIPTION = "Every Structured Streaming query sparkwatch sees, problems first."
 LEGEND = "{{query_name}}"
+# Labels a scrape adds to every series: they tell the collector's copy of a query from its
+# driver's (ServiceMonitor and PodMonitor targets of the chart, or static ones).
+SCRAPE_LABELS = "tenant, job, instance, namespace, pod, container, service, endpoint"
 
 
-def _q(metric: cat.MetricDef | str, agg: str = "max", flt: str = QUERY_FILTER) -> str:
-    return by(agg, BY_QUERY, sel(metric, flt))
+def _q(metric: cat.MetricDef | str) -> str:
+    return by("max", BY_QUERY, sel(metric, QUERY_FILTER))
+
+
+def _per_query(metric: cat.MetricDef) -> str:
+    """An operator metric summed over the query's operators, each counted once."""
+    return total(BY_QUERY, metric, sel(metric, OPERATOR_FILTER))
+
+
+def _input_rate(window: str) -> str:
+    return total(BY_QUERY, cat.QUERY_INPUT_ROWS, rate(cat.QUERY_INPUT_ROWS, window, QUERY_FILTER))
 
 
 def queries_table() -> Any:
     columns = {
         "Status": _q(r.STATUS),
-        "Input rows/s": by("sum", BY_QUERY, rate(cat.QUERY_INPUT_ROWS, "5m", QUERY_FILTER)),
+        "Input rows/s": _input_rate("5m"),
         "Processed rows/s": _q(cat.QUERY_PROCESSED_RATE),
         "Batch duration": _q(r.BATCH_MEAN),
-        "State rows": _q(cat.STATE_ROWS, "sum", OPERATOR_FILTER),
-        "State memory": _q(cat.STATE_MEMORY, "sum", OPERATOR_FILTER),
+        "State rows": _per_query(cat.STATE_ROWS),
+        "State memory": _per_query(cat.STATE_MEMORY),
         "Watermark lag": _q(cat.QUERY_WATERMARK_LAG),
         "Last event age": _q(r.LAST_EVENT_AGE),
         "Last progress age": f"time() - {_q(cat.QUERY_LAST_PROGRESS)}",
@@ -72,13 +85,19 @@ def queries_table() -> Any:
 
 def counters() -> list[Any]:
     status = sel(r.STATUS, QUERY_FILTER)
-    firing = f'ALERTS{{alertstate="firing", {APP_FILTER}}}'
+    active = _q(cat.QUERY_ACTIVE)
+    # An app's alert fires once per source that scrapes it (collector and driver): counted once,
+    # without the labels the scrape adds. Alerts of no app (the collector's) count per instance.
+    firing = f'ALERTS{{alertstate="firing", {APP_FILTER}'
+    alerts = (
+        f'count without ({SCRAPE_LABELS}) ({firing}, app_id!=""}})\nor\n{firing}, app_id=""}}'
+    )
     return [
         p.single(
             "Active queries",
             "Queries running now (idle ones included). A drop you did not plan is a query that "
             "terminated: see the table below and the History dashboard for its exception.",
-            f"count({sel(cat.QUERY_ACTIVE, QUERY_FILTER)} == 1) or vector(0)",
+            f"count({active} == 1) or vector(0)",
         ),
         p.single(
             "Failed queries",
@@ -90,7 +109,8 @@ def counters() -> list[Any]:
         p.single(
             "Stalled queries",
             "Active queries that sent neither progress nor idle events for longer than the "
-            "configured silence: a hung batch or a stuck driver. See the stalled runbook.",
+            "configured silence (or a few of their trigger intervals, when longer): a hung batch "
+            "or a stuck driver. See the stalled runbook.",
             f"count({status} == {r.STALLED}) or vector(0)",
             limit=1,
         ),
@@ -98,7 +118,7 @@ def counters() -> list[Any]:
             "Firing alerts",
             "sparkwatch and other alerts firing for the selected apps (Prometheus' ALERTS). Each "
             "alert links its runbook.",
-            f"count({firing}) or vector(0)",
+            f"count({alerts}) or vector(0)",
             limit=1,
         ),
     ]
@@ -114,14 +134,7 @@ def throughput(config: Config) -> list[Any]:
             "below input means the query falls behind: see the Watermark, latency and backlog "
             "dashboard.",
             [
-                p.prom(
-                    by(
-                        "sum",
-                        BY_QUERY,
-                        rate(cat.QUERY_INPUT_ROWS, "$__rate_interval", QUERY_FILTER),
-                    ),
-                    f"{LEGEND} input",
-                ),
+                p.prom(_input_rate("$__rate_interval"), f"{LEGEND} input"),
                 p.prom(_q(cat.QUERY_PROCESSED_RATE), f"{LEGEND} processed (last batch)"),
             ],
         ),
@@ -138,7 +151,8 @@ def throughput(config: Config) -> list[Any]:
             "Last event age",
             "Seconds since each query's last progress or idle event. It saws up to the trigger "
             "interval (or 10 s idle interval) and drops; a line that keeps climbing past the red "
-            "threshold is a stalled query.",
+            "threshold is a stalled query, unless its trigger interval is longer (the stalled "
+            "alert allows such a query a few of its intervals).",
             [p.prom(_q(r.LAST_EVENT_AGE), LEGEND)],
             "s",
             limit=stall,
@@ -154,14 +168,14 @@ def state_and_watermark(config: Config) -> list[Any]:
             "Rows held in state, summed over the query's stateful operators. It should level off "
             "once the watermark evicts old windows; steady growth is the unbounded-state pattern. "
             "The State store dashboard shows each operator.",
-            [p.prom(_q(cat.STATE_ROWS, "sum", OPERATOR_FILTER), LEGEND)],
+            [p.prom(_per_query(cat.STATE_ROWS), LEGEND)],
         ),
         p.graph(
             "State memory per query",
             "Memory of the state stores, summed over operators and partitions. With RocksDB "
             "bounded memory the figure can be unreliable (SPARK-48208); compare with executor "
             "memory and the projection on the State store dashboard.",
-            [p.prom(_q(cat.STATE_MEMORY, "sum", OPERATOR_FILTER), LEGEND)],
+            [p.prom(_per_query(cat.STATE_MEMORY), LEGEND)],
             "bytes",
         ),
         watermark_lag_graph(
@@ -174,6 +188,10 @@ def state_and_watermark(config: Config) -> list[Any]:
     return [g.span(8) for g in graphs]
 
 
+def _increase(labels: str, counter: cat.MetricDef, flt: str) -> str:
+    return total(labels, counter, f"increase({sel(counter, flt)}[$__rate_interval])")
+
+
 def listener() -> list[Any]:
     app = APP_FILTER
     return [
@@ -183,9 +201,9 @@ def listener() -> list[Any]:
             "follow the batches; idle events come every 10 s from queries without new data.",
             [
                 p.prom(
-                    by(
-                        "sum",
+                    total(
                         "app_name, event",
+                        cat.LISTENER_EVENTS_RECEIVED,
                         rate(cat.LISTENER_EVENTS_RECEIVED, "$__rate_interval", app),
                     ),
                     "{{event}}",
@@ -199,11 +217,7 @@ def listener() -> list[Any]:
             "gaps in metrics or history: see the listener-dropping-events runbook.",
             [
                 p.prom(
-                    by(
-                        "sum",
-                        "app_name, stage",
-                        f"increase({sel(cat.LISTENER_EVENTS_DROPPED, app)}[$__rate_interval])",
-                    ),
+                    _increase("app_name, stage", cat.LISTENER_EVENTS_DROPPED, app),
                     "{{stage}}",
                 )
             ],
@@ -234,12 +248,7 @@ def listener() -> list[Any]:
             "Classic mode only; see the SparkListenerBusDroppingEvents runbook.",
             [
                 p.prom(
-                    by(
-                        "sum",
-                        "app_name, queue",
-                        f"increase({sel(cat.LISTENER_BUS_EVENTS_DROPPED, app)}"
-                        "[$__rate_interval])",
-                    ),
+                    _increase("app_name, queue", cat.LISTENER_BUS_EVENTS_DROPPED, app),
                     "{{queue}}",
                 )
             ],
@@ -269,11 +278,7 @@ def listener() -> list[Any]:
             "listener retries with backoff; persistent failures fill the queue above.",
             [
                 p.prom(
-                    by(
-                        "sum",
-                        "app_name, sink",
-                        f"increase({sel(cat.LISTENER_DELIVERY_FAILURES, app)}[$__rate_interval])",
-                    ),
+                    _increase("app_name, sink", cat.LISTENER_DELIVERY_FAILURES, app),
                     "{{sink}}",
                 )
             ],

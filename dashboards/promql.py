@@ -74,6 +74,21 @@ def by(aggregation: str, labels: str, expr: str) -> str:
     return f"{aggregation} by ({labels}) ({expr})"
 
 
+def once(metric: MetricDef, expr: str) -> str:
+    """``expr`` (over ``metric``'s series) with one series per labelled thing. A query scraped
+    twice, through the collector (tenant="default") and from its driver (no tenant), has two
+    series of equal value that differ in tenant, job and instance only: ``max`` keeps one."""
+    return by("max", ", ".join(metric.labels), expr)
+
+
+def total(labels: str, metric: MetricDef, expr: str) -> str:
+    """``sum by (labels)`` of ``expr`` counting each thing once (see :func:`once`); a ``max``
+    alone when ``labels`` already are all of the metric's."""
+    if {label.strip() for label in labels.split(",")} == set(metric.labels):
+        return by("max", labels, expr)
+    return by("sum", labels, once(metric, expr))
+
+
 def mean_per_event(histogram: MetricDef, window: str, *matchers: str, labels: str) -> str:
     """Mean observed value over ``window``: exact, as _sum and _count are cumulative. Without
     observations in the window (a terminated query) there is no value rather than NaN."""
@@ -108,3 +123,11 @@ def newly_increased(metric: MetricDef, window: str, selector: str, alive: Metric
     born = f"({now} > 0 unless {now} offset {window})"
     seen_before = f"{sel(alive, selector)} offset {window}"
     return f"{increase(metric, window, selector)} > 0\nor\n{born} and on (app_id) {seen_before}"
+
+
+def silence_allowed(interval: str, like: str, limit: float, intervals: float) -> str:
+    """Seconds of silence a query may keep: ``limit``, or ``intervals`` of its trigger interval
+    when that is longer. A query reports once per trigger, so a ProcessingTime trigger longer
+    than the limit is silent that long when healthy. ``like`` (a series of the query) gives the
+    labels of the plain limit, for queries without an interval (available_now, once, Connect)."""
+    return f"(clamp_min({intervals} * {interval}, {limit}) or {like} * 0 + {limit})"

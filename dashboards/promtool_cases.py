@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from sparkwatch.dashboards.config import AlertConfig, Config
-from sparkwatch.dashboards.promtool_model import Case, Series, minutes
+from sparkwatch.dashboards.promtool_model import Case, Series, first_minute_above, minutes
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.catalogue import MetricDef
 
@@ -20,6 +20,14 @@ OPERATOR = {**QUERY, "operator": "stateStoreSave", "operator_index": "0"}
 SOURCE = {**QUERY, "source_index": "0", "source": "KafkaV2[Subscribe[orders]]"}
 LISTENER = {**APP, "mode": "jvm", "version": "0.1.0"}
 EPOCH_2026 = 1767225600
+SAMPLE_SECONDS = 60  # the cases' input interval (promtool_model)
+
+
+def burst_fires(c: AlertConfig) -> bool:
+    """Whether one step of a counter fires the alert: it keeps ``increase()`` above 0 for
+    ``window`` minutes, which must outlast ``for``. Otherwise the cases keep the counter growing
+    (a single burst shorter than ``for`` rightly never fires)."""
+    return minutes(c.seconds("for")) < minutes(c.seconds("window"))
 
 
 def fires(name: str, *series: Series, at: int, silent_at: tuple[int, ...] = ()) -> Case:
@@ -45,6 +53,9 @@ def state_unbounded(c: AlertConfig) -> list[Case]:
 
     rows, removed = cat.STATE_ROWS, cat.STATE_ROWS_REMOVED
     growing, never = op(rows, f"{floor}+100x{n}"), op(removed, f"0x{n}")
+    # Grows to half of min_rows; with min_rows 0 (or less) no state is small enough to be left out.
+    below = [silent("silent for a state below min_rows", op(rows, f"0+{floor / (2 * n):.6f}x{n}"),
+                    never, at=(n // 2, n))] if floor > 0 else []
     return [
         fires("fires when rows grow and none is removed", growing, never, at=1),
         silent(
@@ -53,7 +64,7 @@ def state_unbounded(c: AlertConfig) -> list[Case]:
             op(removed, f"0+50x{n}"),
             at=(n // 2, n),
         ),
-        silent("silent for a state below min_rows", op(rows, f"0+1x{n}"), never, at=(n // 2, n)),
+        *below,
         silent(
             "silent when the state size is flat",
             op(rows, f"{floor * 2}x{n}"),
@@ -82,7 +93,8 @@ def state_memory_filling_up(c: AlertConfig) -> list[Case]:
         ),
         silent(
             "silent when growth stays under the limit",
-            memory(f"{limit // 2}+{limit // (8 * horizon)}x{n}"),
+            # Under a quarter of the limit over the samples and the horizon together.
+            memory(f"{limit // 2}+{limit // (8 * max(horizon, n))}x{n}"),
             at=(n // 2, n),
         ),
     ]
@@ -131,14 +143,18 @@ def rows_dropped_by_watermark(c: AlertConfig) -> list[Case]:
         return Series(cat.QUERY_INPUT_ROWS, QUERY, f"0+{per_minute}x{n}")
 
     five_times = max(1, round(ratio * 100 * 5))  # late rows per 100 input rows
-    return [
-        fires("fires when late rows exceed the allowed share", late(five_times), rows(100), at=1),
+    # With a share of 0 any late row fires: there is no share to stay under.
+    under = [] if ratio <= 0 else [
         silent(
             "silent when late rows stay under the share",
             late(1),
             rows(int(1 / ratio) * 10),
             at=(n // 2, n),
-        ),
+        )
+    ]
+    return [
+        fires("fires when late rows exceed the allowed share", late(five_times), rows(100), at=1),
+        *under,
         silent("silent when no row is late", late(0), rows(100), at=(n // 2, n)),
     ]
 
@@ -220,23 +236,34 @@ def batch_duration(c: AlertConfig) -> list[Case]:
 
 
 def query_stalled(c: AlertConfig) -> list[Case]:
-    limit = minutes(c.param("max_silence_seconds"))
-    n = limit * 2 + 10
+    limit, intervals = c.param("max_silence_seconds"), c.param("max_silence_trigger_intervals")
+    at = first_minute_above(limit)  # the condition is `silence > limit`
+    n = at * 2 + 10
     active = Series(cat.QUERY_ACTIVE, QUERY, f"1x{n}")
 
     def last_event(values: str) -> Series:
         return Series(cat.QUERY_LAST_EVENT, QUERY, values)
 
-    # The condition is `silence > limit`: first true one minute after the limit.
+    def trigger(seconds: int, samples: int) -> Series:
+        return Series(cat.QUERY_TRIGGER_INTERVAL, QUERY, f"{seconds}x{samples}")
+
+    short = 10  # seconds: a query that reports every 10 s keeps the global limit
     return [
         fires(
-            "fires when an active query sends no event", active, last_event(f"0x{n}"), at=limit + 1
+            "fires when an active query sends no event", active, last_event(f"0x{n}"), at=at
+        ),
+        fires(
+            "fires at the global limit for a query with a short trigger",
+            active,
+            last_event(f"0x{n}"),
+            trigger(short, n),
+            at=first_minute_above(max(limit, intervals * short)),
         ),
         fires(
             "fires when the first batch never ends",
             active,
             Series(cat.QUERY_START_TIME, QUERY, f"0x{n}"),
-            at=limit + 1,
+            at=at,
         ),
         fires(
             "fires when the collector marks the query stalled",
@@ -250,6 +277,41 @@ def query_stalled(c: AlertConfig) -> list[Case]:
             last_event(f"0x{n}"),
             at=(n // 2, n),
         ),
+        *_long_trigger(c),
+    ]
+
+
+def _long_trigger(c: AlertConfig) -> list[Case]:
+    """A query whose trigger interval is longer than the global limit: silent while it reports
+    once per trigger, stalled once silent for its intervals (when they allow more than the
+    limit: with fewer than one interval allowed the global limit is all there is)."""
+    limit, intervals = c.param("max_silence_seconds"), c.param("max_silence_trigger_intervals")
+    if intervals < 1:
+        return []
+    every = max(2, 2 * minutes(limit))  # minutes between two events
+    allowed = max(limit, intervals * every * 60)
+    stalled_at = first_minute_above(allowed)
+    n = max(3 * every, stalled_at + minutes(c.seconds("for"))) + 5
+    reporting = " ".join(f"{i * every * 60}x{every - 1}" for i in range(n // every + 1))
+
+    def query(last_event: str) -> tuple[Series, ...]:
+        return (
+            Series(cat.QUERY_ACTIVE, QUERY, f"1x{n}"),
+            Series(cat.QUERY_LAST_EVENT, QUERY, last_event),
+            Series(cat.QUERY_TRIGGER_INTERVAL, QUERY, f"{every * 60}x{n}"),
+        )
+
+    return [
+        silent(
+            "silent for a query whose long trigger spaces its events beyond the limit",
+            *query(reporting),
+            at=(every - 1, 2 * every - 1, n),
+        ),
+        fires(
+            "fires when a query with a long trigger stays silent for its intervals",
+            *query(f"0x{n}"),
+            at=stalled_at,
+        ),
     ]
 
 
@@ -261,6 +323,13 @@ def query_failed(c: AlertConfig) -> list[Case]:
         return Series(metric, QUERY, values)
 
     failed, failures = cat.QUERY_FAILED, cat.QUERY_FAILURES
+    restarted = fires(
+        "fires after a failure even if the query restarted, then resolves",
+        q(failed, f"0x{n}"),
+        q(failures, f"0 0 0 1x{n}"),
+        at=3,
+        silent_at=(3 + window + 1,),
+    )
     return [
         fires(
             "fires when the query terminates with an exception",
@@ -268,13 +337,7 @@ def query_failed(c: AlertConfig) -> list[Case]:
             q(failures, f"0 0 0 1x{n}"),
             at=3,
         ),
-        fires(
-            "fires after a failure even if the query restarted, then resolves",
-            q(failed, f"0x{n}"),
-            q(failures, f"0 0 0 1x{n}"),
-            at=3,
-            silent_at=(3 + window + 1,),
-        ),
+        *([restarted] if burst_fires(c) else []),
         silent(
             "silent for a healthy query", q(failed, f"0x{n}"), q(failures, f"0x{n}"), at=(n // 2, n)
         ),
@@ -285,7 +348,7 @@ def _listener_window(c: AlertConfig) -> tuple[int, int, Series]:
     """The window in minutes, the samples per series (three windows) and the listener's info
     series, which the listener's alerts need beside a counter that appears late."""
     w = minutes(c.seconds("window"))
-    n = w * 3
+    n = max(w * 3, w + minutes(c.seconds("for")) + 5)
     return w, n, Series(cat.LISTENER_INFO, LISTENER, f"1x{n}")
 
 
@@ -301,11 +364,13 @@ def listener_dropping_events(c: AlertConfig) -> list[Case]:
     def dropped(stage: str, values: str) -> Series:
         return Series(cat.LISTENER_EVENTS_DROPPED, {**APP, "stage": stage}, values)
 
+    step = "" if burst_fires(c) else "+5"
     return [
-        fires("fires when a queue drops events", dropped("intake", f"0 0 0 5x{n}"), info, at=3),
+        fires("fires when a queue drops events", dropped("intake", f"0 0 0 5{step}x{n}"), info,
+              at=3),
         fires(
             "fires when a drop stage first appears",
-            dropped("receive", f"_x{w + 2} 7x{n}"),
+            dropped("receive", f"_x{w + 2} 7{step}x{n}"),
             info,
             at=w + 2,
         ),
@@ -320,9 +385,11 @@ def listener_bus_dropping_events(c: AlertConfig) -> list[Case]:
     def dropped(queue: str, values: str) -> Series:
         return Series(cat.LISTENER_BUS_EVENTS_DROPPED, {**APP, "queue": queue}, values)
 
+    burst = burst_fires(c)
     return [
-        fires("fires when Spark drops from a queue", dropped("streams", f"0 0 0 12x{n}"), info,
-              at=3, silent_at=(3 + w + 1,)),
+        fires("fires when Spark drops from a queue",
+              dropped("streams", f"0 0 0 12x{n}" if burst else f"0 0 0 12+12x{n}"), info,
+              at=3, silent_at=(3 + w + 1,) if burst else ()),
         _after_restart("drops", dropped("streams", f"40x{n}"), info, w, n),
         silent("silent when no queue drops", dropped("appStatus", f"0x{n}"), info,
                at=(w // 2, n)),
@@ -337,35 +404,38 @@ def listener_delivery_failing(c: AlertConfig) -> list[Case]:
 
     # One failure at minute 1 keeps the condition true for `window` minutes only: silent as long
     # as `for` is at least the window (the default).
+    brief = silent(
+        "silent after a brief failure the sink recovered from",
+        failures(f"0 1 1x{n}"),
+        info,
+        at=(w, w + 1, n),
+    )
     return [
         fires("fires while deliveries keep failing", failures(f"0+2x{n}"), info, at=1),
-        silent(
-            "silent after a brief failure the sink recovered from",
-            failures(f"0 1 1x{n}"),
-            info,
-            at=(w, w + 1, n),
-        ),
+        *([] if burst_fires(c) else [brief]),
         _after_restart("failures", failures(f"3x{n}"), info, w, n),
     ]
 
 
 def collector_quarantining(c: AlertConfig) -> list[Case]:
     w = minutes(c.seconds("window"))
-    n = w * 3
+    n = max(w * 3, w + minutes(c.seconds("for")) + 5)
     collector = {"instance": "collector-0:9751", "job": "sparkwatch-collector"}
 
     def quarantined(values: str) -> Series:
         return Series("sparkwatch_collector_events_quarantined_total", collector, values)
 
+    burst = burst_fires(c)
     return [
-        fires("fires when an event is quarantined", quarantined(f"0 0 1x{n}"), at=2,
-              silent_at=(w + 3, n)),
+        fires("fires when an event is quarantined",
+              quarantined(f"0 0 1x{n}" if burst else f"0 0 1+1x{n}"), at=2,
+              silent_at=(w + 3, n) if burst else ()),
         silent("silent while nothing is quarantined", quarantined(f"0x{n}"), at=(1, w, n)),
     ]
 
 
 def worker_hung(c: AlertConfig) -> list[Case]:
-    limit = minutes(c.param("max_silence_seconds"))
+    limit = first_minute_above(c.param("max_silence_seconds")) - 1
     n = limit * 2 + 10
     push = {**APP, "worker": "push"}
     # Samples are Unix times; a beating worker's value follows the clock (60 s per minute).
@@ -417,10 +487,17 @@ CASES: dict[str, Callable[[AlertConfig], list[Case]]] = {
 
 
 def cases(config: Config) -> list[Case]:
-    """Every case of every configured alert, tagged with the alert's config key."""
+    """Every case of every configured alert, tagged with the alert's config key; none for an
+    alert whose window holds fewer than two of the cases' one-minute samples (a window made for
+    a faster scrape): rate() over it has nothing to give at that sampling."""
     return [
         replace(case, alert=key)
         for key, make in CASES.items()
-        if key in config.alerts
+        if key in config.alerts and sampled(config.alert(key))
         for case in make(config.alert(key))
     ]
+
+
+def sampled(c: AlertConfig) -> bool:
+    """Whether the one-minute cases can test the alert (its window holds two samples)."""
+    return c.window is None or c.seconds("window") >= SAMPLE_SECONDS

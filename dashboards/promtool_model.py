@@ -1,12 +1,13 @@
 """The shape of promtool unit tests, and how one behaviour case becomes a promtool test group.
 
 Input series are sampled every minute (``interval: 1m``), rules are evaluated every minute, so an
-alert whose condition first holds at minute ``t`` fires at minute ``t + for``. A firing case
-checks the boundary: nothing at ``t + for - 1m``, the alert at ``t + for``.
+alert whose condition first holds at minute ``t`` fires at minute ``t + for`` (``for`` rounded up
+to whole minutes). A firing case checks the boundary: nothing the minute before, then the alert.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,9 +49,19 @@ class Case:
 
 
 def minutes(seconds: float) -> int:
-    if seconds % 60:
-        raise ValueError(f"promtool cases need whole minutes, got {seconds}s")
-    return int(seconds // 60)
+    """``seconds`` in the cases' one-minute steps, rounded up.
+
+    Rules are evaluated once a minute: a ``for`` of 90 s is first met at the second evaluation
+    after the condition holds, a silence limit of 90 s is first passed two minutes after the last
+    event, a window of 90 s looks back over the samples of the last minute and a half.
+    """
+    return math.ceil(seconds / 60)
+
+
+def first_minute_above(seconds: float) -> int:
+    """The first minute at which ``minute * 60 > seconds``: when a silence since minute 0
+    passes a limit of ``seconds``."""
+    return math.floor(seconds / 60) + 1
 
 
 def to_test_group(case: Case, alert: Alert, config: Config) -> dict[str, Any]:

@@ -22,16 +22,23 @@ def recording_cases(config: Config) -> list[ExprCase]:
 
 
 def status_case(config: Config) -> ExprCase:
-    at = minutes(config.alert("query_stalled").param("max_silence_seconds")) + 2
+    stalled = config.alert("query_stalled")
+    at = minutes(stalled.param("max_silence_seconds")) + 2
     n = at + 2
 
-    def query(qid: str, active: int, idle: int, failed: int, last: str) -> tuple[Series, ...]:
+    def query(
+        qid: str, active: int, idle: int, failed: int, last: str, trigger: int | None = None
+    ) -> tuple[Series, ...]:
         labels = {**QUERY, "query_id": qid, "query_name": qid}
+        interval = () if trigger is None else (
+            Series(cat.QUERY_TRIGGER_INTERVAL, labels, f"{trigger}x{n}"),
+        )
         return (
             Series(cat.QUERY_ACTIVE, labels, f"{active}x{n}"),
             Series(cat.QUERY_IDLE, labels, f"{idle}x{n}"),
             Series(cat.QUERY_FAILED, labels, f"{failed}x{n}"),
             Series(cat.QUERY_LAST_EVENT, labels, last),
+            *interval,
         )
 
     moving = f"0+60x{n}"  # the last event is always "now"
@@ -49,12 +56,20 @@ def status_case(config: Config) -> ExprCase:
         "idle": r.IDLE,
         "running": r.RUNNING,
     }
+    if stalled.param("max_silence_trigger_intervals") >= 1:
+        # As silent as "stalled", but its trigger interval (twice that silence) allows it.
+        series += query("long_trigger", 1, 0, 0, f"0x{n}", trigger=at * 60 * 2)
+        codes["long_trigger"] = r.RUNNING
     expected = tuple(
         ({"__name__": r.STATUS, **QUERY, "query_id": q, "query_name": q}, float(code))
         for q, code in codes.items()
     )
     return ExprCase(
-        "status codes: failed, stalled, terminated, idle, running", series, r.STATUS, at, expected
+        "status codes: failed, stalled, terminated, idle, running (a long trigger's silence)",
+        series,
+        r.STATUS,
+        at,
+        expected,
     )
 
 

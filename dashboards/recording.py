@@ -20,6 +20,7 @@ from sparkwatch.dashboards.promql import (
     mean_per_event,
     quantile,
     sel,
+    silence_allowed,
 )
 from sparkwatch.metrics import catalogue as cat
 
@@ -86,10 +87,18 @@ def _age_rule(s: str) -> Recording:
 
 
 def _status_rule(config: Config) -> Recording:
-    silence = config.alert("query_stalled").param("max_silence_seconds")
+    stalled = config.alert("query_stalled")
 
     def m(metric: cat.MetricDef) -> str:
         return by("max", BY_QUERY, sel(metric, config.selector))
+
+    # The stalled alert's limit, per query (its trigger interval).
+    silence = silence_allowed(
+        m(cat.QUERY_TRIGGER_INTERVAL),
+        m(cat.QUERY_LAST_EVENT),
+        stalled.param("max_silence_seconds"),
+        stalled.param("max_silence_trigger_intervals"),
+    )
 
     firing = by("count", BY_QUERY, 'ALERTS{alertstate="firing", query_id!=""}')
     branches = [

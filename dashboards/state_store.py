@@ -16,6 +16,7 @@ from sparkwatch.dashboards.promql import (
     custom,
     rate,
     sel,
+    total,
     with_identity,
 )
 from sparkwatch.dashboards.skeleton import prometheus_board
@@ -35,8 +36,8 @@ def _op(metric: cat.MetricDef | str, extra: str = "") -> str:
     return by("max", BY_OPERATOR + extra, sel(metric, OPERATOR_FILTER))
 
 
-def _rate(metric: cat.MetricDef) -> str:
-    return by("sum", BY_OPERATOR, rate(metric, RI, OPERATOR_FILTER))
+def _rate(metric: cat.MetricDef, window: str = RI) -> str:
+    return total(BY_OPERATOR, metric, rate(metric, window, OPERATOR_FILTER))
 
 
 def _prom(expr: str, legend: str) -> Any:
@@ -50,10 +51,13 @@ def _per_operator(title: str, description: str, expr: str, unit: str) -> Any:
 
 
 def per_batch(metric: cat.MetricDef) -> str:
-    """Amount per micro-batch: the operator's counter over the query's batch counter."""
-    return (
+    """Amount per micro-batch: the operator's counter over the query's batch counter (each
+    source's pair matched, then one per operator)."""
+    return by(
+        "max",
+        BY_OPERATOR,
         f"{rate(metric, RI, OPERATOR_FILTER)}\n/ ignoring (operator, operator_index) group_left\n"
-        f"{rate(cat.QUERY_BATCHES, RI, QUERY_FILTER)}"
+        f"{rate(cat.QUERY_BATCHES, RI, QUERY_FILTER)}",
     )
 
 
@@ -62,12 +66,8 @@ def operators_table() -> Any:
         "Rows": _op(cat.STATE_ROWS),
         "Memory": _op(cat.STATE_MEMORY),
         "Bytes per row": f"{_op(cat.STATE_MEMORY)} / {_op(cat.STATE_ROWS)}",
-        "Updated rows/s": by(
-            "sum", BY_OPERATOR, rate(cat.STATE_ROWS_UPDATED, "5m", OPERATOR_FILTER)
-        ),
-        "Removed rows/s": by(
-            "sum", BY_OPERATOR, rate(cat.STATE_ROWS_REMOVED, "5m", OPERATOR_FILTER)
-        ),
+        "Updated rows/s": _rate(cat.STATE_ROWS_UPDATED, "5m"),
+        "Removed rows/s": _rate(cat.STATE_ROWS_REMOVED, "5m"),
         "Shuffle partitions": _op(cat.STATE_SHUFFLE_PARTITIONS),
         "Store instances": _op(cat.STATE_STORE_INSTANCES),
     }
@@ -162,10 +162,7 @@ def churn_panels() -> list[Any]:
 
 def rocksdb_panels() -> list[Any]:
     def latency(calls: str, seconds: str) -> str:
-        return (
-            f"{by('sum', BY_OPERATOR, rate(custom(seconds), RI, OPERATOR_FILTER))}\n/\n"
-            f"{by('sum', BY_OPERATOR, rate(custom(calls), RI, OPERATOR_FILTER))}"
-        )
+        return f"{_rate(custom(seconds))}\n/\n{_rate(custom(calls))}"
 
     commit = {
         "flush": "rocksdbCommitFlushLatency",

@@ -17,6 +17,7 @@ from sparkwatch.dashboards.promql import (
     by,
     rate,
     sel,
+    total,
     with_identity,
 )
 from sparkwatch.dashboards.skeleton import prometheus_board
@@ -86,23 +87,17 @@ def event_time_panels(config: Config) -> list[Any]:
 
 
 def late_panels(config: Config) -> list[Any]:
-    dropped = by("sum", BY_QUERY, rate(cat.STATE_ROWS_DROPPED, RI, OPERATOR_FILTER))
-    arrived = by("sum", BY_QUERY, rate(cat.QUERY_INPUT_ROWS, RI, QUERY_FILTER))
+    late = rate(cat.STATE_ROWS_DROPPED, RI, OPERATOR_FILTER)
+    dropped = total(BY_QUERY, cat.STATE_ROWS_DROPPED, late)
+    per_operator = total(BY_OPERATOR, cat.STATE_ROWS_DROPPED, late)
+    arrived = total(BY_QUERY, cat.QUERY_INPUT_ROWS, rate(cat.QUERY_INPUT_ROWS, RI, QUERY_FILTER))
     return [
         p.graph(
             "Late rows dropped per second, per operator",
             "Rows each operator dropped for being older than the watermark. They are missing "
             "from the results; if that is not acceptable, raise the withWatermark delay (state "
             "grows accordingly).",
-            [
-                p.prom(
-                    with_identity(
-                        by("sum", BY_OPERATOR, rate(cat.STATE_ROWS_DROPPED, RI, OPERATOR_FILTER)),
-                        OPERATOR_FILTER,
-                    ),
-                    OPERATOR_LEGEND,
-                )
-            ],
+            [p.prom(with_identity(per_operator, OPERATOR_FILTER), OPERATOR_LEGEND)],
         ),
         p.graph(
             "Share of input dropped as late",
@@ -117,11 +112,9 @@ def late_panels(config: Config) -> list[Any]:
 
 def duration_panels(config: Config) -> list[Any]:
     trigger = config.alert("batch_duration").param("max_seconds")
-    buckets = by(
-        "sum",
-        "le",
-        f"increase({sel(cat.QUERY_BATCH_DURATION, QUERY_FILTER, suffix='_bucket')}[{RI}])",
-    )
+    # Summed over queries, each query's buckets counted once (see promql.once).
+    increases = f"increase({sel(cat.QUERY_BATCH_DURATION, QUERY_FILTER, suffix='_bucket')}[{RI}])"
+    buckets = by("sum", "le", by("max", f"le, {BY_QUERY}", increases))
     last = _q(cat.QUERY_LAST_PHASE_DURATION, f"{QUERY_FILTER}, {NOT_TOTAL}", ", phase")
     return [
         p.graph(
@@ -174,6 +167,7 @@ def duration_panels(config: Config) -> list[Any]:
 
 
 def backlog_panels() -> list[Any]:
+    read = rate(cat.SOURCE_INPUT_ROWS, RI, QUERY_FILTER)
     return [
         p.graph(
             "Source arrival vs processing rate (last batch)",
@@ -188,7 +182,7 @@ def backlog_panels() -> list[Any]:
         p.graph(
             "Rows read per second, per source",
             "Rows read from each source, from the exact counter: the throughput actually achieved.",
-            [p.prom(by("sum", BY_SOURCE, rate(cat.SOURCE_INPUT_ROWS, RI, QUERY_FILTER)), SRC)],
+            [p.prom(total(BY_SOURCE, cat.SOURCE_INPUT_ROWS, read), SRC)],
             width=8,
         ),
         p.graph(

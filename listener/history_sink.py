@@ -137,7 +137,7 @@ class HistorySink:
             self._maintenance()
         except Exception as exc:  # noqa: BLE001 - the next interval retries; writes go on
             self._counters.count_error("history_maintenance")
-            log.warning("sparkwatch: history maintenance failed (will retry): %s", exc)
+            log.warning("sparkwatch: history maintenance failed (will retry): %s", one_line(exc))
 
     def _next_batch(self) -> list[ParsedEvent | None]:
         """Block for one event, then gather more for up to flush_seconds or batch_size."""
@@ -156,7 +156,8 @@ class HistorySink:
         try:
             ended = self._writer.end_abandoned(self._open_runs)
         except Exception as exc:  # noqa: BLE001 - the history's silent-run rule ends them later
-            log.warning("sparkwatch: could not end the runs still open at the stop: %s", exc)
+            log.warning("sparkwatch: could not end the runs still open at the stop: %s",
+                        one_line(exc))
             return
         if ended:
             log.info("sparkwatch: %d runs still running at the stop ended as lost", ended)
@@ -193,8 +194,9 @@ class HistorySink:
                 wait = self._backoff.failed()
                 self._counters.count_delivery_failure(self.QUEUE)
                 if self._backoff.loud:
+                    # One line: SQLAlchemy's message carries the whole statement and its rows.
                     log.warning("sparkwatch: history write failed (attempt %d): %s",
-                                self._backoff.failures, exc)
+                                self._backoff.failures, one_line(exc))
             if self.worker.wait(wait, self._abort):
                 self._counters.count_dropped(self.QUEUE, len(events))
                 return

@@ -36,11 +36,18 @@ import yaml
 
 from sparkwatch.dashboards import rulefiles, yamlout
 from sparkwatch.dashboards.alerts import factory_groups
+from sparkwatch.dashboards.alerts_latency import percent
 from sparkwatch.dashboards.config import (
     DEFAULTS_PATH,
     DURATION_KEYS,
+    DURATION_PATTERN,
     FREE_MAPS,
+    LABEL_NAME,
+    MIN_SECONDS,
+    POSITIVE_NUMBER_KEYS,
+    SELECTOR_PATTERN,
     SEVERITIES,
+    ZERO_DURATION_PATTERN,
     AlertConfig,
     Config,
     duration_seconds,
@@ -57,7 +64,6 @@ END = "  # END generated rules"
 TABLE_BEGIN = "<!-- values-table:start -->"
 TABLE_END = "<!-- values-table:end -->"
 PLACEHOLDER = re.compile(r"@@([^@|]+)(?:\|([a-z]+))?@@")
-DURATION_PATTERN = r"^((\d+)(ms|s|m|h|d|w|y))+$"
 
 
 # --- the rules template ---------------------------------------------------------------------
@@ -81,7 +87,7 @@ class _Sentinels:
             value += 0.25
         self.forms[str(value)] = f"@@{path}@@"
         self.forms[f"{value / 2**30:g}"] = f"@@{path}|gib@@"
-        self.forms[f"{value:.0%}"] = f"@@{path}|percent@@"
+        self.forms[percent(value)] = f"@@{path}|percent@@"
         return value
 
     def duration(self, path: str) -> str:
@@ -211,7 +217,7 @@ def _format(v: Any, filt: str) -> str:
     if filt == "gib":
         return f"{v / 2**30:g}"
     if filt == "percent":
-        return f"{v:.0%}"
+        return percent(v)
     if filt == "seconds":
         return str(int(duration_seconds(v)))
     return str(v)
@@ -250,16 +256,24 @@ def values_text(current: str) -> str:
 
 def _leaf_schema(name: str, value: Any) -> dict[str, Any]:
     if name in DURATION_KEYS:
-        return {
+        schema: dict[str, Any] = {
             "type": "string",
+            "minLength": 1,
             "pattern": DURATION_PATTERN,
-            "description": "a Prometheus duration such as 30s, 15m, 1h",
+            "description": "a Prometheus duration such as 30s, 15m, 1h30m (units from the "
+            "largest down)",
         }
+        if MIN_SECONDS.get(name, 0.0) > 0:
+            schema["not"] = {"pattern": ZERO_DURATION_PATTERN}
+            schema["description"] += ", longer than 0"
+        return schema
     if name == "severity":
         return {"type": "string", "enum": list(SEVERITIES)}
     if isinstance(value, bool):
         return {"type": "boolean"}
     if isinstance(value, int | float):
+        if name in POSITIVE_NUMBER_KEYS:
+            return {"type": "number", "exclusiveMinimum": 0}
         return {"type": "number", "minimum": 0}
     return {"type": "string"}
 
@@ -293,9 +307,17 @@ def rules_schema() -> dict[str, Any]:
                 "metric profile; for full, build them with `sparkwatch rules build --set "
                 "metrics_profile=full` and load them with prometheusRule.enabled=false",
             },
-            "selector": {"type": "string"},
+            "selector": {
+                "type": "string",
+                "pattern": SELECTOR_PATTERN,
+                "description": 'PromQL label matchers, e.g. job="spark-drivers", namespace="etl"',
+            },
             "runbook_url": {"type": "string"},
-            "extra_labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "extra_labels": {
+                "type": "object",
+                "propertyNames": {"pattern": LABEL_NAME.pattern},
+                "additionalProperties": {"type": "string"},
+            },
             "alerts": {"type": "object", "additionalProperties": False, "properties": alerts},
         },
     }

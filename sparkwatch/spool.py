@@ -90,6 +90,9 @@ class Spool:
         self._bytes = self._measure()
         self.write_failures = 0
         """Appends and cursor writes the disk refused, since this spool was opened."""
+        self.append_error: str | None = None
+        """Why the last append the disk refused failed (None once one succeeds again): while
+        set, every append is likely refused (the disk is full), whatever the byte bound says."""
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -143,12 +146,13 @@ class Spool:
                     os.fsync(self._out.fileno())
             except OSError as exc:
                 self._failed_append()
-                raise SpoolWriteFailed(
-                    f"spool {self.directory} cannot write: {exc.strerror or exc}") from None
+                self.append_error = f"spool {self.directory} cannot write: {exc.strerror or exc}"
+                raise SpoolWriteFailed(self.append_error) from None
             except BaseException:
                 if start is not None:  # e.g. the encoding failed, or over the bound
                     self._failed_append(counted=False)
                 raise
+            self.append_error = None
             self._end = Position(start.segment, start.offset + added)
             self._bytes += added
             self._appended.notify_all()
@@ -159,8 +163,8 @@ class Spool:
             self._reopen()
         except OSError as exc:
             self.write_failures += 1
-            raise SpoolWriteFailed(
-                f"spool {self.directory} cannot write: {exc.strerror or exc}") from None
+            self.append_error = f"spool {self.directory} cannot write: {exc.strerror or exc}"
+            raise SpoolWriteFailed(self.append_error) from None
 
     def _rotate_for(self, size: int) -> None:
         if self._end.offset and self._end.offset + size > self._segment_bytes:

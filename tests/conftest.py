@@ -230,3 +230,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if leaked and report.outcome != "failed":
         report.outcome = "failed"
         report.longrepr = f"a canary secret was shown in {sorted(leaked)}"
+
+
+@pytest.fixture()
+def console(history_db: str) -> Iterator[Any]:
+    """The history console on the requesting module's ``history_db``."""
+    from sparkwatch.console.app import Console
+    from sparkwatch.console.history import HistoryData
+
+    data = HistoryData(history_db)
+    yield Console(data, lambda _tenant: [])
+    data.close()

@@ -41,8 +41,10 @@ _RAW = {"__NAN__": "NaN", "__INF__": "Infinity", "__NINF__": "-Infinity",
         "__SURROGATE__": "\\ud800", "__NUL__": "\\u0000"}
 
 
-def body_of(events: list[Event], raw: Callable[[str], str] = lambda s: s) -> bytes:
-    text = json.dumps({"events": events})
+def body_of(events: list[Event], raw: Callable[[str], str] = lambda s: s,
+            compact: bool = False) -> bytes:
+    """``compact``: without spaces, as the push sink writes a body (the collector's typed way)."""
+    text = json.dumps({"events": events}, separators=(",", ":") if compact else None)
     for marker, literal in _RAW.items():
         text = text.replace(f'"{marker}"', literal).replace(marker, literal.strip('"'))
     return raw(text).encode()
@@ -54,6 +56,13 @@ def _mutated(path: list[Any], value: Any) -> Callable[[Event], None]:
         for key in path[:-1]:
             holder = holder[key]
         holder[path[-1]] = value
+    return mutate
+
+
+def _all(*mutations: Callable[[Event], None]) -> Callable[[Event], None]:
+    def mutate(event: Event) -> None:
+        for one in mutations:
+            one(event)
     return mutate
 
 
@@ -103,7 +112,9 @@ MUTATIONS: list[tuple[str, Callable[[Event], None], str]] = [
     ("a NUL in the app name", lambda e: e.update(app={**HOSTILE_APP, "name": "a__NUL__"}),
      "event.app.name"),
     ("a newline in the query id", _mutated(["id"], "a\nb"),
-     "progress.id: 'a\\nb' is not an id (printable characters without '/')"),
+     "progress.id: 'a\\nb' is not an id (printable characters without '/', not '.' or '..')"),
+    ("a dot-dot query id", _mutated(["id"], ".."), "progress.id: '..' is not an id"),
+    ("a dot run id", _mutated(["runId"], "."), "progress.runId: '.' is not an id"),
     ("a slash in the run id", _mutated(["runId"], "../b"),
      "progress.runId: '../b' is not an id"),
     ("a batch time past year 9999 in UTC", _mutated(["timestamp"], "9999-12-31T23:59:59-01:00"),
@@ -117,11 +128,45 @@ MUTATIONS: list[tuple[str, Callable[[Event], None], str]] = [
         "min": "0001-01-01T00:00:00.000Z", "avg": "5000-06-30T12:00:00.000Z",
         "max": "9999-12-31T23:59:59.999Z", "watermark": "9999-12-31T23:59:59.999Z"}),
      "accepted"),
-    ("rates at both ends of a float", lambda e: e["payload"].update(
-        inputRowsPerSecond=1.7e308, processedRowsPerSecond=-1.7e308), "accepted"),
-    ("counts at the top of 64 bits", lambda e: [e["payload"].update(
-        numInputRows=2**63 - 1, batchDuration=2**63 - 1), e["payload"]["stateOperators"][0].update(
-        numRowsUpdated=2**63 - 1, allUpdatesTimeMs=2**63 - 1)], "accepted"),
+    # Rates are rows over a duration: never negative (Spark's processed rate divides by at least
+    # 1 ms; a negative input rate only comes of the driver's clock stepping back, which the
+    # listener reads as unknown). NaN and the infinities mean unknown, as Spark omits them.
+    ("a negative input rate", _mutated(["inputRowsPerSecond"], -12.5),
+     "progress.inputRowsPerSecond: -12.5 is out of range (0 or more rows per second)"),
+    ("a negative processed rate", _mutated(["processedRowsPerSecond"], -0.1),
+     "progress.processedRowsPerSecond: -0.1 is out of range"),
+    ("a negative source input rate", _mutated(["sources", 0, "inputRowsPerSecond"], -1),
+     "sources[0].inputRowsPerSecond: -1 is out of range"),
+    ("the most negative source processed rate",
+     _mutated(["sources", 0, "processedRowsPerSecond"], -1.7e308),
+     "sources[0].processedRowsPerSecond: -1.7e+308 is out of range"),
+    ("rates at both ends of their range", _all(
+        _mutated(["inputRowsPerSecond"], 1.7e308), _mutated(["processedRowsPerSecond"], 0.0),
+        _mutated(["sources", 0, "inputRowsPerSecond"], -0.0),
+        _mutated(["sources", 0, "processedRowsPerSecond"], 2**63 - 1)), "accepted"),
+    # Spark's durations, batch ids and row counts are never negative; -1 output rows is Spark's
+    # "not reported" (a V1 sink), -1 a custom metric's "none yet" (SnapshotLastUploaded).
+    ("a negative batch duration", _mutated(["batchDuration"], -40),
+     "progress.batchDuration: -40 is out of range (0.."),
+    ("a negative phase duration", _mutated(["durationMs", "addBatch"], -3),
+     "progress.durationMs.addBatch: -3 is out of range (0.."),
+    ("a negative batch id", _mutated(["batchId"], -1), "progress.batchId: -1 is out of range"),
+    ("a negative source row count", _mutated(["sources", 0, "numInputRows"], -5),
+     "sources[0].numInputRows: -5 is out of range (0.."),
+    ("output rows below -1", _mutated(["sink", "numOutputRows"], -2),
+     "sink.numOutputRows: -2 is out of range (-1.."),
+    ("the -1 values Spark reports", _all(
+        _mutated(["sink", "numOutputRows"], -1),
+        _mutated(["stateOperators", 0, "customMetrics", "SnapshotLastUploaded.partition_0_default"],
+                 -1)), "accepted"),
+    ("the epoch as watermark with event times before it", _mutated(["eventTime"], {
+        "min": "1969-12-31T23:59:58.000Z", "avg": "1969-12-31T23:59:59.000Z",
+        "max": "1970-01-01T00:00:00.000Z", "watermark": "1970-01-01T00:00:00.000Z"}),
+     "accepted"),
+    ("counts at the top of 64 bits", _all(*(
+        _mutated(path, 2**63 - 1) for path in (
+            ["numInputRows"], ["batchDuration"], ["stateOperators", 0, "numRowsUpdated"],
+            ["stateOperators", 0, "allUpdatesTimeMs"]))), "accepted"),
     ("markup and quotes in names", _mutated(["name"], '<script>alert("x")</script>\'\\'),
      "accepted"),
     ("fields Spark may add later", _mutated(["futureField"], {"nested": [1, "two", None]}),
@@ -129,13 +174,13 @@ MUTATIONS: list[tuple[str, Callable[[Event], None], str]] = [
 ]
 
 
-def one_event_cases(make: Callable[[int], Event]) -> list[Case]:
+def one_event_cases(make: Callable[[int], Event], compact: bool = False) -> list[Case]:
     """Each mutation applied to a fresh event ``make(i)``, one request each."""
     cases = []
     for i, (name, mutate, expect) in enumerate(MUTATIONS):
         event = make(i)
         mutate(event)
-        cases.append(Case(name, body_of([event]), expect))
+        cases.append(Case(name, body_of([event], compact=compact), expect))
     return cases
 
 

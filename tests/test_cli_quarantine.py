@@ -109,3 +109,147 @@ def test_drop_in_an_unwritable_spool_directory_is_a_usage_error(
         pytest.skip("no /proc on this system")
     line = _usage_error(capsys, ["quarantine", "drop", "--spool-dir", "/proc", "abc"])
     assert "--spool-dir /proc: cannot rewrite /proc/quarantine.lock: " in line
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        ("postgresql://u:secret@[::1:5432/x", "not a database URL: <unparseable URL> "
+         "(expected sqlite:///FILE or postgresql://USER@HOST[:PORT]/DB)"),
+        ("postgresql://u:secret@h:99999/x", "port 99999 is out of range 0-65535"),
+        ("mysql://u:secret@h/x", "unsupported database 'mysql' in mysql://u:***@h/x: the "
+         "history supports sqlite and postgresql"),
+    ],
+)
+def test_replay_to_a_bad_history_url_names_the_flag_or_the_variable(
+    tmp_path: Path, url: str, error: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quarantine, _, _ = _two_tenants(tmp_path)
+    held = quarantine.path.read_bytes()
+    line = _usage_error(capsys, ["quarantine", "replay", "--spool-dir", str(tmp_path),
+                                 "--history-url", url])
+    assert line == f"sparkwatch quarantine: error: --history-url: {error}"
+    monkeypatch.setenv("SPARKWATCH_COLLECTOR_HISTORY_URL", url)
+    line = _usage_error(capsys, ["quarantine", "replay", "--spool-dir", str(tmp_path)])
+    assert line == f"sparkwatch quarantine: error: SPARKWATCH_COLLECTOR_HISTORY_URL: {error}"
+    assert "secret" not in line
+    assert quarantine.path.read_bytes() == held
+
+
+@pytest.mark.parametrize("value", ["off", ""])
+def test_replay_with_the_history_turned_off_in_the_environment_says_so(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector reads 'off' (or nothing) as no history; there is nowhere to replay to."""
+    _two_tenants(tmp_path)
+    monkeypatch.setenv("SPARKWATCH_COLLECTOR_HISTORY_URL", value)
+    line = _usage_error(capsys, ["quarantine", "replay", "--spool-dir", str(tmp_path)])
+    assert line == (f"sparkwatch quarantine: error: SPARKWATCH_COLLECTOR_HISTORY_URL={value!r}: "
+                    "the history is off: give --history-url")
+
+
+def test_replay_to_an_empty_history_url_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _two_tenants(tmp_path)
+    line = _usage_error(capsys, ["quarantine", "replay", "--spool-dir", str(tmp_path),
+                                 "--history-url", ""])
+    assert line == "sparkwatch quarantine: error: --history-url is empty: give a database URL"
+
+
+def test_a_bad_history_url_is_refused_even_with_nothing_to_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _usage_error(capsys, ["quarantine", "replay", "--spool-dir", str(tmp_path),
+                                 "--history-url", "garbage"])
+    assert line.startswith("sparkwatch quarantine: error: --history-url: not a database URL")
+
+
+@pytest.mark.parametrize("action", ["list", "drop"])
+def test_an_empty_spool_dir_is_a_usage_error_not_the_current_directory(
+    action: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Path('') is '.': an unset variable in a script read the quarantine of the directory the
+    command ran in."""
+    _two_tenants(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    ids = ["abc"] if action == "drop" else []
+    command = f"sparkwatch quarantine {action}: error: argument --spool-dir:"
+    with pytest.raises(SystemExit, match="^2$"):
+        main(["quarantine", action, "--spool-dir", "", *ids])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"{command} the path is empty: give the collector's spool directory")
+    monkeypatch.setenv("SPARKWATCH_COLLECTOR_SPOOL_DIR", "")
+    with pytest.raises(SystemExit, match="^2$"):
+        main(["quarantine", action, *ids])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"{command} SPARKWATCH_COLLECTOR_SPOOL_DIR is empty: give the collector's spool "
+        "directory")
+    assert len(Quarantine(tmp_path).entries()) == 2
+
+
+def test_a_missing_spool_directory_from_the_environment_names_the_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "nonexist"
+    monkeypatch.setenv("SPARKWATCH_COLLECTOR_SPOOL_DIR", str(missing))
+    line = _usage_error(capsys, ["quarantine", "list"])
+    assert line.endswith(
+        f"SPARKWATCH_COLLECTOR_SPOOL_DIR={missing}: the spool directory does not exist")
+
+
+def test_replay_of_ids_not_in_the_quarantine_is_refused_and_writes_nothing(
+    tmp_path: Path, sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped id did nothing and exited 0 ("replayed 0 of 0"), as if the work were done."""
+    quarantine = Quarantine(tmp_path)
+    quarantine.add([(run_events()[0], "refused")])
+    [entry] = quarantine.entries()
+    held = quarantine.path.read_bytes()
+    line = _usage_error(capsys, ["quarantine", "replay", "--spool-dir", str(tmp_path),
+                                 "--history-url", sqlite_url, entry.id, "nosuchid", "\udcff"])
+    assert line == ("sparkwatch quarantine: error: not in the quarantine: 'nosuchid', "
+                    "'\\udcff' (see `sparkwatch quarantine list`)")
+    assert quarantine.path.read_bytes() == held
+    assert not (tmp_path / "history.db").exists()
+
+
+def test_drop_of_ids_not_in_the_quarantine_drops_the_others_and_names_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped id did nothing and exited 0 ("dropped 0"), as if the work were done."""
+    quarantine, acme_id, beta_id = _two_tenants(tmp_path)
+    assert main(["quarantine", "drop", "--spool-dir", str(tmp_path), acme_id, "nosuchid"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "dropped 1\n"
+    assert err == ("sparkwatch quarantine: error: not in the quarantine: 'nosuchid' "
+                   "(see `sparkwatch quarantine list`)\n")
+    assert [e.id for e in quarantine.entries()] == [beta_id]
+
+
+def test_a_replayed_entry_naming_another_tenants_run_is_kept_not_counted_replayed(
+    tmp_path: Path, sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The history writer leaves out an event whose run is another tenant's and says so: the
+    replay keeps it. Before, it was counted replayed and removed, written nowhere."""
+    from sparkwatch.collector.history_process import decode_records
+    from sparkwatch.history.writer import HistoryWriter
+
+    events = run_events()
+    writer = HistoryWriter(sqlite_url)
+    try:
+        assert writer.write(decode_records([events[:1]]), ["acme"]) == []
+    finally:
+        writer.close()
+    quarantine = Quarantine(tmp_path / "spool")
+    quarantine.add([(events[1], "refused")], ["beta"])
+    line = quarantine.path.read_bytes()
+    assert main(["quarantine", "replay", "--spool-dir", str(tmp_path / "spool"),
+                 "--history-url", sqlite_url]) == 1
+    out = capsys.readouterr().out
+    assert "still refused, kept: left out: names a run or query of another tenant" in out, out
+    assert "replayed 0 of 1" in out
+    assert quarantine.path.read_bytes() == line

@@ -256,3 +256,24 @@ def test_a_crowd_beyond_the_connection_cap_is_cleared_within_the_deadline(
                  "served again once the crowd is cut off")
         assert time.monotonic() - start < deadline + 3
         assert max(f.result() for f in futures) < deadline + 2
+
+
+def test_a_reload_that_gives_an_ingest_token_the_admin_read_token_is_refused(
+        tmp_path: Path) -> None:
+    """A tokens file edited to give a pusher the admin read token: every driver holding it could
+    read every tenant. The reload is refused as at start; the tokens in force stay."""
+    tokens_file = tmp_path / "tokens"
+    tokens_file.write_text("file-app=first-file-token\n")
+    collector = Collector("off", tmp_path / "spool", "--tokens-file", str(tokens_file),
+                          env={"SPARKWATCH_COLLECTOR_READ_TOKEN": "admin-read-s3cret-7"})
+    events = run_events(**fresh_ids(), app={"name": "file-app", "id": "app-f", "spark_version": ""})
+    with running(collector):
+        assert collector.proc is not None
+        tokens_file.write_text("file-app=admin-read-s3cret-7\n")
+        collector.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "SIGHUP: tokens unchanged" in collector.log_text(), 10,
+                 "the reload refused")
+        assert collector.post(events[:1], token="first-file-token").status_code == 200
+        assert collector.post(events[:1], token="admin-read-s3cret-7").status_code == 401
+        log = collector.log_text()
+        assert "SPARKWATCH_COLLECTOR_READ_TOKEN" in log and "admin-read-s3cret-7" not in log

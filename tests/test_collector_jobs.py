@@ -212,6 +212,23 @@ def job_counts(text: str, outcome: str) -> dict[str, float]:
 
 
 @pytest.mark.postgres
+def test_a_collector_on_an_empty_database_runs_every_job_after_its_migration_and_none_fails(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The jobs used to be scheduled a second after start, racing the schema upgrade: on an
+    empty database each failed once on missing tables ("job retention failed")."""
+    collector = Collector(pg_url, tmp_path / "spool", "--rollup-interval-seconds", "1",
+                          "--stall-check-seconds", "1", "--retention-interval-seconds", "1")
+    jobs = {"retention", "rollups", "stalls", "lost-runs"}
+    with running(collector):
+        wait_for(lambda: set(job_counts(collector.metrics(), "ran")) >= jobs, 60,
+                 "every leased job to run once")
+        failed = job_counts(collector.metrics(), "failed")
+    assert failed == {}
+    assert " failed (will run again next interval)" not in collector.log_text()
+
+
+@pytest.mark.postgres
 def test_two_collectors_on_one_database_run_each_job_once_per_slot(
     pg_url: str, tmp_path: Path
 ) -> None:

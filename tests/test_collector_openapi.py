@@ -15,29 +15,51 @@ from tests.test_collector_support import Collector, database_collector, run_even
 
 pytestmark = pytest.mark.postgres
 
-# One token for ingest (any app) and reads, so that schemathesis can send one header everywhere.
-SHARED_TOKEN = "schemathesis-shared-token"
+# The collector refuses one token in two roles: each operation is sent the token of its role.
+INGEST_TOKEN = "schemathesis-ingest-token"
+READ_TOKEN = "schemathesis-read-token"
 
 
 @pytest.fixture(scope="module")
 def collector(pg_admin_url: str, tmp_path_factory: Any) -> Iterator[Collector]:
     with database_collector(pg_admin_url, tmp_path_factory.mktemp("openapi") / "spool", env={
-        "SPARKWATCH_COLLECTOR_TOKENS": f"*={SHARED_TOKEN}",
-        "SPARKWATCH_COLLECTOR_READ_TOKEN": SHARED_TOKEN,
+        "SPARKWATCH_COLLECTOR_TOKENS": f"*={INGEST_TOKEN}",
+        "SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN,
     }) as c:
         # Some history, so that reads of a known query find rows.
-        assert c.post(run_events(), token=SHARED_TOKEN).json()["accepted"] > 0
+        assert c.post(run_events(), token=INGEST_TOKEN).json()["accepted"] > 0
         yield c
 
 
 @pytest.fixture(scope="module")
 def api_schema(collector: Collector) -> Any:
-    schema = schemathesis.openapi.from_url(collector.url + "/openapi.json")
-    schema.config.update(headers={"Authorization": f"Bearer {SHARED_TOKEN}"})
-    return schema
+    return schemathesis.openapi.from_url(collector.url + "/openapi.json")
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+class _Bearer:
+    """Sends one role's token (an auth provider: schemathesis's auth checks then also send the
+    operation without it, and with a wrong one, and expect a refusal)."""
+
+    token = ""
+
+    def get(self, case: Any, context: Any) -> str:
+        return self.token
+
+    def set(self, case: Any, data: str, context: Any) -> None:
+        case.headers = {**(case.headers or {}), "Authorization": f"Bearer {data}"}
+
+
+@schema.auth.auth().apply_to(method="POST")  # ingest: the only operations that write
+class IngestBearer(_Bearer):
+    token = INGEST_TOKEN
+
+
+@schema.auth.auth().skip_for(method="POST")
+class ReadBearer(_Bearer):
+    token = READ_TOKEN
 
 
 @schema.parametrize()
@@ -49,6 +71,6 @@ def test_every_operation_conforms_to_the_published_openapi(case: Any) -> None:
 def test_the_run_above_exercised_ingest_with_good_and_bad_requests(collector: Collector) -> None:
     """Guards the run above against testing nothing (runs after it: pytest keeps file order)."""
     codes = {labels["code"]: value for labels, value in samples(
-        collector.metrics(SHARED_TOKEN), "sparkwatch_collector_ingest_requests_total")}
+        collector.metrics(READ_TOKEN), "sparkwatch_collector_ingest_requests_total")}
     assert codes.get("200", 0) > 1, codes
     assert any(code.startswith("4") for code in codes), codes

@@ -59,7 +59,14 @@ class Collector:
 
     def start(self, timeout: float = 30) -> Collector:
         self.launch()
-        self.wait_healthy(timeout)
+        try:
+            self.wait_healthy(timeout)
+        except BaseException:
+            # No caller's `finally` holds it yet: a collector that did not come up in time
+            # would outlive the test run, its jobs knocking at a dropped database for good.
+            with suppress(AssertionError):
+                self.stop()
+            raise
         return self
 
     def wait_healthy(self, timeout: float = 30) -> None:

@@ -330,6 +330,44 @@ def test_a_history_that_cannot_answer_is_not_asked_again_for_a_while() -> None:
                                       "q:q1": Owner("beta", None)}
 
 
+def test_an_eviction_after_the_history_answers_does_not_hand_bs_query_to_a() -> None:
+    """The lookup runs outside the ingest lock; an eviction landing after it rebuilds the owners
+    from memory alone. What the history said must still decide the request it was asked for:
+    before, the eviction forgot it and A's event claimed B's query. The eviction runs where
+    ingest, between the lookup and its lock, fetches the tenant's state."""
+    from prometheus_client import CollectorRegistry
+
+    from sparkwatch.collector.auth import Caller
+    from sparkwatch.collector.ingest import Ingestor
+    from sparkwatch.collector.limits import Caps
+    from sparkwatch.collector.owners import HistoryOwners
+    from sparkwatch.collector.selfmetrics import SelfMetrics
+    from sparkwatch.collector.tenants import Tenants
+    from sparkwatch.metrics.state import MetricState
+
+    ids = fresh()
+    evictions: list[int] = []
+
+    class EvictedMeanwhile(Tenants):
+        def state(self, tenant: str) -> MetricState:
+            if not evictions:
+                evictions.append(ingestor.evict())
+            return super().state(tenant)
+
+    def history(runs: set[str], queries: set[str]) -> dict[str, str]:
+        return {"q:" + q: "beta" for q in queries if q == ids["query_id"]}
+
+    ingestor = Ingestor(EvictedMeanwhile(lambda: MetricState(60.0, 60.0)), None,
+                        Caps(max_apps=10, max_queries_per_app=10, max_operators_per_query=8),
+                        SelfMetrics(CollectorRegistry()), history_owners=HistoryOwners(history))
+    outcome = ingestor.ingest([event_of("started", A_APP, ids["query_id"], fresh()["run_id"])],
+                              Caller("alpha", "*"))
+    assert evictions == [0] and outcome.accepted == 0
+    assert [r.reason for r in outcome.rejected] == ["forbidden_app"], outcome.rejected
+    assert outcome.rejected[0].error.startswith(f"payload.id {ids['query_id']!r} belongs to "
+                                                "another tenant")
+
+
 def test_an_owner_lookup_gives_up_within_seconds_behind_a_migrations_lock(pg_url: str) -> None:
     """Ingest waits on the lookup: a migration holding query_runs locked held every push naming
     an id memory did not hold (every app's first push after a restart) until it ended."""
@@ -355,3 +393,53 @@ def test_an_owner_lookup_gives_up_within_seconds_behind_a_migrations_lock(pg_url
         reads.close()
         holder.dispose()
     assert LOOKUP_SECONDS <= waited < LOOKUP_SECONDS + 3, waited
+
+
+@pytest.mark.parametrize("other", ["SPARKWATCH_COLLECTOR_READ_TOKEN",
+                                   "SPARKWATCH_COLLECTOR_SCRAPE_TOKEN",
+                                   "SPARKWATCH_COLLECTOR_TOKENS"])
+def test_a_tenant_read_token_that_is_also_another_roles_token_is_refused_at_start(
+        other: str) -> None:
+    """The admin match won in Auth.read_scope: alpha's read token read every tenant's data (or
+    an ingest token's holder read alpha's)."""
+    from sparkwatch.collector.config import SettingsError, load_collector_settings
+
+    env = {"SPARKWATCH_COLLECTOR_TOKENS": "alpha/*=ingest-1",
+           "SPARKWATCH_COLLECTOR_READ_TOKEN": "admin-1",
+           "SPARKWATCH_COLLECTOR_SCRAPE_TOKEN": "scrape-1",
+           "SPARKWATCH_COLLECTOR_TENANT_READ_TOKENS": "alpha=alpha-1,beta=shared-secret-9"}
+    env[other] = "alpha/*=shared-secret-9" if other.endswith("_TOKENS") else "shared-secret-9"
+    with pytest.raises(SettingsError) as exc:
+        load_collector_settings(env)
+    message = str(exc.value)
+    assert "SPARKWATCH_COLLECTOR_TENANT_READ_TOKENS" in message and other in message
+    assert "shared-secret-9" not in message
+
+
+
+@pytest.mark.parametrize("other", ["SPARKWATCH_COLLECTOR_READ_TOKEN",
+                                   "SPARKWATCH_COLLECTOR_SCRAPE_TOKEN"])
+def test_an_ingest_token_that_is_also_the_admin_read_or_scrape_token_is_refused_at_start(
+        other: str) -> None:
+    """Every pushing driver holds its ingest token: as the admin read token it read every
+    tenant's history, as the scrape token every tenant's series."""
+    from sparkwatch.collector.config import SettingsError, load_collector_settings
+
+    env = {"SPARKWATCH_COLLECTOR_TOKENS": "alpha/*=ingest-1,beta/*=shared-secret-9",
+           other: "shared-secret-9"}
+    with pytest.raises(SettingsError) as exc:
+        load_collector_settings(env)
+    message = str(exc.value)
+    assert "SPARKWATCH_COLLECTOR_TOKENS" in message and other in message
+    assert "shared-secret-9" not in message
+
+
+def test_the_admin_read_token_may_also_be_the_scrape_token() -> None:
+    """The admin read token opens /metrics already: sharing it with the scrape role grants
+    nothing more."""
+    from sparkwatch.collector.config import load_collector_settings
+
+    settings = load_collector_settings({"SPARKWATCH_COLLECTOR_TOKENS": "alpha/*=ingest-1",
+                                        "SPARKWATCH_COLLECTOR_READ_TOKEN": "admin-1",
+                                        "SPARKWATCH_COLLECTOR_SCRAPE_TOKEN": "admin-1"})
+    assert settings.read_token == settings.scrape_token == "admin-1"

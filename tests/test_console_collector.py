@@ -73,9 +73,9 @@ def test_the_collector_console_shows_apps_of_two_spark_drivers_behind_a_read_tok
             return r.status_code == 200 and str(query.id) in r.text and b["query_id"] in r.text
         wait_for(both_listed, 60, "both apps' queries on the collector's console")
         html = _page(c, "/", READ_TOKEN).text
-        assert f"<td>{APP_A}</td>" in html and f"<td>{APP_B}</td>" in html
+        assert f"<td><bdi>{APP_A}</bdi></td>" in html and f"<td><bdi>{APP_B}</bdi></td>" in html
         for qid in (str(query.id), b["query_id"]):
-            assert f'href="/queries/{qid}"' in html
+            assert f'href="/queries/{qid}?refresh=0"' in html  # a page not refreshing links on
             page = _page(c, f"/queries/{qid}", READ_TOKEN)
             assert page.status_code == 200
             chart = page.text[page.text.index('id="op-0-rows"'):]
@@ -126,3 +126,27 @@ def test_a_tenant_read_token_sees_only_its_tenants_apps(pg_admin_url: str,
         assert _page(c, b_page, A_READ).status_code == 404
         assert _page(c, f"/queries/{a_ids['query_id']}", A_READ).status_code == 200
         assert _page(c, "/", None).status_code == 401
+
+
+@pytest.mark.postgres
+def test_the_collector_console_answers_head_as_it_answers_get(pg_admin_url: str,
+                                                              tmp_path: Path) -> None:
+    with tenant_collector(pg_admin_url, tmp_path) as c:
+        ids = fresh_ids()
+        assert c.post(run_events(app=A_APP, **ids), A_TOKEN).status_code == 200
+        page = f"/queries/{ids['query_id']}"
+        wait_for(lambda: _page(c, page, READ_TOKEN).status_code == 200, 60, "the query's page")
+        auth = {"Authorization": f"Bearer {READ_TOKEN}"}
+        for path in ("/", page, "/console.js", "/console.css"):
+            head = httpx.head(c.url + path, params={"refresh": "0"}, headers=auth, timeout=30)
+            get = httpx.get(c.url + path, params={"refresh": "0"}, headers=auth, timeout=30)
+            assert head.status_code == 200, (path, head.status_code)
+            assert head.content == b"" and get.content
+            assert head.headers["content-type"] == get.headers["content-type"]
+            assert head.headers["content-security-policy"].startswith("default-src 'none'")
+        js = httpx.head(c.url + "/console.js", headers=auth, timeout=30)
+        assert int(js.headers["content-length"]) == len(
+            httpx.get(c.url + "/console.js", headers=auth, timeout=30).content)
+        refused = httpx.head(c.url + "/", timeout=30)
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"].startswith("Basic")

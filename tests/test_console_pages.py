@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from sparkwatch.console.app import CSP, Console
-from sparkwatch.console.history import HistoryData, anchor_of, offsets_behind
+from sparkwatch.console.history import anchor_of, offsets_behind
 from sparkwatch.listener.exporter import serve_metrics
 from sparkwatch.metrics.state import MetricState
 from tests.test_history_reader import AGG, JOIN, NEW_RUN, OLD_RUN, QUERY, agg_runs_and_join
@@ -57,13 +57,6 @@ def history_db(request: pytest.FixtureRequest) -> Iterator[str]:
             terminated(FAILED_ID, FAILED_ID, "2026-11-21T07:00:09.000Z", "boom", "FAILED_Y"),
         )
         yield url
-
-
-@pytest.fixture()
-def console(history_db: str) -> Iterator[Console]:
-    data = HistoryData(history_db)
-    yield Console(data, lambda _tenant: [])
-    data.close()
 
 
 def _html(console: Console, path: str, **params: str) -> str:

@@ -14,8 +14,15 @@ import pytest
 
 from sparkwatch.collector.body import BodyError, events_of
 from sparkwatch.collector.fastjson import encode
-from sparkwatch.collector.ingest import _checked, _cleared, check_events
-from sparkwatch.model.contract import LIMITS, ContractViolation, canonical_is_clean, check_tree
+from sparkwatch.collector.ingest import _checked, _cleared, canonical_event, check_events
+from sparkwatch.collector.typedwire import typed_body
+from sparkwatch.model.contract import (
+    LIMITS,
+    ContractViolation,
+    canonical_is_clean,
+    check_tree,
+    envelope_schema,
+)
 from sparkwatch.model.parse import envelope_to_dict
 from tests.hostile import Case, body_cases, body_of, one_event_cases, progress_event
 from tests.support import wait_for
@@ -52,6 +59,24 @@ def verdict(body: bytes) -> str:
 def test_each_hostile_input_is_refused_naming_its_field(case: Case) -> None:
     got = verdict(case.body)
     if case.expect in ("body 4xx", "accepted"):
+        assert got == case.expect
+    else:
+        assert case.expect in got, got
+
+
+COMPACT = one_event_cases(_event, compact=True)
+
+
+def typed_verdict(body: bytes) -> str:
+    """What the ingest route makes of a one-event body: read typed when the structs vouch for it
+    (a canonical body, as the push sink writes), else the exact way."""
+    return "accepted" if typed_body(body, 5000, canonical_event) is not None else verdict(body)
+
+
+@pytest.mark.parametrize("case", COMPACT, ids=[c.name for c in COMPACT])
+def test_each_hostile_input_is_refused_alike_on_the_typed_way_in(case: Case) -> None:
+    got = typed_verdict(case.body)
+    if case.expect == "accepted":
         assert got == case.expect
     else:
         assert case.expect in got, got
@@ -226,6 +251,33 @@ def test_the_listener_reads_nan_rates_as_unknown_and_exports_null() -> None:
     assert parsed.event.input_rows_per_second is None
     assert parsed.event.sources[0].processed_rows_per_second is None
     assert _wire_item(parsed)["payload"]["inputRowsPerSecond"] is None
+
+
+def test_the_listener_keeps_a_batch_whose_clock_stepped_back_with_rates_unknown() -> None:
+    """Spark times triggers by the driver's wall clock (SystemClock): when it steps back, the
+    input rate (rows over the time since the last trigger started) and batchDuration (end minus
+    start) come out negative. The rates are unknown, as NaN ones; the batch lasted what
+    triggerExecution measured (Spark holds each phase at 0 or more)."""
+    payload = _event(0)["payload"]
+    payload.update(inputRowsPerSecond=-12.5, batchDuration=-40)
+    payload["sources"][0]["inputRowsPerSecond"] = -12.5
+    parsed = _listener(payload)
+    assert parsed.event.input_rows_per_second is None
+    assert parsed.event.sources[0].input_rows_per_second is None
+    assert parsed.event.processed_rows_per_second == payload["processedRowsPerSecond"]
+    assert parsed.event.batch_duration_ms == payload["durationMs"]["triggerExecution"] == 563
+    wire = _wire_item(parsed)
+    assert wire["payload"]["inputRowsPerSecond"] is None
+    _checked(wire, False)  # what the collector makes of the export: accepted
+
+
+def test_the_published_schema_states_that_rates_are_never_negative() -> None:
+    progress = envelope_schema()["properties"]["payload"]["properties"]
+    source = progress["sources"]["items"]["properties"]
+    assert [schema["minimum"] for schema in (
+        progress["inputRowsPerSecond"], progress["processedRowsPerSecond"],
+        source["inputRowsPerSecond"], source["processedRowsPerSecond"])] == [0, 0, 0, 0]
+    assert progress["batchDuration"]["minimum"] == source["numInputRows"]["minimum"] == 0
 
 
 def test_the_listener_replaces_nul_and_lone_surrogates_in_free_text() -> None:

@@ -56,7 +56,9 @@ def test_only_the_skewed_query_has_findings_and_only_for_its_skew(
     for name in names:
         argv += ["--inspect-state", str(checkpoints / name)]
     code = main(argv)
-    data = json.loads(capsys.readouterr().out)
+    said = capsys.readouterr()
+    assert said.out, f"doctor exited {code} with no report:\n{said.err[-3000:]}"
+    data = json.loads(said.out)
     assert len(data["checked"]) == len(names) and len(data["checked_state"]) == len(names)
     by_query: dict[str, set[str]] = {}
     for f in data["findings"]:

@@ -245,6 +245,29 @@ BAD_VALUES = [
         "anyOf",
     ),
     ({"podMonitor": {"scrapeTimeout": "soon"}}, "/podMonitor/scrapeTimeout", "pattern"),
+    # The collector takes bearer tokens of visible ASCII only and refuses to start otherwise.
+    (
+        {"auth": {"readToken": {"enabled": True, "value": "my read token"}}},
+        "/auth/readToken/value",
+        "pattern",
+    ),
+    (
+        {"auth": {"scrapeToken": {"enabled": True, "value": "t\u00f6k\u00e9n-0123456789"}}},
+        "/auth/scrapeToken/value",
+        "pattern",
+    ),
+    # Pass-through blocks the Kubernetes API would refuse at apply time.
+    ({"collector": {"extraEnv": [{"foo": "bar"}]}}, "/collector/extraEnv/0", "name"),
+    ({"networkPolicy": {"from": [{"foo": 1}]}}, "/networkPolicy/from/0", "foo"),
+    ({"networkPolicy": {"from": [{}]}}, "/networkPolicy/from/0", "minProperties"),
+    ({"networkPolicy": {"egress": [{"too": []}]}}, "/networkPolicy/egress/0", "too"),
+    ({"securityContext": {"runAsUser": "root"}}, "/securityContext/runAsUser", "integer"),
+    ({"podSecurityContext": {"fsGroup": "10001"}}, "/podSecurityContext/fsGroup", "integer"),
+    (
+        {"podDisruptionBudget": {"maxUnavailable": "abc"}},
+        "/podDisruptionBudget/maxUnavailable",
+        "pattern",
+    ),
 ]
 
 

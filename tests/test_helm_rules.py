@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import helm_python
 import pytest
 import yaml
 
 from sparkwatch.dashboards import rulefiles
 from sparkwatch.dashboards.config import load_config
-from tests.test_helm_support import CHART, ROOT, ci_values, manifests, one
+from tests.test_helm_support import CHART, ROOT, ci_values, manifests, one, validate_schema
 
 GENERATED = ROOT / "dashboards" / "generated" / "prometheus"
 
@@ -153,3 +154,49 @@ def test_alerting_and_recording_toggles() -> None:
     assert only_alerts == builder_groups(recording=False)
     only_recording = chart_groups({"prometheusRule": {"alerting": False}})
     assert only_recording == builder_groups(alerting=False)
+
+
+REFUSED_BY_THE_BUILD: dict[str, dict[str, Any]] = {
+    "selector without quotes": {"selector": "job=spark"},
+    "selector with a trailing comma": {"selector": 'job="x",'},
+    "selector with an empty matcher": {"selector": 'job="x", , env="y"'},
+    "a string escape PromQL cannot read": {"selector": 'job=~"spark\\d"'},
+    "window of zero": {"alerts": {"state_unbounded": {"window": "0s"}}},
+    "horizon of zero": {"alerts": {"state_memory_filling_up": {"horizon": "0h0m"}}},
+    "units out of order": {"alerts": {"watermark_lag": {"for": "30m1h"}}},
+    "an empty duration": {"alerts": {"watermark_lag": {"for": ""}}},
+    "label name with a dash": {"extra_labels": {"team-name": "x"}},
+    "label name with a leading digit": {"extra_labels": {"1team": "x"}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_BY_THE_BUILD))
+def test_values_the_rule_builder_refuses_are_refused_by_the_charts_schema(name: str) -> None:
+    """Before, the chart rendered them into a PrometheusRule that Prometheus (or the operator's
+    admission webhook) refused, while `sparkwatch rules build` refused them in one line."""
+    from sparkwatch.dashboards.config import ConfigError
+
+    rules = REFUSED_BY_THE_BUILD[name]
+    with pytest.raises(ConfigError):
+        load_config(overrides=rules)
+    with pytest.raises(helm_python.HelmValuesError) as caught:
+        validate_schema({"rules": rules})
+    # Helm names the key's path, or for a label name (a property name) the name itself.
+    named = [f"'{label}'" for label in rules.get("extra_labels", {})] or ["/rules/"]
+    assert all(n in str(caught.value) for n in named), str(caught.value)
+
+
+ACCEPTED_BY_BOTH: dict[str, dict[str, Any]] = {
+    "selector of every quoting": {"selector": "job=\"a\\\"b\", env='etl', x=~`sp.*`, y!=\"z\""},
+    "durations of several units": {"alerts": {"state_unbounded": {"window": "1h30m",
+                                                                  "for": "0s"}}},
+    "milliseconds": {"alerts": {"state_memory_filling_up": {"horizon": "1500ms"}}},
+    "label names": {"extra_labels": {"_team": "x", "Team2": "y"}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED_BY_BOTH))
+def test_values_the_rule_builder_accepts_render_the_builders_rules(name: str) -> None:
+    rules = ACCEPTED_BY_BOTH[name]
+    validate_schema({"rules": rules})
+    assert chart_groups({"rules": rules}) == builder_groups(rules)

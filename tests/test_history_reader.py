@@ -68,11 +68,17 @@ def populate(url: str) -> None:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def reader(request: pytest.FixtureRequest) -> Iterator[HistoryReader]:
+def populated(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of a history :func:`populate` wrote."""
     for url in migrated_database(request):
         populate(url)
-        with HistoryReader(url) as history:
-            yield history
+        yield url
+
+
+@pytest.fixture(scope="module")
+def reader(populated: str) -> Iterator[HistoryReader]:
+    with HistoryReader(populated) as history:
+        yield history
 
 
 def test_queries_lists_each_query_with_its_latest_run(reader: HistoryReader) -> None:
@@ -215,3 +221,28 @@ def test_times_at_the_ends_of_the_calendar_read_back_whatever_the_servers_time_z
     finally:
         engine.dispose()
     assert (watermark.year, watermark.month, watermark.day) == (9999, 12, 31)
+
+
+def test_a_reader_that_keeps_no_notes_holds_none_however_often_a_name_is_ambiguous(
+        populated: str) -> None:
+    with HistoryReader(populated, keep_notes=False) as history:
+        for _ in range(100):
+            assert history.resolve_query("dup") == DUP_IDS[1]
+            assert history.runs("dup", limit=1)[0].query_id == DUP_IDS[1]
+        assert history.notes == []
+
+
+def test_the_collectors_long_lived_reads_keep_no_note_of_the_names_they_resolve(
+        populated: str) -> None:
+    """Every tenant's reads go through one reader for the collector's life: a note per
+    ambiguous name grew without bound and held every tenant's query ids."""
+    from sparkwatch.collector.reads import Reads
+
+    reads = Reads(populated)
+    try:
+        for _ in range(1000):
+            assert reads.resolve("dup") == DUP_IDS[1]
+        reader, _ = reads._ready()
+        assert reader.notes == []
+    finally:
+        reads.close()

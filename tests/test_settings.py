@@ -186,3 +186,38 @@ def test_settings_given_in_code_are_checked_as_env_and_conf_are(
     taken = load_listener_settings({}, {}, metrics_port=0, metrics_enabled=False,
                                    push_flush_seconds=0.05)
     assert (taken.metrics_port, taken.metrics_enabled, taken.push_flush_seconds) == (0, False, 0.05)
+
+
+@pytest.mark.parametrize(("env", "named"), [
+    ({"SPARKWATCH_COLLECTOR_TOKENS": "orders=caf\u00e9-token"}, "SPARKWATCH_COLLECTOR_TOKENS"),
+    ({"SPARKWATCH_COLLECTOR_TOKENS": "orders=a b"}, "SPARKWATCH_COLLECTOR_TOKENS"),
+    ({"SPARKWATCH_COLLECTOR_TOKENS": "orders=t", "SPARKWATCH_COLLECTOR_SCRAPE_TOKEN": "s",
+      "SPARKWATCH_COLLECTOR_TENANT_READ_TOKENS": "acme=\u0442\u043e\u043a\u0435\u043d"},
+     "SPARKWATCH_COLLECTOR_TENANT_READ_TOKENS"),
+])
+def test_a_token_no_http_client_can_send_is_refused_naming_the_variable_not_the_token(
+    env: dict[str, str], named: str
+) -> None:
+    """Ingest and tenant read tokens of other characters were taken (the admin read and scrape
+    tokens were not), and every request presenting one was a 401."""
+    with pytest.raises(SettingsError) as refused:
+        load_collector_settings(env)
+    message = str(refused.value)
+    assert message.startswith(f"{named}=<secret>: a token holds a space, control or non-ASCII")
+    assert not {"caf\u00e9-token", "a b", "\u0442\u043e\u043a\u0435\u043d"} & set(message.split())
+    assert "\u00e9" not in message and "\u0442" not in message
+
+
+def test_a_tokens_file_with_a_token_no_client_can_send_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text("orders=caf\u00e9\n")
+    with pytest.raises(SettingsError) as refused:
+        load_collector_settings({}, tokens_file=path)
+    assert str(refused.value).startswith(f"--tokens-file {path}: a token holds a space")
+    assert "caf" not in str(refused.value)
+
+
+def test_visible_ascii_tokens_with_punctuation_are_taken() -> None:
+    token = "Ab0-._~+/=!#$%&'*^`|"
+    settings = load_collector_settings({"SPARKWATCH_COLLECTOR_TOKENS": f"orders={token}"})
+    assert settings.tokens == (("orders", token),)

@@ -87,7 +87,6 @@ def test_a_sigterm_that_python_wraps_in_another_exception_still_exits_143(
     and exit 1 instead of 143."""
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     monkeypatch.setattr(cli_main, "_main", _command_whose_import_is_signalled)
-    monkeypatch.setattr(cli_main, "end_descendants", lambda: None)  # the test runner's children
     try:
         assert cli_main.main([]) == 143
     finally:
@@ -119,7 +118,6 @@ def test_a_signal_swallowed_by_a_finalizer_is_given_back_and_stops_the_command(
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     hook = sys.unraisablehook
     monkeypatch.setattr(cli_main, "_main", _command_signalled_in_a_finalizer)
-    monkeypatch.setattr(cli_main, "end_descendants", lambda: None)  # the test runner's children
     started = time.monotonic()
     try:
         assert cli_main.main([]) == 130

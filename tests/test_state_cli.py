@@ -3,10 +3,13 @@ how keys are grouped."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
-from sparkwatch.cli.main import main
-from sparkwatch.state.changes import parse_range
+from sparkwatch.cli.main import build_parser, main
+from sparkwatch.cli.state import batch_window
+from sparkwatch.cli.state import request as state_request
 from sparkwatch.state.model import Partition
 from sparkwatch.state.skew import skew
 from sparkwatch.state.source import StateError, require_spark_4
@@ -19,17 +22,62 @@ def test_pyspark_35_is_told_that_state_needs_spark_4() -> None:
 
 
 def test_changes_range() -> None:
-    assert parse_range("3..7") == (3, 7) and parse_range("5..5") == (5, 5)
-    for bad in ("7", "a..b", "7..3", "3-7"):
-        with pytest.raises(ValueError, match="--changes"):
-            parse_range(bad)
+    assert batch_window("3..7") == (3, 7) and batch_window("5..5") == (5, 5)
+    assert batch_window(" 0 .. 9223372036854775807 ") == (0, 2**63 - 1)
+    for bad in ("7", "a..b", "3-7", "-1..3", "..3", "1.5..3"):
+        with pytest.raises(argparse.ArgumentTypeError, match="wants FROM..TO batch ids"):
+            batch_window(bad)
 
 
-def test_bad_options_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["state", "/chk", "--top", "-1"]) == 2
-    assert "--top must be 0 or more" in capsys.readouterr().err
-    assert main(["state", "/chk", "--batch-id", "-3"]) == 2
-    assert "--batch-id must be 0 or more" in capsys.readouterr().err
+HUGE = str(10**30)
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--top", "-1"], "argument --top: must not be negative"),
+        # Spark's limit() takes a 32-bit int: past it the JVM's error, not naming --top.
+        (["--top", HUGE], "argument --top: must be at most 2147483647"),
+        (["--top", str(2**31)], "argument --top: must be at most 2147483647"),
+        (["--top", "1e3"], "argument --top: not a whole number: '1e3'"),
+        (["--batch-id", "-3"], "argument --batch-id: must not be negative"),
+        # Batch ids are 64-bit: a larger one was Spark's NumberFormatException, "For input
+        # string", as if the checkpoint could not be read.
+        (["--batch-id", HUGE], "argument --batch-id: must be at most 9223372036854775807"),
+        (["--batch-id", "nan"], "argument --batch-id: not a whole number: 'nan'"),
+        (["--operator", "-1"], "argument --operator: must not be negative"),
+        (["--operator", HUGE], "argument --operator: must be at most 2147483647"),
+        (["--changes", f"0..{HUGE}"],
+         "argument --changes: batch ids must be at most 9223372036854775807"),
+        (["--changes", f"{2**63}..{2**63}"],
+         "argument --changes: batch ids must be at most 9223372036854775807"),
+        (["--changes", "7..3"], "argument --changes: FROM must not be after TO (7 > 3)"),
+        # Digits int() does not read (a superscript two): was int()'s own message.
+        (["--changes", "\u00b2..3"],
+         "argument --changes: wants FROM..TO batch ids, e.g. 3..7, not '\u00b2..3'"),
+        (["--changes", "1" * 5000 + "..1"],
+         "argument --changes: batch ids must be at most 9223372036854775807"),
+    ],
+)
+def test_numbers_out_of_range_are_usage_errors_naming_the_option(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before Spark starts: no session, no JVM error to decipher."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["state", "/chk", *argv])
+    out, err = capsys.readouterr()
+    assert (exit_info.value.code, out) == (2, "")
+    assert err.splitlines()[-1] == f"sparkwatch state: error: {error}"
+    assert "Traceback" not in err
+
+
+def test_the_largest_numbers_in_range_are_accepted() -> None:
+    args = build_parser().parse_args(
+        ["state", "/chk", "--top", "0", "--batch-id", str(2**63 - 1), "--operator",
+         str(2**31 - 1), "--changes", f"0..{2**63 - 1}"])
+    req = state_request(args)
+    assert (req.top, req.batch_id, req.operator, req.changes) == (
+        0, 2**63 - 1, 2**31 - 1, (0, 2**63 - 1))
 
 
 def test_skew_is_the_largest_partition_over_the_median() -> None:

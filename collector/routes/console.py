@@ -3,7 +3,7 @@ receives, or a tenant's only, behind a read token.
 
 A browser cannot send a bearer token by itself, so the pages also take HTTP Basic credentials
 whose password is the read token (the browser asks for it after the 401); the user name is not
-looked at. Pages are GET only and answer from readers: none can write anything.
+looked at. Pages answer GET and HEAD only, from readers: none can write anything.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from sparkwatch.console.history import HistoryData
 from sparkwatch.console.pages import error_page
 from sparkwatch.metrics.state import MetricState
 
+READ_METHODS = ["GET", "HEAD"]
+"""As the driver's pages (docs/console.md): a HEAD answers the GET's status and headers, and the
+server leaves the body out."""
 CHALLENGE = 'Basic realm="sparkwatch console", charset="UTF-8"'
 
 
@@ -31,7 +34,7 @@ def make_console(service: Service) -> Console:
         return [state for name, state in service.tenants.items()
                 if tenant is None or name == tenant]
 
-    return Console(history, states)
+    return Console(history, states, log_name="the collector's log")
 
 
 def bearer_of(header: str | None) -> str | None:
@@ -64,19 +67,19 @@ def router(service: Service, console: Console) -> APIRouter:
         return Response(page.body, page.status, headers=headers,
                         media_type=page.content_type)
 
-    @routes.get("/")
+    @routes.api_route("/", methods=READ_METHODS)
     def overview(request: Request) -> Response:
         return answer(request, "/")
 
-    @routes.get("/queries/{query:path}")
+    @routes.api_route("/queries/{query:path}", methods=READ_METHODS)
     def query_page(request: Request, query: str) -> Response:
         return answer(request, "/queries/" + query)
 
-    @routes.get("/console.css")
+    @routes.api_route("/console.css", methods=READ_METHODS)
     def css(request: Request) -> Response:
         return answer(request, "/console.css")
 
-    @routes.get("/console.js")
+    @routes.api_route("/console.js", methods=READ_METHODS)
     def js(request: Request) -> Response:
         return answer(request, "/console.js")
 

@@ -45,7 +45,8 @@ def router(service: Service, scrape_auth: list[Any]) -> APIRouter:
     def readyz() -> Any:
         """Ready to accept events; reports a degraded history store (ingest still works)."""
         ready = _readiness(service)
-        return JSONResponse(ready.model_dump(), status_code=503 if ready.status == "full" else 200)
+        refusing = ready.status in ("full", "spool_unwritable")
+        return JSONResponse(ready.model_dump(), status_code=503 if refusing else 200)
 
     return routes
 
@@ -58,11 +59,16 @@ def _readiness(service: Service) -> models.Ready:
                                    seconds_since_progress=round(h.seconds_since_progress, 3))
                for h in (w.health() for w in service.workers())]
     healthy = history.ok and all(w.state in ("ok", "stopped") for w in workers)
-    status: Literal["ready", "degraded", "full"] = "ready" if healthy else "degraded"
+    status: Literal["ready", "degraded", "full", "spool_unwritable"] = (
+        "ready" if healthy else "degraded")
     spool_health = None
     if spool is not None:
+        error = spool.append_error
         spool_health = models.SpoolHealth(pending_bytes=spool.pending_bytes,
-                                          max_bytes=spool.max_bytes)
+                                          max_bytes=spool.max_bytes, writable=error is None,
+                                          error=error)
         if spool.pending_bytes >= spool.max_bytes * FULL_FRACTION:
             status = "full"
+        if error is not None:  # the disk, not the bound, refuses: every push gets 503
+            status = "spool_unwritable"
     return models.Ready(status=status, history=history, spool=spool_health, workers=workers)

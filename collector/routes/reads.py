@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from sparkwatch.collector import models
 from sparkwatch.collector.reads import Reads
 from sparkwatch.collector.routes.common import errors
+from sparkwatch.model.contract import LIMITS
 
 
 def _range(since: datetime | None, until: datetime | None
@@ -34,6 +35,24 @@ def _utc(value: datetime | None, name: str) -> datetime | None:
             "msg": "out of range once in UTC (years 1 to 9999)"}]) from None
 
 
+def _query(query: str) -> str:
+    """The path's query id or name, refused naming the parameter (never echoed: it may be
+    megabytes) when empty or longer than any name the history holds; the console does alike."""
+    if not query:
+        _refuse("an id or name is needed")
+    if len(query) > LIMITS.name_chars:
+        _refuse(f"string of {len(query)} characters is over the limit of {LIMITS.name_chars}")
+    return query
+
+
+def _refuse(message: str) -> NoReturn:
+    raise RequestValidationError([{"type": "value_error", "loc": ("path", "query"),
+                                   "msg": message}])
+
+
+# ``{query:path}``: a query's name may hold '/' (sent as %2F, which the server decodes before
+# routing); the sub-resource after it still picks the route.
+QUERY = "/api/v1/queries/{query:path}"
 Limit = Query(100, ge=1, le=1000, description="Page size.")
 Offset = Query(0, ge=0, le=1_000_000, description="Rows to skip (paging).")
 Since = Query(None, description="Start of the range (inclusive), ISO-8601; without it the "
@@ -52,39 +71,40 @@ def router(reads: Reads, read_auth: list[Any], Scope: Any) -> APIRouter:  # noqa
     def queries(limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
         return [_dump(q) for q in reads.queries(limit, offset, tenant)]
 
-    @get("/api/v1/queries/{query}/runs", list[models.RunSummary], "The runs of one query")
+    @get(QUERY + "/runs", list[models.RunSummary], "The runs of one query")
     def runs(query: str, limit: int = Limit, offset: int = Offset,
              tenant: str | None = Scope) -> Any:
-        return [_dump(r) for r in reads.runs(query, limit, offset, tenant)]
+        return [_dump(r) for r in reads.runs(_query(query), limit, offset, tenant)]
 
-    @get("/api/v1/queries/{query}/state", list[models.StatePoint],
+    @get(QUERY + "/state", list[models.StatePoint],
          "State operators of one query over time")
     def state(query: str, operator: int | None = Query(None, ge=0, le=10_000),
               since: datetime | None = Since, until: datetime | None = Until,
               limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        return [_dump(p) for p in reads.state(query, operator, *_range(since, until), limit,
-                                              offset, tenant)]
+        points = reads.state(_query(query), operator, *_range(since, until), limit, offset,
+                             tenant)
+        return [_dump(p) for p in points]
 
-    @get("/api/v1/queries/{query}/progress", list[models.ProgressPoint],
+    @get(QUERY + "/progress", list[models.ProgressPoint],
          "Per-batch progress of one query over time")
     def progress(query: str, since: datetime | None = Since, until: datetime | None = Until,
                  limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        return reads.progress(query, *_range(since, until), limit, offset, tenant)
+        return reads.progress(_query(query), *_range(since, until), limit, offset, tenant)
 
-    @get("/api/v1/queries/{query}/rollups", list[models.Rollup],
+    @get(QUERY + "/rollups", list[models.Rollup],
          "Per-minute or per-hour aggregates of a query, or of one of its operators")
     def rollups(query: str, resolution: Literal["minute", "hour", "day"] = "minute",
                 operator: int | None = Query(None, ge=0, le=10_000),
                 since: datetime | None = Since, until: datetime | None = Until,
                 limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        return reads.rollups(query, resolution, operator, *_range(since, until), limit,
+        return reads.rollups(_query(query), resolution, operator, *_range(since, until), limit,
                              offset, tenant)
 
-    @get("/api/v1/queries/{query}/plans", list[models.QueryPlan],
+    @get(QUERY + "/plans", list[models.QueryPlan],
          "Operator identity of each run of one query (from its executed plan), latest first")
     def plans(query: str, limit: int = Limit, offset: int = Offset,
               tenant: str | None = Scope) -> Any:
-        return reads.plans(query, limit, offset, tenant)
+        return reads.plans(_query(query), limit, offset, tenant)
 
     @get("/api/v1/stalls", list[models.Stall], "Stall marks, newest first")
     def stalls(open: bool = Query(False, description="only stalls not yet cleared"),

@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot open the spool in {exc.filename}: {exc.strerror}") from None
+    _check_host(settings.host, "--host" if args.host is not None else _HOST_ENV)
     tune_gc()
     log_with_request_ids(LOG_FORMAT)
     reload_tokens_on_sighup(service, args.tokens_file, env_tokens(env))
@@ -88,6 +89,19 @@ def run(args: argparse.Namespace) -> int:
                                               service.metrics.slow_clients.labels("headers").inc),
                          limit_concurrency=settings.max_connections))
     return 0
+
+
+_HOST_ENV = next(s.env for s in SETTINGS if s.name == "host")
+
+
+def _check_host(host: str, origin: str) -> None:
+    """Refuse a host no resolver takes (bytes that are not UTF-8, a label over 63 characters):
+    the server's bind raised UnicodeError from deep in asyncio, a traceback, once started."""
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        raise CliError(f"{origin}: not a host name or address (expected e.g. 0.0.0.0, "
+                       "127.0.0.1 or a DNS name)") from None
 
 
 def serve(config: Any) -> None:

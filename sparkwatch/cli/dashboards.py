@@ -60,7 +60,7 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         action="append",
-        type=Path,
+        type=_path,
         default=[],
         metavar="FILE",
         help="YAML overrides of dashboards/config.yaml (repeatable)",
@@ -75,10 +75,18 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--output",
-        type=Path,
+        type=_path,
         metavar="DIR",
         help="root of the generated files (default: the dashboards package)",
     )
+
+
+def _path(text: str) -> Path:
+    """A path given on the command line; '' is refused: Path('') is '.', and an --output ""
+    (an unset variable in a script) wrote the generated tree into the current directory."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
+    return Path(text)
 
 
 def load_config(args: argparse.Namespace) -> Any:

@@ -61,11 +61,30 @@ def user_errors() -> Iterator[None]:
 
 
 def command_url(args: argparse.Namespace) -> str:
+    from_env = isinstance(args.url, FromEnv)
     with user_errors():
-        return resolve_url(args.url, from_env=isinstance(args.url, FromEnv))
+        url = resolve_url(args.url, from_env=from_env)
+    if args.url is None:
+        return url
+    return checked_history_url(url, HISTORY_URL.env if from_env else "--url")
 
 
-def _quiet_alembic(args: argparse.Namespace) -> None:
+def checked_history_url(url: str, origin: str) -> str:
+    """``url`` once it parses as a history URL; the error names ``origin`` (the flag or the
+    environment variable it came from), and the URL only without its password."""
+    from sparkwatch.history.engine import parse_url
+
+    try:
+        port = parse_url(url).port
+    except HistoryError as exc:
+        raise CliError(f"{origin}: {exc}") from None
+    if port is not None and not 0 <= port <= 65535:
+        # SQLAlchemy takes any number; the driver then failed on a host it could not name.
+        raise CliError(f"{origin}: port {port} is out of range 0-65535")
+    return url
+
+
+def quiet_alembic(args: argparse.Namespace) -> None:
     # Alembic logs every step at INFO, some on import (its plugins): so before importing
     # sparkwatch.history.migrate. The commands print their own summary.
     if not getattr(args, "verbose", False):
@@ -73,14 +92,14 @@ def _quiet_alembic(args: argparse.Namespace) -> None:
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
-    _quiet_alembic(args)
+    quiet_alembic(args)
     from sparkwatch.history import migrate
 
     return _migrate(args, migrate.upgrade, _describe)
 
 
 def run_downgrade(args: argparse.Namespace) -> int:
-    _quiet_alembic(args)
+    quiet_alembic(args)
     from sparkwatch.history import migrate
 
     return _migrate(args, migrate.downgrade, lambda rev: rev or "base (no history tables)")
@@ -106,7 +125,7 @@ def _migrate(
 
 
 def run_current(args: argparse.Namespace) -> int:
-    _quiet_alembic(args)
+    quiet_alembic(args)
     from sparkwatch.history import migrate
 
     url = _history_url(args)

@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from sparkwatch.cli.db import add_url_argument, command_url, user_errors
+from sparkwatch.cli.history import query_text
 from sparkwatch.cli.numbers import MAX_ROWS, int_between
 from sparkwatch.cli.remote import checked_url, command_token
 from sparkwatch.settings.cli import TOKEN
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="diagnose recorded queries (state growth, watermarks, joins, state store costs)",
         description="Diagnose each query's latest run from its recorded progress and plan.",
     )
-    parser.add_argument("query", nargs="?", metavar="QUERY",
+    parser.add_argument("query", nargs="?", type=query_text, metavar="QUERY",
                         help="one query: id, name or unique id prefix (default: all)")
     add_url_argument(parser)
     parser.add_argument("--collector", metavar="URL",
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _records(args: argparse.Namespace) -> list[Any]:
-    if args.collector:
+    if args.collector is not None:  # "" too: refused below, not read as "no collector"
         from sparkwatch.doctor.collector_source import load_from_collector
 
         collector = checked_url(args.collector, "--collector")
@@ -59,7 +60,8 @@ def _records(args: argparse.Namespace) -> list[Any]:
 
 
 def _history_wanted(args: argparse.Namespace) -> bool:
-    explicit = args.query or args.url or args.collector  # --url: or SPARKWATCH_HISTORY_URL
+    # --url: or SPARKWATCH_HISTORY_URL
+    explicit = args.query or args.url or args.collector is not None
     return not args.inspect_state or bool(explicit)
 
 

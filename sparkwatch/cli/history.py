@@ -51,11 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                          help=f"rows to skip (0 to {MAX_ROWS})")
     queries.set_defaults(func=run_queries)
     runs = views.add_parser("runs", parents=[common], help="the runs of one query")
-    runs.add_argument("query", type=_text, metavar="QUERY",
+    runs.add_argument("query", type=query_text, metavar="QUERY",
                       help="query id, name or unique id prefix")
     runs.set_defaults(func=run_runs)
     state = views.add_parser("state", parents=[common], help="state of one query over time")
-    state.add_argument("query", type=_text, metavar="QUERY",
+    state.add_argument("query", type=query_text, metavar="QUERY",
                        help="query id, name or unique id prefix")
     state.add_argument("--operator", type=int_between(0, MAX_INT32), metavar="N",
                        help="operator index (plan order)")
@@ -69,9 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     operators = views.add_parser(
         "operators", parents=[common], help="what each state operator of a query is (its plan)"
     )
-    operators.add_argument("query", type=_text, metavar="QUERY",
+    operators.add_argument("query", type=query_text, metavar="QUERY",
                            help="query id, name or unique id prefix")
-    operators.add_argument("--run", type=_text, metavar="RUN_ID",
+    operators.add_argument("--run", type=query_text, metavar="RUN_ID",
                            help="a run (default: the latest read)")
     operators.set_defaults(func=run_operators)
 
@@ -96,7 +96,7 @@ def parse_time(text: str, now: Callable[[], datetime] = lambda: datetime.now(UTC
         raise argparse.ArgumentTypeError(f"not a time: {shown(text)} ({_TIME_FORMS})") from None
 
 
-def _text(text: str) -> str:
+def query_text(text: str) -> str:
     """A query id, name or run id as given, refused if it cannot be sent to the database.
 
     Bytes that are not UTF-8 in argv arrive as lone surrogates, which no database driver encodes

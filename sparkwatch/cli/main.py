@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.signals import (
+    children,
     end_descendants,
     interrupt_within,
     status_of,
@@ -52,7 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # First: a signal during the imports below (seconds for some commands) is a clean stop too.
     with stop_with_exit_status() as stop:
+        # main() also runs inside processes with children of their own (a notebook's Spark JVM,
+        # a test worker's): a stop ends what this command started, never those.
+        spared: frozenset[int] = frozenset()
         try:
+            spared = children()
             return stop.status(_main(argv))
         except (KeyboardInterrupt, Exception) as exc:
             # Ctrl-C or SIGTERM (sparkwatch.cli.signals), itself or as the cause of what Python
@@ -60,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             interrupt = interrupt_within(exc)
             if interrupt is None:
                 raise
-            end_descendants()  # what the interrupted step started (a JVM half-way up)
+            end_descendants(spared)  # what the interrupted step started (a JVM half-way up)
             return status_of(interrupt)
 
 

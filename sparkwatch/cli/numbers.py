@@ -15,6 +15,8 @@ from collections.abc import Callable
 MAX_ROWS = 10**18
 # Integer columns (operator indexes) are 32-bit in the PostgreSQL schema.
 MAX_INT32 = 2**31 - 1
+# Longs in Spark (batch ids): what the JVM parses; past it, a NumberFormatException.
+MAX_INT64 = 2**63 - 1
 
 
 def int_between(low: int, high: int) -> Callable[[str], int]:

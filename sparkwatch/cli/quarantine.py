@@ -9,10 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from sparkwatch.cli.db import checked_history_url, quiet_alembic
 from sparkwatch.cli.errors import CliError
 from sparkwatch.settings.cli import COLLECTOR_HISTORY_URL, COLLECTOR_SPOOL_DIR
-from sparkwatch.settings.options import add_option
+from sparkwatch.settings.options import FromEnv, add_option
+from sparkwatch.settings.spec import SettingsError
 from sparkwatch.summary import one_line
 
 
@@ -37,7 +40,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         action.add_argument("ids", nargs="*" if action is replay else "+", metavar="ID",
                             help=ids_help)
     for action in (listing, replay, drop):
-        add_option(action, COLLECTOR_SPOOL_DIR, required=True, type=Path)
+        add_option(action, COLLECTOR_SPOOL_DIR, required=True, type=spool_path)
+
+
+# type(Path()): the concrete class of this system (PosixPath); Path itself cannot be subclassed
+# before Python 3.12.
+class _PathFromEnv(type(Path())):  # type: ignore[misc]
+    """A spool directory taken from its environment variable (named in errors)."""
+
+    env: str
+
+
+def spool_path(text: str) -> Path:
+    """--spool-dir's path (argparse converts the environment's value with it too). '' is
+    refused: Path('') is '.', the quarantine of whatever directory the command ran in."""
+    env = text.env if isinstance(text, FromEnv) else None
+    if not text:
+        raise argparse.ArgumentTypeError(
+            f"{env or 'the path'} is empty: give the collector's spool directory")
+    if env is None:
+        return Path(text)
+    path = _PathFromEnv(text)
+    path.env = env
+    return path
 
 
 def _quarantine(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -48,12 +73,52 @@ def _quarantine(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     except ImportError as exc:
         raise CliError(f"{exc}: install the collector with pip install 'sparkwatch[collector]'") \
             from None
-    spool = Path(args.spool_dir)
+    spool = args.spool_dir
     if not spool.exists():
-        raise CliError(f"--spool-dir {spool}: the spool directory does not exist")
+        raise CliError(f"{_spool(args)}: the spool directory does not exist")
     if not spool.is_dir():
-        raise CliError(f"--spool-dir {spool}: not a directory")
+        raise CliError(f"{_spool(args)}: not a directory")
     return Quarantine(spool)
+
+
+def _origin(value: str | None, flag: str) -> str:
+    """Where an option's value came from: its environment variable, or ``flag``."""
+    return value.env if isinstance(value, FromEnv) else flag
+
+
+def _spool(args: argparse.Namespace) -> str:
+    """The spool directory as errors name it, with where it came from."""
+    spool = args.spool_dir
+    return f"{spool.env}={spool}" if isinstance(spool, _PathFromEnv) else f"--spool-dir {spool}"
+
+
+def _history_url(args: argparse.Namespace) -> str:
+    """The history to replay to, parsed as the collector parses it ('off' is no history) and
+    checked before anything is read; errors name the flag or the variable, never a password."""
+    raw = args.history_url
+    origin = _origin(raw, str(COLLECTOR_HISTORY_URL.flag))
+    if not isinstance(raw, FromEnv) and not raw.strip():
+        raise CliError(f"{origin} is empty: give a database URL")
+    try:
+        url = COLLECTOR_HISTORY_URL.parsed(raw, origin)
+    except SettingsError as exc:
+        raise CliError(str(exc)) from None
+    if url is None:
+        raise CliError(f"{origin}={raw!r}: the history is off: give --history-url")
+    try:
+        str(url).encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 in argv or the environment
+        raise CliError(f"{origin} is not UTF-8 text") from None
+    return checked_history_url(str(url), origin)
+
+
+def _known(entries: list[Any], ids: list[str]) -> None:
+    """Refuse ids the quarantine does not hold: a mistyped one did nothing, exit status 0."""
+    held = {e.id for e in entries}
+    unknown = [i for i in dict.fromkeys(ids) if i not in held]
+    if unknown:
+        raise CliError(f"not in the quarantine: {', '.join(map(repr, unknown))} "
+                       "(see `sparkwatch quarantine list`)")
 
 
 @contextmanager
@@ -63,7 +128,7 @@ def _file_errors(args: argparse.Namespace, doing: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise CliError(f"--spool-dir {args.spool_dir}: cannot {doing} "
+        raise CliError(f"{_spool(args)}: cannot {doing} "
                        f"{exc.filename or 'the quarantine'}: {exc.strerror or exc}") from None
 
 
@@ -85,15 +150,20 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    quiet_alembic(args)  # before the imports below: Alembic logs its plugins at INFO
     from sparkwatch.collector.history_process import decode_records
     from sparkwatch.history.errors import HistoryError
+    from sparkwatch.history.tenancy import FOREIGN
     from sparkwatch.history.writer import HistoryWriter
 
     quarantine = _quarantine(args)
+    url = _history_url(args)
     with _file_errors(args, "read"):
-        chosen = [e for e in quarantine.entries() if not args.ids or e.id in args.ids]
+        entries = quarantine.entries()
+    _known(entries, args.ids)
+    chosen = [e for e in entries if not args.ids or e.id in args.ids]
     written: set[str] = set()
-    writer = HistoryWriter(args.history_url)
+    writer = HistoryWriter(url)
     try:
         for entry in chosen:
             events = decode_records([[entry.event]])
@@ -101,11 +171,14 @@ def run_replay(args: argparse.Namespace) -> int:
                 print(f"{entry.id}: still unreadable, kept")
                 continue
             try:
-                writer.write(events, [entry.tenant] * len(events))
+                left_out = writer.write(events, [entry.tenant] * len(events))
             except HistoryError as exc:
                 raise CliError(str(exc)) from None
             except Exception as exc:  # noqa: BLE001 - the database still refuses this one
                 print(f"{entry.id}: still refused, kept: {one_line(exc)}")
+                continue
+            if left_out:  # its run or query is another tenant's: written nowhere, so kept
+                print(f"{entry.id}: still refused, kept: {FOREIGN}")
                 continue
             written.add(entry.id)
     finally:
@@ -118,7 +191,12 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def run_drop(args: argparse.Namespace) -> int:
     quarantine = _quarantine(args)
+    with _file_errors(args, "read"):
+        entries = quarantine.entries()
     with _file_errors(args, "rewrite"):
         removed = quarantine.remove(set(args.ids))
     print(f"dropped {removed}")
+    # After the rewrite, which says first why it cannot be done (an unwritable spool): the ids
+    # that are there are dropped as asked, and the others named.
+    _known(entries, args.ids)
     return 0

@@ -7,6 +7,7 @@ import argparse
 import urllib.parse
 
 from sparkwatch.cli.errors import CliError
+from sparkwatch.redact import redact_url
 from sparkwatch.settings.cli import TOKEN
 from sparkwatch.settings.options import FromEnv
 from sparkwatch.settings.spec import SettingsError
@@ -27,11 +28,20 @@ def command_token(args: argparse.Namespace) -> str | None:
 
 
 def checked_url(url: str, option: str) -> str:
-    """``url`` once it parses (an unclosed IPv6 bracket, a port that is not a number raise
-    ValueError deep in urllib otherwise); the error names ``option``, not the URL (it may hold a
-    password)."""
+    """``url`` once it is an http(s) URL with a host; the error names ``option``, not the URL
+    (it may hold a password). Without this an unclosed IPv6 bracket or a port that is not a
+    number raised ValueError deep in urllib, and a URL the HTTP client cannot send (no scheme,
+    another scheme, no host, bytes that are not UTF-8) was only said as "cannot reach
+    <unparseable URL>"."""
+    if not url:
+        # The empty string is false: the command read the history database instead.
+        raise CliError(f"{option} is empty: expected http://host:port")
     try:
-        urllib.parse.urlsplit(url).port  # noqa: B018 - parsing the port is the check
-    except ValueError:
+        url.encode("utf-8")
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except (UnicodeEncodeError, ValueError):
         raise CliError(f"{option} is not a valid URL: expected http://host:port") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise CliError(f"{option} {redact_url(url)}: not an http:// or https:// URL with a host")
     return url

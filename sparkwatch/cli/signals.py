@@ -146,21 +146,33 @@ def stop_with_exit_status() -> Iterator[SignalStop]:
             sys.unraisablehook = previous_hook
 
 
-def end_descendants() -> None:
+def children() -> frozenset[int]:
+    """The processes this one has started that are still there (Linux; elsewhere none)."""
+    return frozenset(_children_of().get(os.getpid(), []))
+
+
+def end_descendants(spared: frozenset[int] = frozenset()) -> None:
     """SIGTERM every process this one started that is still there, and theirs: a start of Spark
     cut short leaves its JVM launching (spark-submit, its launcher, the JVM), which would end by
     itself only once it has started and read the end of its stdin, tens of seconds later on a
-    busy machine. Linux (/proc) only; elsewhere that later end it is."""
-    children: dict[int, list[int]] = {}
+    busy machine. Children in ``spared`` (there before the command began: a notebook's or a test
+    process's own Spark JVM) and theirs are left alone. Linux (/proc) only; elsewhere that later
+    end it is."""
+    tree = _children_of()
+    pending = [pid for pid in tree.get(os.getpid(), []) if pid not in spared]
+    while pending:
+        pid = pending.pop()
+        pending.extend(tree.get(pid, []))
+        with suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+
+
+def _children_of() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    pending = list(children.get(os.getpid(), []))
-    while pending:
-        pid = pending.pop()
-        pending.extend(children.get(pid, []))
-        with suppress(OSError):
-            os.kill(pid, signal.SIGTERM)
+        tree.setdefault(ppid, []).append(int(entry.name))
+    return tree

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from sparkwatch.cli.errors import CliError
+from sparkwatch.cli.numbers import MAX_INT32, MAX_INT64, int_between, shown
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,33 +28,48 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("checkpoint", metavar="CHECKPOINT",
                         help="checkpoint location: a local path or any Hadoop-compatible URI")
-    parser.add_argument("--operator", type=int, metavar="ID", help="only this operator id")
+    # Spark's operator ids and limit() are 32-bit ints, batch ids 64-bit longs: a number past
+    # them came back as a JVM error that named neither the option nor the number's fault.
+    parser.add_argument("--operator", type=int_between(0, MAX_INT32), metavar="ID",
+                        help="only this operator id")
     parser.add_argument("--store", "--state-var", dest="store", metavar="NAME",
                         help="only this store (e.g. left-keyToNumValues) or transformWithState "
                         "state variable")
-    parser.add_argument("--batch-id", type=int, metavar="N",
+    parser.add_argument("--batch-id", type=int_between(0, MAX_INT64), metavar="N",
                         help="the state as of batch N (default: the latest committed)")
-    parser.add_argument("--top", type=int, default=10, metavar="N",
+    parser.add_argument("--top", type=int_between(0, MAX_INT32), default=10, metavar="N",
                         help="largest keys to list per store (default 10)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--changes", metavar="FROM..TO",
+    parser.add_argument("--changes", type=batch_window, metavar="FROM..TO",
                         help="keys put and removed in batches FROM..TO (needs changelogs)")
     parser.set_defaults(func=run_state)
 
 
+def batch_window(text: str) -> tuple[int, int]:
+    """``FROM..TO`` (batch ids, FROM <= TO) for ``--changes``, an argparse ``type``."""
+    first, sep, last = (part.strip() for part in text.partition(".."))
+    # isdecimal, not isdigit: int() refuses superscripts and other digits that are no decimals.
+    if not sep or not first.isdecimal() or not last.isdecimal():
+        raise argparse.ArgumentTypeError(
+            f"wants FROM..TO batch ids, e.g. 3..7, not {shown(text)}")
+    lo, hi = _batch_id(first), _batch_id(last)
+    if lo > hi:
+        raise argparse.ArgumentTypeError(f"FROM must not be after TO ({lo} > {hi})")
+    return lo, hi
+
+
+def _batch_id(digits: str) -> int:
+    # Length first: int() refuses over 4300 digits with a message of its own.
+    if len(digits.lstrip("0")) > len(str(MAX_INT64)) or int(digits) > MAX_INT64:
+        raise argparse.ArgumentTypeError(f"batch ids must be at most {MAX_INT64}")
+    return int(digits)
+
+
 def request(args: argparse.Namespace) -> Request:
-    from sparkwatch.state.changes import parse_range
     from sparkwatch.state.inspect import Request
 
-    if args.top < 0:
-        raise CliError("--top must be 0 or more")
-    if args.batch_id is not None and args.batch_id < 0:
-        raise CliError("--batch-id must be 0 or more")
-    try:
-        window = parse_range(args.changes) if args.changes else None
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-    return Request(args.checkpoint, args.operator, args.store, args.batch_id, args.top, window)
+    return Request(args.checkpoint, args.operator, args.store, args.batch_id, args.top,
+                   args.changes)
 
 
 @contextmanager

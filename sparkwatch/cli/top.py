@@ -51,12 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _reader(args: argparse.Namespace) -> tuple[str, Callable[[], Any]]:
-    url = args.metrics or (args.collector.rstrip("/") + "/metrics" if args.collector else None)
-    if url:
-        if "://" not in url:
-            url = "http://" + url
-        url = checked_url(url, "--metrics" if args.metrics else "--collector")
-        if args.metrics and urllib.parse.urlparse(url).path in ("", "/"):
+    metrics = args.metrics is not None
+    given = args.metrics if metrics else args.collector
+    if given is not None:  # "" too: refused, not read as "no URL" (the history instead)
+        option = "--metrics" if metrics else "--collector"
+        url = checked_url(given if not given or "://" in given else "http://" + given, option)
+        if not metrics or urllib.parse.urlparse(url).path in ("", "/"):
             url = url.rstrip("/") + "/metrics"
         token = command_token(args)
         from sparkwatch.top import metrics_source

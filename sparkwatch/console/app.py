@@ -12,11 +12,27 @@ from datetime import UTC, datetime
 from sparkwatch.console import pages
 from sparkwatch.console.assets import CSS, JS
 from sparkwatch.console.history import HistoryData
-from sparkwatch.console.live import States, live_detail, merge_detail, merge_overview, snapshot
-from sparkwatch.console.model import QueryDetail
+from sparkwatch.console.live import (
+    States,
+    live_detail,
+    merge_detail,
+    merge_overview,
+    snapshot,
+    status_of,
+)
+from sparkwatch.console.model import (
+    OVERVIEW_PAGE,
+    RUNNING,
+    SILENT,
+    SILENT_SECONDS,
+    QueryCounts,
+    QueryDetail,
+    QueryRow,
+)
+from sparkwatch.console.notes import hidden
 from sparkwatch.history.errors import HistoryError, UnknownQuery
+from sparkwatch.metrics.state import QueryState
 from sparkwatch.model.contract import LIMITS, ContractViolation, check_text
-from sparkwatch.summary import one_line
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -28,7 +44,7 @@ SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
     ("X-Frame-Options", "DENY"),
     ("Cache-Control", "no-store"),
 )
-OVERVIEW_REFRESH, QUERY_REFRESH, MAX_REFRESH = 5, 10, 3600
+OVERVIEW_REFRESH, QUERY_REFRESH, MAX_REFRESH = pages.OVERVIEW_REFRESH, pages.QUERY_REFRESH, 3600
 MAX_PAGE = 100_000
 
 
@@ -60,7 +76,8 @@ def _int(params: Mapping[str, str], name: str, default: int, high: int) -> int:
     raw = params.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or int(raw) > high:
+    # ASCII digits only: str.isdigit() also takes '²' (which int() refuses) and '٣' (read as 3).
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > high:
         raise BadParameter(f"{name}: expected a whole number 0-{high}, got {raw[:40]!r}")
     return int(raw)
 
@@ -79,10 +96,14 @@ class Console:
     metric states a tenant may see (None: every tenant's)."""
 
     def __init__(self, history: HistoryData | None, states: States,
-                 findings: bool = True) -> None:
+                 findings: bool = True, log_name: str = "the driver's log") -> None:
         self.history = history
         self.states = states
         self.findings = findings
+        self.log_name = log_name
+        """Where readers are told a failure's detail was logged (they are not shown it)."""
+        if history is not None:
+            history.where = log_name
 
     def handle(self, path: str, params: Mapping[str, str], tenant: str | None) -> Response:
         """``path`` percent-decoded already (as WSGI's PATH_INFO and FastAPI's paths are)."""
@@ -100,23 +121,45 @@ class Console:
             return _error(400, str(exc))
 
     def _overview(self, params: Mapping[str, str], tenant: str | None) -> Response:
-        sort = _choice(params, "sort", pages.SORTS, "name")
+        sort = _choice(params, "sort", pages.SORTS, "status")
         order = _choice(params, "order", ("asc", "desc"), "asc")
         refresh = _int(params, "refresh", OVERVIEW_REFRESH, MAX_REFRESH)
+        page = _int(params, "page", 0, MAX_PAGE)
+        now = time.time()
+        live = snapshot(self.states(tenant))
         notes: list[str] = []
-        rows = []
+        listed: tuple[list[QueryRow], QueryCounts] | None = None
         if self.history is not None:
             try:
-                rows = self.history.overview(tenant)
+                listed = self._history_page(tenant, page, live, now)
             except HistoryError as exc:
-                notes.append(f"history not readable yet: {one_line(exc)}")
-        rows = merge_overview(rows, snapshot(self.states(tenant)))
-        html = pages.overview(rows, sort, order == "desc", refresh, notes)
+                notes.append(hidden("history not readable yet", exc, self.log_name))
+        rows, counts = listed if listed is not None else _live_page(live, page, now)
+        html = pages.overview(rows, sort, order == "desc", refresh, notes, counts, page, now)
         return Response(200, html.encode())
+
+    def _history_page(self, tenant: str | None, page: int, live: list[QueryState],
+                      now: float) -> tuple[list[QueryRow], QueryCounts]:
+        """The history's page and counts, with the live state's newer word on its queries:
+        a live query counts by its live status; one the history does not know yet is listed
+        on the first page."""
+        assert self.history is not None
+        rows, counts = self.history.overview(tenant, page, now)
+        known = self.history.latest_of([q.query_id for q in live], tenant)
+        for q in live:
+            if q.query_id in known:
+                status, last_event = known[q.query_id]
+                counts.add(_history_status(status, last_event, now), -1)
+            counts.add(status_of(q))
+        on_page = {r.query_id for r in rows}
+        shown = [q for q in live
+                 if q.query_id in on_page or (page == 0 and q.query_id not in known)]
+        return merge_overview(rows, shown, now), counts
 
     def _query(self, query: str, params: Mapping[str, str], tenant: str | None) -> Response:
         range_key = _choice(params, "range", pages.RANGES, pages.DEFAULT_RANGE)
         page = _int(params, "page", 0, MAX_PAGE)
+        ops_page = _int(params, "ops", 0, MAX_PAGE)
         refresh = _int(params, "refresh", QUERY_REFRESH, MAX_REFRESH)
         seconds = pages.RANGES[range_key]
         since = None if seconds is None else datetime.fromtimestamp(time.time() - seconds, UTC)
@@ -125,11 +168,11 @@ class Console:
         note = None
         if self.history is not None:
             try:
-                detail = self.history.detail(query, tenant, since, page, self.findings)
+                detail = self.history.detail(query, tenant, since, page, self.findings, ops_page)
             except UnknownQuery:
                 detail = None
             except HistoryError as exc:
-                note = f"history not readable: {one_line(exc)}"
+                note = hidden("history not readable yet", exc, self.log_name)
         if detail is None:
             if query not in live:
                 return _error(503 if note else 404, note or f"no query with id or name {query!r}")
@@ -138,7 +181,27 @@ class Console:
                 detail.notes.append(note)
         else:
             merge_detail(detail, live.get(detail.query_id))
-        return Response(200, pages.query_page(detail, range_key, page, refresh).encode())
+        html = pages.query_page(detail, range_key, page, refresh, ops_page)
+        return Response(200, html.encode())
+
+
+def _history_status(status: str, last_event: float | None, now: float) -> str:
+    """A history status as the overview shows it without the live state (:func:`merge_overview`
+    marks a running query silent after :data:`SILENT_SECONDS` without an event)."""
+    if status == RUNNING and (last_event is None or now - last_event > SILENT_SECONDS):
+        return SILENT
+    return status
+
+
+def _live_page(live: list[QueryState], page: int, now: float
+               ) -> tuple[list[QueryRow], QueryCounts]:
+    """Without a readable history: the live state's queries, paged here the same way."""
+    rows = merge_overview([], live, now)
+    counts = QueryCounts()
+    for r in rows:
+        counts.add(r.status)
+    rows.sort(key=pages.SORTS["status"])
+    return rows[page * OVERVIEW_PAGE:(page + 1) * OVERVIEW_PAGE], counts
 
 
 def _error(status: int, message: str) -> Response:

@@ -1,8 +1,8 @@
 """The console's reads of the SQL history (SQLite or PostgreSQL): what survives a restart.
 
 Each page is a bounded number of index range scans (:mod:`sparkwatch.history.series`): the
-overview reads one page of queries and, per query, its newest batches; a query page reads at most
-:data:`MAX_POINTS` rows per series.
+overview counts the queries and reads one page of them and, per query, its newest batches; a query
+page reads one page of operators and at most :data:`MAX_POINTS` rows per series.
 """
 
 from __future__ import annotations
@@ -11,38 +11,44 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
 from sparkwatch.console.model import (
+    FAILED,
+    OPERATORS_PAGE,
+    OVERVIEW_PAGE,
+    RUNNING,
+    SILENT_SECONDS,
+    TABLE_PAGE,
     BacklogPoint,
     BatchRow,
     FindingLink,
+    QueryCounts,
     QueryDetail,
     QueryRow,
     RunRow,
 )
+from sparkwatch.console.notes import hidden
 from sparkwatch.history import series
 from sparkwatch.history.engine import connect, create_engine
 from sparkwatch.history.errors import HistoryError, HistoryUnavailable
 from sparkwatch.history.reader import HistoryReader
-from sparkwatch.history.views import state_point
+from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun
+from sparkwatch.history.views import StatePoint, state_point
 from sparkwatch.plan.describe import summary
 from sparkwatch.summary import one_line
 
 T = TypeVar("T")
 
-MAX_QUERIES = 200
-"""Queries on the overview (the most recently active)."""
 SPARK_POINTS = 20
 MAX_POINTS = 360
 """Points per series on a query page: the newest of the selected range (an hour of 10 s
 triggers; a chart is 490 pixels wide)."""
 FINDINGS_SECONDS = 30.0
 """doctor's findings of a query are recomputed at most this often (they look at 200 batches)."""
-TABLE_PAGE = 50
 
 
 class HistoryData:
@@ -55,6 +61,8 @@ class HistoryData:
         self._reader: HistoryReader | None = None
         self._engine: sa.Engine | None = None
         self._findings_cache: dict[str, tuple[float, list[FindingLink]]] = {}
+        self.where = "the driver's log"
+        """Where a page's readers are told the detail of a failure to read was logged."""
 
     def close(self) -> None:
         with self._lock:
@@ -67,7 +75,7 @@ class HistoryData:
     def _ready(self) -> tuple[HistoryReader, sa.Engine]:
         with self._lock:
             if self._reader is None:
-                self._reader = HistoryReader(self.url)
+                self._reader = HistoryReader(self.url, keep_notes=False)
             if self._engine is None:
                 self._engine = create_engine(self.url, must_exist=True)
             return self._reader, self._engine
@@ -78,29 +86,56 @@ class HistoryData:
         except sa.exc.DBAPIError as exc:
             raise HistoryUnavailable(f"history query failed: {one_line(exc)}") from None
 
-    def overview(self, tenant: str | None) -> list[QueryRow]:
-        reader, engine = self._ready()
+    def overview(self, tenant: str | None, page: int, now: float
+                 ) -> tuple[list[QueryRow], QueryCounts]:
+        """Page ``page`` of the queries (failed first, then active, then the most recently
+        active) and the counts of all of them, counted by the database."""
+        _, engine = self._ready()
 
-        def read() -> list[QueryRow]:
-            queries = reader.queries(MAX_QUERIES, 0, tenant)
-            rows = [QueryRow(q.query_id, q.name, q.app_name, q.status) for q in queries]
-            latest = [(q.latest_run_id, q.last_batch_id) for q in queries
-                      if q.last_batch_id is not None]
+        def read() -> tuple[list[QueryRow], QueryCounts]:
+            latest = _latest_runs(tenant).subquery()
+            rank = _rank(latest, now)
             with connect(engine) as conn:
-                newest = {r["query_id"]: _batch(r) for r in series.batches_at(conn, latest)}
+                counts = _counts(conn, latest, rank)
+                found = list(conn.execute(_page(latest, rank, page)).mappings())
+                keys = [(q["run_id"], q["last_batch_id"]) for q in found
+                        if q["last_batch_id"] is not None]
+                newest = {r["query_id"]: _batch(r) for r in series.batches_at(conn, keys)}
                 ops = series.runs_operators(
-                    conn, [(run, last - SPARK_POINTS + 1, last) for run, last in latest])
+                    conn, [(run, last - SPARK_POINTS + 1, last) for run, last in keys])
             per_run: dict[str, dict[int, dict[str, Any]]] = {}
             for r in ops:
                 per_run.setdefault(r["run_id"], {})[r["batch_id"]] = r
-            for row, q in zip(rows, queries, strict=True):
-                _fill_latest(row, newest.get(q.query_id), per_run.get(q.latest_run_id, {}))
-            return rows
+            rows = []
+            for q in found:
+                row = QueryRow(q["query_id"], q["name"], q["app_name"], q["status"],
+                               last_event_at=_epoch(q["last_event_at"]))
+                _fill_latest(row, newest.get(q["query_id"]), per_run.get(q["run_id"], {}))
+                rows.append(row)
+            return rows, counts
+
+        return self._guard(read)
+
+    def latest_of(self, query_ids: list[str], tenant: str | None
+                  ) -> dict[str, tuple[str, float | None]]:
+        """The status and last event of each of ``query_ids`` the history knows (the live
+        queries: the overview counts them by their live status instead)."""
+        _, engine = self._ready()
+
+        def read() -> dict[str, tuple[str, float | None]]:
+            out: dict[str, tuple[str, float | None]] = {}
+            with connect(engine) as conn:
+                for start in range(0, len(query_ids), 500):
+                    latest = _latest_runs(tenant, query_ids[start:start + 500]).subquery()
+                    stmt = sa.select(latest.c.query_id, latest.c.status, latest.c.last_event_at)
+                    for r in conn.execute(stmt):
+                        out[r.query_id] = (r.status, _epoch(r.last_event_at))
+            return out
 
         return self._guard(read)
 
     def detail(self, query: str, tenant: str | None, since: datetime | None, page: int,
-               with_findings: bool = True) -> QueryDetail:
+               with_findings: bool = True, ops_page: int = 0) -> QueryDetail:
         reader, engine = self._ready()
 
         def read() -> QueryDetail:
@@ -113,10 +148,9 @@ class HistoryData:
                                                              limit=MAX_POINTS)]
                 table = [_batch(r) for r in series.batches(conn, query_id, limit=TABLE_PAGE,
                                                            offset=page * TABLE_PAGE)]
-                operators = {
-                    index: [state_point(r) for r in reversed(
-                        series.operator_series(conn, query_id, index, since, limit=MAX_POINTS))]
-                    for index in series.operator_indexes(conn, query_id)}
+                indexes = series.operator_indexes(conn, query_id)
+                shown = indexes[ops_page * OPERATORS_PAGE:(ops_page + 1) * OPERATORS_PAGE]
+                operators = _operators_series(conn, query_id, shown, since)
                 backlog = _backlog(series.source_series(conn, query_id, since,
                                                         limit=MAX_POINTS))
             names = {i: ops[-1].operator_name for i, ops in operators.items() if ops}
@@ -127,7 +161,7 @@ class HistoryData:
                 query_id=query_id, name=latest.name, app_name=latest.app_name,
                 status=latest.status, batches=list(reversed(batches)), operators=operators,
                 operator_names=names, backlog=list(reversed(backlog)),
-                runs=[_run(r) for r in runs], table=table)
+                runs=[_run(r) for r in runs], table=table, operator_indexes=indexes)
             if with_findings:
                 detail.findings = self._findings(query_id, detail.notes)
             return detail
@@ -157,10 +191,10 @@ class HistoryData:
                 record = load_record(conn, reader, query_id)
             found = diagnose([record] if record is not None else [])
         except HistoryError as exc:
-            notes.append(f"doctor could not read the history: {exc}")
+            notes.append(hidden("doctor could not read the history", exc, self.where))
             return []
         return [FindingLink(f.code, f.severity.label, f.title, anchor_of(f.code, f.operator_index),
-                            f.operator) for f in found]
+                            f.operator, f.operator_index) for f in found]
 
 
 FINDING_CHARTS = {
@@ -180,6 +214,72 @@ def anchor_of(code: str, operator: int | None) -> str:
     if code in QUERY_CHARTS or operator is None:
         return QUERY_CHARTS.get(code, "batches")
     return f"op-{operator}-{FINDING_CHARTS.get(code, 'rows')}"
+
+
+def _operators_series(conn: sa.Connection, query_id: str, indexes: list[int],
+                      since: datetime | None) -> dict[int, list[StatePoint]]:
+    """The newest :data:`MAX_POINTS` points of each operator of ``indexes``, oldest first: one
+    statement (a union of one range scan each), not a round trip per operator."""
+    if not indexes:
+        return {}
+    table = OperatorBatch.__table__
+    scans = [sa.select(*(table.c[c] for c in series.OPERATOR_COLUMNS)).where(
+        table.c.query_id == query_id, table.c.operator_index == index) for index in indexes]
+    if since is not None:
+        scans = [scan.where(table.c.timestamp >= since) for scan in scans]
+    # Each scan limited inside its own subquery (a compound select takes one ORDER BY only).
+    limited = [sa.select(scan.order_by(table.c.timestamp.desc()).limit(MAX_POINTS).subquery())
+               for scan in scans]
+    out: dict[int, list[StatePoint]] = {index: [] for index in indexes}
+    for row in conn.execute(sa.union_all(*limited)).mappings():
+        out[row["operator_index"]].append(state_point(row))
+    for points in out.values():
+        points.sort(key=lambda p: p.timestamp)
+    return {index: points for index, points in out.items() if points}
+
+
+def _latest_runs(tenant: str | None, query_ids: list[str] | None = None) -> sa.Select[Any]:
+    """Each query's latest run (of ``tenant``'s, of ``query_ids`` when given)."""
+    runs = QueryRun.__table__.c
+    latest_first = (runs.last_event_at.desc(), runs.run_id.desc())
+    ranked = sa.select(
+        runs.query_id, runs.run_id, runs.name, runs.app_name, runs.status, runs.last_event_at,
+        sa.func.row_number().over(partition_by=runs.query_id, order_by=latest_first).label("n"))
+    if tenant is not None:
+        ranked = ranked.where(runs.tenant == tenant)
+    if query_ids is not None:
+        ranked = ranked.where(runs.query_id.in_(query_ids))
+    sub = ranked.subquery()
+    return sa.select(*(c for c in sub.c if c.name != "n")).where(sub.c.n == 1)
+
+
+def _rank(latest: Any, now: float) -> sa.ColumnElement[int]:
+    """:func:`attention` in SQL: 0 failed, 1 active (running with an event in the last
+    :data:`SILENT_SECONDS`: an older one is shown silent), 2 the rest."""
+    recent = datetime.fromtimestamp(now - SILENT_SECONDS, UTC)
+    return sa.case((latest.c.status == FAILED, 0),
+                   (sa.and_(latest.c.status == RUNNING, latest.c.last_event_at >= recent), 1),
+                   else_=2)
+
+
+def _counts(conn: sa.Connection, latest: Any, rank: sa.ColumnElement[int]) -> QueryCounts:
+    def of(value: int) -> Any:
+        return sa.func.coalesce(sa.func.sum(sa.case((rank == value, 1), else_=0)), 0)
+
+    row = conn.execute(sa.select(sa.func.count(), of(0), of(1)).select_from(latest)).one()
+    return QueryCounts(total=int(row[0]), failed=int(row[1]), active=int(row[2]))
+
+
+def _page(latest: Any, rank: sa.ColumnElement[int], page: int) -> sa.Select[Any]:
+    batches = Batch.__table__.c
+    chosen = (sa.select(latest, rank.label("rank"))
+              .order_by(rank, latest.c.last_event_at.desc(), latest.c.query_id)
+              .limit(OVERVIEW_PAGE).offset(page * OVERVIEW_PAGE).subquery())
+    # One index probe per query of the page: the newest entry of its run's (run_id, batch_id).
+    last_batch = (sa.select(sa.func.max(batches.batch_id)).where(batches.run_id == chosen.c.run_id)
+                  .scalar_subquery())
+    return (sa.select(chosen, last_batch.label("last_batch_id"))
+            .order_by(chosen.c.rank, chosen.c.last_event_at.desc(), chosen.c.query_id))
 
 
 def _epoch(value: datetime | None) -> float | None:

@@ -11,6 +11,7 @@ from sparkwatch.console.model import (
     IDLE,
     RUNNING,
     SILENT,
+    SILENT_SECONDS,
     TERMINATED,
     BatchRow,
     QueryDetail,
@@ -48,18 +49,17 @@ def batch_of(p: QueryProgress) -> BatchRow:
         phases=dict(p.duration_ms), watermark=p.event_time.watermark)
 
 
-SILENT_SECONDS = 600.0
-
-
 def merge_overview(rows: list[QueryRow], live: list[QueryState],
                    now: float | None = None) -> list[QueryRow]:
     """History rows updated with what the live state knows newer; live-only queries added;
-    history-only "running" queries without a batch for :data:`SILENT_SECONDS` marked silent."""
+    history-only "running" queries without an event (else a batch) for :data:`SILENT_SECONDS`
+    marked silent."""
     now = time.time() if now is None else now
     known = {q.query_id for q in live}
     for r in rows:
+        last = r.last_event_at if r.last_event_at is not None else r.last_batch_at
         if r.query_id not in known and r.status in (RUNNING, IDLE) and \
-                (r.last_batch_at is None or now - r.last_batch_at > SILENT_SECONDS):
+                (last is None or now - last > SILENT_SECONDS):
             r.status = SILENT
     by_id = {r.query_id: r for r in rows}
     for q in live:

@@ -9,8 +9,38 @@ from sparkwatch.history.views import StatePoint
 
 RUNNING, IDLE, TERMINATED, FAILED = "running", "idle", "terminated", "failed"
 SILENT = "silent"
-"""Running by the history, unknown to the live state and without a batch for a while: its
+"""Running by the history, unknown to the live state and without an event for a while: its
 driver most likely died without a termination event."""
+SILENT_SECONDS = 600.0
+
+OVERVIEW_PAGE = 200
+"""Queries on a page of the overview."""
+OPERATORS_PAGE = 8
+"""Operators charted on a page of a query page."""
+TABLE_PAGE = 50
+"""Batches in a page of a query page's batches table."""
+
+
+def attention(status: str) -> int:
+    """Where a status comes on the overview: failed queries first, then active ones."""
+    return 0 if status == FAILED else 1 if status in (RUNNING, IDLE) else 2
+
+
+@dataclass(slots=True)
+class QueryCounts:
+    """Every query the caller may see, not only those of the page shown."""
+
+    total: int = 0
+    active: int = 0
+    failed: int = 0
+
+    def add(self, status: str, times: int = 1) -> None:
+        self.total += times
+        rank = attention(status)
+        if rank == 0:
+            self.failed += times
+        elif rank == 1:
+            self.active += times
 
 
 @dataclass(slots=True)
@@ -29,6 +59,8 @@ class QueryRow:
     """Seconds between the last batch's trigger time and its watermark."""
     last_batch_id: int | None = None
     last_batch_at: float | None = None
+    last_event_at: float | None = None
+    """The history's last event of the query (None for a query the live state alone knows)."""
     spark: list[float] = field(default_factory=list)
     """State rows (every operator's, summed) of the last batches, oldest first."""
 
@@ -79,6 +111,7 @@ class FindingLink:
     anchor: str
     """The id of the chart that shows the finding on the query page."""
     operator: str | None
+    operator_index: int | None = None
 
 
 @dataclass(slots=True)
@@ -101,3 +134,5 @@ class QueryDetail:
     """The page of the batches table, newest first."""
     findings: list[FindingLink] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    operator_indexes: list[int] = field(default_factory=list)
+    """Every operator position of the query: ``operators`` holds one page of them."""

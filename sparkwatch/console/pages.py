@@ -5,17 +5,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from sparkwatch.console.model import FAILED, QueryDetail, QueryRow
-from sparkwatch.console.svg import Series, fmt_number, fmt_unit, line_chart, sparkline
+from sparkwatch.console.model import (
+    OPERATORS_PAGE,
+    OVERVIEW_PAGE,
+    TABLE_PAGE,
+    QueryCounts,
+    QueryDetail,
+    QueryRow,
+    attention,
+)
+from sparkwatch.console.svg import Point, Series, fmt_number, fmt_unit, line_chart, sparkline
 from sparkwatch.history.views import StatePoint
 
 RANGES: dict[str, float | None] = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 86400,
                                    "7d": 7 * 86400, "all": None}
 DEFAULT_RANGE = "1h"
+OVERVIEW_REFRESH, QUERY_REFRESH = 5, 10
+MAX_PAGE_POINTS = 12_000
+"""Points drawn by all the charts of a query page together: past it each series is thinned
+(its lows and highs kept). Drawing is most of a page's time and size."""
 
 ROCKSDB_METRICS: dict[str, tuple[str, ...]] = {
     # What the doctor's RocksDB checks read, and what sizes the store on disk and in memory.
@@ -30,6 +43,12 @@ ROCKSDB_METRICS: dict[str, tuple[str, ...]] = {
 def e(value: object) -> str:
     """Text as HTML (quotes too: safe inside attributes)."""
     return escape("" if value is None else str(value), quote=True)
+
+
+def u(value: object) -> str:
+    """User text (a name, an id, an operator, a message) as HTML, isolated from the text around
+    it: a right-to-left override in a name cannot reorder what follows it."""
+    return f"<bdi>{e(value)}</bdi>"
 
 
 def query_href(query_id: str, **params: object) -> str:
@@ -65,7 +84,8 @@ def _num(value: float | None, unit: str = "") -> str:
 SORTS: dict[str, Callable[[QueryRow], Any]] = {
     "name": lambda r: (r.name or r.query_id).lower(),
     "app": lambda r: r.app_name.lower(),
-    "status": lambda r: r.status,
+    # Failed first, then active, then the rest; each most recently active first.
+    "status": lambda r: (attention(r.status), -(r.last_event_at or r.last_batch_at or 0.0)),
     "input": lambda r: r.input_rate or 0.0,
     "processed": lambda r: r.processed_rate or 0.0,
     "rows": lambda r: r.state_rows or 0,
@@ -79,51 +99,117 @@ COLUMNS = (("name", "query"), ("app", "app"), ("status", "status"), ("input", "i
 
 
 def overview(rows: Sequence[QueryRow], sort: str, descending: bool, refresh: int,
-             notes: Sequence[str], now: float | None = None) -> str:
+             notes: Sequence[str], counts: QueryCounts, page: int = 0,
+             now: float | None = None) -> str:
     now = time.time() if now is None else now
     ordered = sorted(rows, key=SORTS[sort], reverse=descending)
+
+    def here(**changes: object) -> str:
+        state = {"sort": sort, "order": "desc" if descending else "asc", "refresh": refresh,
+                 "page": page or None, **changes}
+        return "/?" + urlencode({k: v for k, v in state.items() if v is not None})
+
     head = []
     for key, label in COLUMNS:
         order = "asc" if key == sort and descending else "desc"
         mark = (" \u25bc" if descending else " \u25b2") if key == sort else ""
-        link = urlencode({"sort": key, "order": order, "refresh": refresh})
-        head.append(f'<th><a href="/?{link}">{e(label)}{mark}</a></th>')
+        head.append(f'<th><a href="{e(here(sort=key, order=order))}">{e(label)}{mark}</a></th>')
     head.append("<th>state rows, last batches</th>")
+    # A page not refreshing opens query pages that do not either.
+    sticky = {"refresh": 0} if refresh == 0 else {}
     body = []
     for r in ordered:
         cls = f"status-{e(r.status)}"
         body.append(
             f'<tr class="{cls}" data-query-id="{e(r.query_id)}">'
-            f'<td><a class="query" href="{e(query_href(r.query_id))}">{e(r.name or r.query_id)}'
-            f'</a><div class="id">{e(r.query_id)}</div></td>'
-            f"<td>{e(r.app_name)}</td><td><span class=\"status\">{e(r.status)}</span></td>"
+            f'<td><a class="query" href="{e(query_href(r.query_id, **sticky))}">'
+            f'{u(r.name or r.query_id)}</a><div class="id">{u(r.query_id)}</div></td>'
+            f"<td>{u(r.app_name)}</td><td><span class=\"status\">{e(r.status)}</span></td>"
             f"<td>{_num(r.input_rate)}</td><td>{_num(r.processed_rate)}</td>"
             f"<td>{_num(r.state_rows)}</td><td>{_num(r.state_memory, 'bytes')}</td>"
             f"<td>{_num(r.watermark_lag, 's')}</td>"
             f"<td>{e('-' if r.last_batch_id is None else r.last_batch_id)} "
             f"<span class=\"age\">{_age(r.last_batch_at, now)}</span></td>"
             f"<td>{sparkline(r.spark)}</td></tr>")
-    toggle = urlencode({"sort": sort, "order": "desc" if descending else "asc",
-                        "refresh": 0 if refresh else 5})
-    refresh_link = (f'<a href="/?{toggle}">'
+    refresh_link = (f'<a href="{e(here(refresh=0 if refresh else OVERVIEW_REFRESH))}">'
                     f"{'stop auto-refresh' if refresh else 'auto-refresh every 5 s'}</a>")
-    failed = sum(1 for r in rows if r.status == FAILED)
-    summary = (f"<p class=\"summary\">{len(rows)} queries, "
-               f"{sum(1 for r in rows if r.status in ('running', 'idle'))} active, "
-               f"{failed} failed \u00b7 {refresh_link}</p>")
-    table = ("<table class=\"queries\"><thead><tr>" + "".join(head) + "</tr></thead><tbody>"
-             + "".join(body) + "</tbody></table>") if rows else \
-        "<p class=\"empty\">No query seen yet.</p>"
+    summary = (f"<p class=\"summary\">{counts.total} queries, {counts.active} active, "
+               f"{counts.failed} failed \u00b7 {refresh_link}</p>")
+    summary += _overview_pager(len(rows), counts.total, page, here)
+    if rows:
+        table = ("<table class=\"queries\"><thead><tr>" + "".join(head) + "</tr></thead><tbody>"
+                 + "".join(body) + "</tbody></table>")
+    elif page:
+        table = f'<p class="empty">No query on this page: <a href="{e(here(page=None))}">' \
+                "first page</a>.</p>"
+    else:
+        table = "<p class=\"empty\">No query seen yet.</p>"
     return _page("queries", "<h1>Queries</h1>" + _notes(notes) + summary + table, refresh)
 
 
+def _overview_pager(shown: int, total: int, page: int, here: Callable[..., str]) -> str:
+    """"showing N of M" and the links to the pages before and after, when one page is not all."""
+    if total <= OVERVIEW_PAGE and not page:
+        return ""
+    last = max((total - 1) // OVERVIEW_PAGE, 0)
+    links = []
+    if page > 0:
+        links.append(f'<a href="{e(here(page=min(page - 1, last) or None))}">previous page</a>')
+    if page < last:
+        links.append(f'<a href="{e(here(page=page + 1))}">next page</a>')
+    return (f'<p class="pager">showing {shown} of {total} (page {page + 1} of {last + 1}; '
+            "failed and active queries first) " + " ".join(links) + "</p>")
+
+
 def _notes(notes: Sequence[str]) -> str:
-    return "".join(f'<p class="note">{e(n)}</p>' for n in notes)
+    return "".join(f'<p class="note">{u(n)}</p>' for n in notes)
 
 
-def _chart(anchor: str, title: str, unit: str, series: Sequence[Series]) -> str:
-    return (f'<figure class="chart" id="{e(anchor)}"><figcaption><a href="#{e(anchor)}">'
-            f"{e(title)}</a></figcaption>{line_chart(title, unit, series)}</figure>")
+@dataclass(frozen=True, slots=True)
+class Chart:
+    anchor: str
+    title: str
+    unit: str
+    series: Sequence[Series]
+
+    def html(self) -> str:
+        return (f'<figure class="chart" id="{e(self.anchor)}"><figcaption>'
+                f'<a href="#{e(self.anchor)}">{e(self.title)}</a></figcaption>'
+                f"{line_chart(self.title, self.unit, self.series)}</figure>")
+
+
+def _chart(anchor: str, title: str, unit: str, series: Sequence[Series]) -> Chart:
+    return Chart(anchor, title, unit, series)
+
+
+def within_budget(charts: Sequence[Chart], budget: int = MAX_PAGE_POINTS) -> list[Chart]:
+    """The charts with their series thinned in the same proportion to ``budget`` points in all
+    (none below a handful), when they hold more."""
+    total = sum(len(s.points) for c in charts for s in c.series)
+    if total <= budget:
+        return list(charts)
+    share = budget / total
+    return [Chart(c.anchor, c.title, c.unit,
+                  [Series(s.label, thin(s.points, int(len(s.points) * share)))
+                   for s in c.series]) for c in charts]
+
+
+def thin(points: Sequence[Point], keep: int) -> list[Point]:
+    """At most ``keep`` (at least 5) of ``points`` (oldest first): the lowest and the highest of
+    each of equal runs, and the last (a spike or a dip stays visible; the last value shown)."""
+    if len(points) <= max(keep, 5):
+        return list(points)
+    buckets = max((keep - 1) // 2, 2)
+    size = (len(points) - 1) / buckets
+    out: list[Point] = []
+    for b in range(buckets):
+        run = points[round(b * size):round((b + 1) * size)]
+        if not run:
+            continue
+        low = min(range(len(run)), key=lambda i: run[i][1])
+        high = max(range(len(run)), key=lambda i: run[i][1])
+        out += [run[i] for i in sorted({low, high})]
+    return [*out, points[-1]]
 
 
 def _op_series(ops: Sequence[StatePoint], **fields: Callable[[StatePoint], float]
@@ -141,7 +227,7 @@ def _custom(ops: Sequence[StatePoint], key: str) -> list[tuple[float, float]]:
     return out
 
 
-def _operator_section(index: int, name: str, ops: Sequence[StatePoint]) -> str:
+def _operator_charts(index: int, ops: Sequence[StatePoint]) -> list[Chart]:
     p = f"op-{index}"
     charts = [
         _chart(f"{p}-rows", "state rows (total)", "",
@@ -158,34 +244,53 @@ def _operator_section(index: int, name: str, ops: Sequence[StatePoint]) -> str:
                           update=lambda o: o.all_updates_time_ms,
                           removal=lambda o: o.all_removals_time_ms)),
     ]
-    rocks: list[str] = []
+    rocks: list[Chart] = []
     for unit, keys in ROCKSDB_METRICS.items():
         found = [Series(k, pts) for k in keys if (pts := _custom(ops, k))]
         if found:
             # The first is what doctor's RocksDB findings link to.
             anchor = f"{p}-rocksdb" + (f"-{len(rocks) + 1}" if rocks else "")
             rocks.append(_chart(anchor, f"RocksDB {unit or 'counts'}", unit, found))
-    return (f'<section class="operator" id="{p}"><h2>operator {index}: {e(name)}</h2>'
-            f'<div class="charts">{"".join(charts + rocks)}</div></section>')
+    return charts + rocks
 
 
-def query_page(d: QueryDetail, range_key: str, page: int, refresh: int,
+def _operator_section(index: int, name: str, charts: Sequence[Chart]) -> str:
+    return (f'<section class="operator" id="op-{index}"><h2>operator {index}: {u(name)}</h2>'
+            f'<div class="charts">{"".join(c.html() for c in charts)}</div></section>')
+
+
+def query_page(d: QueryDetail, range_key: str, page: int, refresh: int, ops_page: int = 0,
                now: float | None = None) -> str:
     now = time.time() if now is None else now
     title = d.name or d.query_id
+    indexes = sorted(set(d.operator_indexes) | set(d.operators))
+    shown = indexes[ops_page * OPERATORS_PAGE:(ops_page + 1) * OPERATORS_PAGE]
+
+    def link(**changes: object) -> str:
+        state: dict[str, object] = {"range": range_key, "refresh": refresh, "page": page,
+                                    "ops": ops_page, **changes}
+        return query_href(d.query_id, range=state["range"], refresh=state["refresh"],
+                          page=state["page"] or None, ops=state["ops"] or None)
+
     ranges = " ".join(
-        f'<a class="{"on" if key == range_key else ""}" '
-        f'href="{e(query_href(d.query_id, range=key, refresh=refresh or None))}">{e(key)}</a>'
+        f'<a class="{"on" if key == range_key else ""}" href="{e(link(range=key))}">{e(key)}</a>'
         for key in RANGES)
-    head = (f"<h1>{e(title)} <span class=\"status status-{e(d.status)}\">{e(d.status)}</span>"
-            f"</h1><p class=\"id\">query {e(d.query_id)} \u00b7 app {e(d.app_name)}</p>"
-            f'<nav class="ranges">time range: {ranges}</nav>' + _notes(d.notes))
+    toggle = (f'<a href="{e(link(refresh=0 if refresh else QUERY_REFRESH))}">'
+              f"{'stop auto-refresh' if refresh else f'auto-refresh every {QUERY_REFRESH} s'}</a>")
+    head = (f"<h1>{u(title)} <span class=\"status status-{e(d.status)}\">{e(d.status)}</span>"
+            f"</h1><p class=\"id\">query {u(d.query_id)} \u00b7 app {u(d.app_name)} \u00b7 "
+            f'{toggle}</p><nav class="ranges">time range: {ranges}</nav>' + _notes(d.notes))
     findings = ""
     if d.findings:
+        def target(anchor: str, operator: int | None) -> str:
+            if operator is None or operator in shown or operator not in indexes:
+                return f"#{anchor}"
+            return link(ops=indexes.index(operator) // OPERATORS_PAGE) + f"#{anchor}"
+
         items = "".join(
-            f'<li class="sev-{e(f.severity)}"><a href="#{e(f.anchor)}">{e(f.severity)} '
-            f"{e(f.code)}</a>: {e(f.title)}" + (f" ({e(f.operator)})" if f.operator else "")
-            + "</li>" for f in d.findings)
+            f'<li class="sev-{e(f.severity)}"><a href="{e(target(f.anchor, f.operator_index))}">'
+            f"{e(f.severity)} {e(f.code)}</a>: {u(f.title)}"
+            + (f" ({u(f.operator)})" if f.operator else "") + "</li>" for f in d.findings)
         findings = f'<section id="findings"><h2>doctor</h2><ul>{items}</ul></section>'
     b = d.batches
     query_charts = [
@@ -205,30 +310,37 @@ def query_page(d: QueryDetail, range_key: str, page: int, refresh: int,
         _chart("backlog", "source backlog (offsets behind latest)", "",
                [Series("behind", [(p.timestamp, p.behind) for p in d.backlog])]),
     ]
-    operators = "".join(
-        _operator_section(i, d.operator_names.get(i, ops[-1].operator_name if ops else "?"), ops)
-        for i, ops in sorted(d.operators.items()))
-    if not d.operators:
+    per_operator = [_operator_charts(i, d.operators.get(i, [])) for i in shown]
+    drawn = within_budget(query_charts + [c for charts in per_operator for c in charts])
+    query_charts, rest = drawn[:len(query_charts)], drawn[len(query_charts):]
+    sections = []
+    for i, charts in zip(shown, per_operator, strict=True):
+        ops = d.operators.get(i, [])
+        name = d.operator_names.get(i, ops[-1].operator_name if ops else "?")
+        sections.append(_operator_section(i, name, rest[:len(charts)]))
+        rest = rest[len(charts):]
+    operators = _operators_pager(indexes, ops_page, link) + "".join(sections)
+    if not indexes:
         operators = '<p class="empty">No state operator reported in this range.</p>'
+    elif not shown:
+        operators += '<p class="empty">No operator on this page.</p>'
     runs = "".join(
-        f"<tr class=\"status-{e(r.status)}\"><td>{e(r.run_id)}</td><td>{e(r.status)}</td>"
+        f"<tr class=\"status-{e(r.status)}\"><td>{u(r.run_id)}</td><td>{e(r.status)}</td>"
         f"<td>{_age(r.started_at, now)}</td><td>{_age(r.ended_at, now)}</td>"
         f"<td>{e(r.batches)}</td><td>{e(r.first_batch_id)}..{e(r.last_batch_id)}</td>"
-        f"<td>{e(r.error or '')}</td></tr>" for r in d.runs)
+        f"<td>{u(r.error or '')}</td></tr>" for r in d.runs)
     rows = "".join(
-        f"<tr><td>{e(x.batch_id)}</td><td>{e(x.run_id[:8])}</td><td>{_age(x.timestamp, now)}"
+        f"<tr><td>{e(x.batch_id)}</td><td>{u(x.run_id[:8])}</td><td>{_age(x.timestamp, now)}"
         f"</td><td>{_num(x.duration_ms, 'ms')}</td><td>{e(x.input_rows)}</td>"
         f"<td>{_num(x.input_rate)}</td><td>{_num(x.processed_rate)}</td>"
         f"<td>{_num(x.watermark_lag, 's')}</td></tr>" for x in d.table)
     pager = []
     if page > 0:
-        pager.append(f'<a href="{e(query_href(d.query_id, range=range_key, page=page - 1))}'
-                     '#batch-table">newer</a>')
-    if len(d.table) and len(d.table) >= 50:
-        pager.append(f'<a href="{e(query_href(d.query_id, range=range_key, page=page + 1))}'
-                     '#batch-table">older</a>')
+        pager.append(f'<a href="{e(link(page=page - 1))}#batch-table">newer</a>')
+    if len(d.table) >= TABLE_PAGE:
+        pager.append(f'<a href="{e(link(page=page + 1))}#batch-table">older</a>')
     body = (head + findings + '<section id="query-charts"><h2>query</h2><div class="charts">'
-            + "".join(query_charts) + "</div></section>" + operators
+            + "".join(c.html() for c in query_charts) + "</div></section>" + operators
             + '<section id="runs"><h2>runs</h2><table><thead><tr><th>run</th><th>status</th>'
             "<th>started</th><th>ended</th><th>batches</th><th>batch ids</th><th>error</th>"
             f"</tr></thead><tbody>{runs}</tbody></table></section>"
@@ -236,11 +348,28 @@ def query_page(d: QueryDetail, range_key: str, page: int, refresh: int,
             "<th>batch</th><th>run</th><th>when</th><th>duration</th><th>input rows</th>"
             "<th>input rows/s</th><th>processed rows/s</th><th>watermark lag</th></tr></thead>"
             f"<tbody>{rows}</tbody></table><p class=\"pager\">{' '.join(pager)}</p></section>")
-    return _page(title, body, refresh)
+    # The title cannot hold markup: the name isolated by FSI ... PDI instead of <bdi>.
+    return _page(f"\u2068{title}\u2069", body, refresh)
+
+
+def _operators_pager(indexes: Sequence[int], ops_page: int, link: Callable[..., str]) -> str:
+    """Which operators the page charts, linking the other pages of them."""
+    if len(indexes) <= OPERATORS_PAGE:
+        return ""
+    first = ops_page * OPERATORS_PAGE
+    shown = (f"operators {first + 1}-{min(first + OPERATORS_PAGE, len(indexes))} of "
+             f"{len(indexes)}" if first < len(indexes) else f"{len(indexes)} operators")
+    links = []
+    for n, start in enumerate(range(0, len(indexes), OPERATORS_PAGE)):
+        if n != ops_page:
+            label = f"{start + 1}-{min(start + OPERATORS_PAGE, len(indexes))}"
+            links.append(f'<a href="{e(link(ops=n))}#operators">{label}</a>')
+    return f'<p class="pager" id="operators">{shown} \u00b7 {" ".join(links)}</p>'
 
 
 def error_page(status: int, message: str) -> str:
-    return _page(f"{status}", f"<h1>{status}</h1><p class=\"note\">{e(message)}</p>", 0)
+    return _page(f"{status}", f"<h1>{status}</h1><p class=\"note\">{u(message)}</p>", 0)
 
 
-__all__ = ["RANGES", "SORTS", "error_page", "fmt_number", "overview", "query_page"]
+__all__ = ["MAX_PAGE_POINTS", "OPERATORS_PAGE", "OVERVIEW_PAGE", "RANGES", "SORTS", "error_page",
+           "fmt_number", "overview", "query_page"]

@@ -20,7 +20,7 @@ def console_app(console: Console, rest: WsgiApp) -> WsgiApp:
     every other path, /metrics included, by ``rest``."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO") or "/"
+        path = _path(environ)
         if not is_console_path(path):
             return rest(environ, start_response)
         method = environ.get("REQUEST_METHOD", "GET")
@@ -36,3 +36,14 @@ def console_app(console: Console, rest: WsgiApp) -> WsgiApp:
         return [b"" if method == "HEAD" else response.body]
 
     return app
+
+
+def _path(environ: dict[str, Any]) -> str:
+    """PATH_INFO as the characters the client meant: WSGI gives its bytes decoded as Latin-1
+    (PEP 3333), a percent-encoded UTF-8 name like caf%C3%A9 as 'cafÃ©'. Bytes that are not
+    UTF-8 become lone surrogates, which the query key check answers with a 400."""
+    raw = environ.get("PATH_INFO") or "/"
+    try:
+        return raw.encode("latin-1").decode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a server that decoded it already
+        return raw

@@ -43,12 +43,20 @@ def add(conn: sa.Connection, counts: Mapping[str, int]) -> None:
         conn.execute(_ADD, params)
 
 
-def delete_batches_before(conn: sa.Connection, cutoff: datetime) -> int:
-    """Delete the batches older than ``cutoff`` and subtract them from their runs; returns the
+def delete_batches_before(conn: sa.Connection, cutoff: datetime, limit: int | None = None) -> int:
+    """Delete the batches older than ``cutoff`` (at most ``limit`` of them: SQLite only, where
+    retention deletes in bounded transactions) and subtract them from their runs; returns the
     number deleted. Their operator, source and sink rows must be deleted first (retention)."""
     if conn.dialect.name == "postgresql":
+        if limit is not None:
+            raise ValueError("limit: SQLite only (PostgreSQL drops whole partitions)")
         return sum(n for (n,) in conn.execute(_DELETE_AND_SUBTRACT, {"cutoff": cutoff}))
-    stmt = sa.delete(Batch).where(Batch.timestamp < cutoff).returning(Batch.run_id)
+    due = Batch.timestamp < cutoff
+    if limit is not None:
+        rowid: sa.ColumnClause[int] = sa.literal_column("rowid", sa.Integer)
+        due = rowid.in_(sa.select(rowid).select_from(Batch).where(due).limit(limit)
+                        .scalar_subquery())
+    stmt = sa.delete(Batch).where(due).returning(Batch.run_id)
     gone = per_run(conn.execute(stmt).scalars())
     add(conn, {run: -n for run, n in gone.items()})
     return sum(gone.values())

@@ -118,6 +118,5 @@ def _check_sqlite_file(url: URL) -> None:
     in_memory = database in ("", ":memory:") or database.startswith("file:")
     if url.get_backend_name() == "sqlite" and not in_memory and not Path(database).exists():
         raise HistoryUnavailable(
-            f"no history database at {database} (set --url or SPARKWATCH_HISTORY_URL, "
-            "or create it with `sparkwatch db upgrade`)"
-        )
+            f"no history database at {database}",
+            "set --url or SPARKWATCH_HISTORY_URL, or create it with `sparkwatch db upgrade`")

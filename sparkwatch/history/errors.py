@@ -12,23 +12,43 @@ UPGRADE_HINT = "run `sparkwatch db upgrade`"
 
 
 class HistoryError(Exception):
-    """Base of every history error."""
+    """Base of every history error. ``str()`` is the whole detail, for whoever owns the setup (a
+    command line, a server's log): it may name the database's host, name or file and a setting.
+    :attr:`public` says what is wrong in general terms, for a reader who must not learn where
+    the history lives (a tenant of the collector's read API)."""
+
+    public = "the history cannot be read"
 
 
 class HistoryUrlError(HistoryError):
     """The URL cannot be used: malformed, unknown or unsupported database, missing driver."""
 
+    public = "the history cannot be read: its database URL cannot be used"
+
 
 class HistoryUnavailable(HistoryError):
-    """The database cannot be reached or opened."""
+    """The database cannot be reached or opened. ``hint``: what a command's user can do (a
+    server that owns the setting says its own)."""
+
+    public = "the history cannot be read: its database cannot be reached or opened"
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message + (f" ({hint})" if hint else ""))
 
 
 class SchemaNotMigrated(HistoryError):
     """The database has no history schema, or not the one this sparkwatch reads."""
 
+    public = ("the history cannot be read: its database does not have the schema this "
+              "sparkwatch reads (not migrated)")
+
 
 class MigrationError(HistoryError):
     """Alembic refused a migration command (unknown revision, ...)."""
+
+    public = "the history cannot be read: its schema could not be migrated"
 
 
 class UnknownQuery(HistoryError):

@@ -29,11 +29,14 @@ DEFAULT_LIMIT = 100
 class HistoryReader:
     """Reads the history at ``url``; the schema is checked on first use (must be at head)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, keep_notes: bool = True) -> None:
         self._engine = create_engine(url, must_exist=True)
         self._checked = False
+        self._keep_notes = keep_notes
         self.notes: list[str] = []
-        """What a reader chose for the user (a name shared by several queries), to be shown."""
+        """What a reader chose for the user (a name shared by several queries), to be shown;
+        kept only with ``keep_notes``: a reader that lives as long as its process (the
+        collector's, the console's) would hold one note per call, every tenant's ids in them."""
 
     def close(self) -> None:
         self._engine.dispose()
@@ -78,7 +81,7 @@ class HistoryReader:
              tenant: str | None = None) -> list[RunSummary]:
         """The runs of one query (or the page ``offset``, ``limit``), latest first."""
         with self._connection() as conn:
-            query_id = _resolve(conn, query, self.notes, tenant)
+            query_id = _resolve(conn, query, self._notes(), tenant)
             stmt = _runs_select(query_id, tenant).limit(limit).offset(offset)
             return [RunSummary(**row._mapping) for row in conn.execute(stmt)]
 
@@ -98,7 +101,7 @@ class HistoryReader:
         oldest timestamp received, or ``offset``); with it, the first ``limit`` from ``since``.
         """
         with self._connection() as conn:
-            query_id = _resolve(conn, query, self.notes, tenant)
+            query_id = _resolve(conn, query, self._notes(), tenant)
             operators = [operator] if operator is not None else operator_indexes(conn, query_id)
             stmt = _state_page(query_id, operators, since, until, limit, offset)
             rows = list(conn.execute(stmt)) if stmt is not None else []
@@ -112,7 +115,7 @@ class HistoryReader:
               tenant: str | None = None) -> list[QueryPlan]:
         """Operator identity of each run of one query (or of ``run_id``), latest read first."""
         with self._connection() as conn:
-            query_id = _resolve(conn, query, self.notes, tenant)
+            query_id = _resolve(conn, query, self._notes(), tenant)
             plans = OperatorPlan.__table__.c
             stmt = sa.select(OperatorPlan.__table__).where(plans.query_id == query_id)
             if run_id is not None:
@@ -125,11 +128,14 @@ class HistoryReader:
             return plans_from_rows([dict(row._mapping) for row in rows],
                                    [dict(row._mapping) for row in conn.execute(triggers)])
 
+    def _notes(self) -> list[str] | None:
+        return self.notes if self._keep_notes else None
+
     def resolve_query(self, query: str, tenant: str | None = None) -> str:
         """The query id for an id, a name or a unique id prefix; :class:`UnknownQuery` if none
         (or if the query is another tenant's than ``tenant``)."""
         with self._connection() as conn:
-            return _resolve(conn, query, self.notes, tenant)
+            return _resolve(conn, query, self._notes(), tenant)
 
 
 def _in_tenant(tenant: str | None) -> sa.ColumnElement[bool]:
@@ -138,14 +144,14 @@ def _in_tenant(tenant: str | None) -> sa.ColumnElement[bool]:
     return sa.true() if tenant is None else runs.tenant == tenant
 
 
-def _resolve(conn: sa.Connection, query: str, notes: list[str],
+def _resolve(conn: sa.Connection, query: str, notes: list[str] | None,
              tenant: str | None = None) -> str:
     runs = QueryRun.__table__.c
     mine = _in_tenant(tenant)
     if conn.execute(sa.select(runs.query_id).where(runs.query_id == query, mine).limit(1)).first():
         return query
     by_name = _latest_first(conn, sa.and_(runs.name == query, mine))
-    if len(by_name) > 1:
+    if len(by_name) > 1 and notes is not None:
         # A name reused by a later run of the app (a second demo, a redeploy with a new
         # checkpoint) is a new query id: the user means the latest one.
         others = ", ".join(by_name[1:])

@@ -22,21 +22,28 @@ from sparkwatch.plan.model import QueryPlan
 log = logging.getLogger(__name__)
 CHUNK = 500
 """Ids per IN list."""
+FOREIGN = "left out: names a run or query of another tenant, or a run of another app"
+"""Why :func:`owned` left an event out (the quarantine's reason for it)."""
+FOREIGN_PLAN = "left out: a plan of a run the history does not hold for its tenant"
+"""Why :func:`owned_plans` left a plan out."""
 
 
 def owned(conn: sa.Connection, events: Sequence[ParsedEvent], tenants: Sequence[str]
-          ) -> tuple[list[ParsedEvent], dict[str, str]]:
-    """The events whose ids are their tenant's (or new), and the tenant of each of their runs."""
+          ) -> tuple[list[ParsedEvent], dict[str, str], list[int]]:
+    """The events whose ids are their tenant's (or new), the tenant of each of their runs, and
+    the indexes (in ``events``) of those left out (:data:`FOREIGN`)."""
     owners = known_owners(conn, {e.event.run_id for e in events},
                            {e.event.query_id for e in events})
-    kept, runs, foreign = [], {}, 0
-    for parsed, tenant in zip(events, tenants, strict=True):
+    kept: list[ParsedEvent] = []
+    runs: dict[str, str] = {}
+    foreign: list[int] = []
+    for index, (parsed, tenant) in enumerate(zip(events, tenants, strict=True)):
         run_id, app = parsed.event.run_id, parsed.app.name
         ids = (run_id, "q:" + parsed.event.query_id)
         # Checked before any is claimed: a refused event must not claim the id it did own.
         if (any(owners.get(i, tenant) != tenant for i in ids)
                 or owners.get("a:" + run_id, app) != app):
-            foreign += 1
+            foreign.append(index)
             continue
         for i in ids:
             owners.setdefault(i, tenant)
@@ -45,20 +52,26 @@ def owned(conn: sa.Connection, events: Sequence[ParsedEvent], tenants: Sequence[
         runs[run_id] = tenant
     if foreign:
         log.warning("left out %d events naming a run or query of another tenant, or a run of "
-                    "another app", foreign)
-    return kept, runs
+                    "another app", len(foreign))
+    return kept, runs, foreign
 
 
 def owned_plans(conn: sa.Connection, plans: Sequence[QueryPlan], tenants: Sequence[str]
-                ) -> list[QueryPlan]:
-    """The plans whose run (and query) the history holds for their own tenant."""
+                ) -> tuple[list[QueryPlan], list[int]]:
+    """The plans whose run (and query) the history holds for their own tenant, and the indexes
+    (in ``plans``) of those left out (:data:`FOREIGN_PLAN`)."""
     owners = known_owners(conn, {p.run_id for p in plans}, {p.query_id for p in plans})
-    kept = [plan for plan, tenant in zip(plans, tenants, strict=True)
-            if owners.get(plan.run_id) == tenant and owners.get("q:" + plan.query_id) == tenant]
-    if len(kept) < len(plans):
+    kept: list[QueryPlan] = []
+    foreign: list[int] = []
+    for index, (plan, tenant) in enumerate(zip(plans, tenants, strict=True)):
+        if owners.get(plan.run_id) == tenant and owners.get("q:" + plan.query_id) == tenant:
+            kept.append(plan)
+        else:
+            foreign.append(index)
+    if foreign:
         log.warning("left out %d plans of runs the history does not hold for their tenant",
-                    len(plans) - len(kept))
-    return kept
+                    len(foreign))
+    return kept, foreign
 
 
 def known_owners(conn: sa.Connection, run_ids: Iterable[str], query_ids: Iterable[str]

@@ -62,30 +62,32 @@ class HistoryWriter:
         # Names this driver in job_runs when it claims a rollups slot.
         self._replica = f"listener-{socket.gethostname()}-{os.getpid()}"
 
-    def write(self, events: Sequence[ParsedEvent], tenants: Sequence[str] | None = None) -> None:
+    def write(self, events: Sequence[ParsedEvent], tenants: Sequence[str] | None = None
+              ) -> list[int]:
         """Write ``events`` in one transaction; ``tenants``: the tenant of each (default: all
         ``default``). Events naming a run or query of another tenant are left out
-        (:mod:`.tenancy`).
+        (:mod:`.tenancy`): returns their indexes in ``events``, for the caller to keep
+        (:data:`.tenancy.FOREIGN`), as nothing else records them.
 
         Raises :class:`~sparkwatch.history.errors.HistoryUrlError` for an unusable URL (retrying
         will not help). Anything else (``HistoryUnavailable``, SQLAlchemy errors) means the
         database failed and nothing was committed: retry with the same events.
         """
         if not events:
-            return
+            return []
         engine = self._ready_engine()
         with engine.connect() as conn:
-            events, run_tenants = tenancy.owned(
+            events, run_tenants, foreign = tenancy.owned(
                 conn, events, tenants if tenants is not None else [DEFAULT_TENANT] * len(events))
         if not events:
-            return
+            return foreign
         runs = run_rows(events)
         for run in runs:
             run["tenant"] = run_tenants[run["run_id"]]
         if self._copy is not False and self._write_by_copy(engine, runs, events):
-            return
+            return foreign
         if engine.dialect.name == "sqlite" and self._write_sqlite(engine, runs, events):
-            return
+            return foreign
         rows = rows_for(events)
         rows.runs = runs
         self._ensure_partitions(engine, max((r["timestamp"] for r in rows.batches), default=None))
@@ -96,6 +98,7 @@ class HistoryWriter:
             _insert_new(conn, OperatorBatch, rows.operators)
             _insert_new(conn, SourceBatch, rows.sources)
             _insert_new(conn, SinkBatch, rows.sinks)
+        return foreign
 
     def _write_sqlite(self, engine: sa.Engine, runs: list[Row],
                       events: Sequence[ParsedEvent]) -> bool:
@@ -162,25 +165,29 @@ class HistoryWriter:
             partitions.ensure_ahead(conn, newest)
         self._partitions_until = partitions.day_of(newest) + partitions.DAYS_AHEAD * partitions.DAY
 
-    def write_plans(self, plans: Sequence[QueryPlan], tenants: Sequence[str] | None = None) -> None:
+    def write_plans(self, plans: Sequence[QueryPlan], tenants: Sequence[str] | None = None
+                    ) -> list[int]:
         """Write operator identities, replacing what an earlier read of the same run said (a
         plan read later may know more than a fallback to the progress). ``tenants``: the tenant
         of each plan (pushed to a collector); then only plans of runs their tenant owns in the
         history are written (a plan claims no run: its events did). Without, every plan is
-        written (the listener's own history, where a plan may come before its run's row)."""
+        written (the listener's own history, where a plan may come before its run's row).
+        Returns the indexes (in ``plans``) of those left out (:data:`.tenancy.FOREIGN_PLAN`)."""
         if not plans:
-            return
+            return []
         engine = self._ready_engine()
+        foreign: list[int] = []
         if tenants is not None:
             with engine.connect() as conn:
-                plans = tenancy.owned_plans(conn, plans, tenants)
+                plans, foreign = tenancy.owned_plans(conn, plans, tenants)
         rows = [row for plan in plans for row in plan_rows(plan)]
         triggers = [row for plan in plans for row in trigger_rows(plan)]
         if not rows and not triggers:
-            return
+            return foreign
         with engine.begin() as conn:
             _replace(conn, OperatorPlan, ("run_id", "operator_index"), rows)
             _replace(conn, RunTrigger, ("run_id",), triggers)
+        return foreign
 
     def roll_up(self, now: datetime, interval_seconds: float) -> bool:
         """Recompute the recent rollups (:mod:`sparkwatch.history.rollups`) and end the runs

@@ -3,8 +3,9 @@ ingest and its OpenAPI schema.
 
 Whatever passes can be spooled, stored in SQLite and PostgreSQL and rendered in /metrics:
 integers fit a signed 64-bit column (counts and sizes are never negative, as Spark's are not),
-floats are finite, strings are valid Unicode with neither NUL (PostgreSQL refuses it in text) nor
-lone surrogates (not encodable as UTF-8), every string, map and array has a documented cap, and
+floats are finite, rates are not negative (rows over a duration), strings are valid Unicode with
+neither NUL (PostgreSQL refuses it in text) nor lone surrogates (not encodable as UTF-8), every
+string, map and array has a documented cap, and
 nesting is shallow enough for every encoder on the way. A violation names the field path, e.g.
 ``stateOperators[1].numRowsTotal: 9223372036854775808 is out of range``.
 
@@ -99,6 +100,16 @@ def check_float(value: float, path: str) -> float:
     return value
 
 
+def check_rate(value: float, path: str, given: object) -> float:
+    """Rows per second (finite: a NaN or infinite rate is unknown, read as null before), not
+    negative: Spark divides a row count by a duration, the trigger's held at 1 ms or more for the
+    processed rate, the time since the last trigger started for the input rate (negative only
+    when the driver's clock steps back, which measures nothing: the listener makes it null)."""
+    if not value >= 0:
+        raise fail(path, f"{_shown(given)} is out of range (0 or more rows per second)")
+    return value
+
+
 def check_time(epoch: float, path: str, given: str, end: float = TIME_END) -> float:
     """Epoch seconds from ``EARLIEST_EPOCH`` to before ``end``, in UTC (an offset can carry a
     timestamp written within years 1 to 9999 past either end)."""
@@ -122,11 +133,18 @@ def check_text(value: str, path: str, cap: int) -> str:
     return value
 
 
+def is_id(value: str) -> bool:
+    """A query or run id: printable, without ``/``, not ``.`` or ``..`` (Spark's are UUIDs). It
+    names the query in the console's and the read API's URLs, where a newline or a slash cannot be
+    routed and browsers and HTTP clients resolve a dot segment away."""
+    return value.isprintable() and "/" not in value and value not in (".", "..")
+
+
 def check_id(value: str, path: str) -> str:
-    """A query or run id: printable, without ``/`` (Spark's are UUIDs). It names the query in
-    the console's and the read API's URLs, where a newline or a slash cannot be routed."""
-    if not value.isprintable() or "/" in value:
-        raise fail(path, f"{_shown(value)} is not an id (printable characters without '/')")
+    """:func:`is_id`, or a violation naming ``path``."""
+    if not is_id(value):
+        raise fail(path, f"{_shown(value)} is not an id (printable characters without '/', "
+                   "not '.' or '..')")
     return value
 
 
@@ -286,6 +304,7 @@ def conform(payload: Any, limits: Limits = LIMITS) -> Any:
     cleaned = _conform(payload, 2, limits)
     if type(cleaned) is not dict:
         return cleaned
+    _unclock(cleaned)
     _fit_keys(cleaned, (("name", limits.name_chars), ("id", limits.id_chars),
                         ("runId", limits.id_chars)))
     for op in _dicts(cleaned.get("stateOperators")):
@@ -296,6 +315,24 @@ def conform(payload: Any, limits: Limits = LIMITS) -> Any:
         if type(metrics) is dict:
             _fit_keys(metrics, tuple((k, limits.text_chars) for k in metrics))
     return cleaned
+
+
+def _unclock(progress: dict[str, Any]) -> None:
+    """Spark times triggers by the driver's wall clock (``SystemClock``): when it steps back, the
+    input rate (rows over the time since the last trigger started) and ``batchDuration`` (the
+    trigger's end minus its start) come out negative and measure nothing. The rates become
+    unknown (null, as a NaN one), the duration is left to the parser's default,
+    ``durationMs.triggerExecution``, which Spark never reports below 0."""
+    for holder in (progress, *_dicts(progress.get("sources"))):
+        for key in RATE_KEYS:
+            if _negative(holder.get(key)):
+                holder[key] = None
+    if _negative(progress.get("batchDuration")):
+        progress["batchDuration"] = None
+
+
+def _negative(value: Any) -> bool:
+    return type(value) in (int, float) and value < 0
 
 
 def _conform(value: Any, depth: int, limits: Limits) -> Any:
@@ -338,6 +375,11 @@ def _count_schema(minimum: int = 0) -> dict[str, Any]:
     return {"type": "integer", "minimum": minimum, "maximum": INT64_MAX}
 
 
+_RATE_SCHEMA = {"minimum": 0, "description": "rows per second; null, absent, NaN or Infinity "
+                "(a number or its name as a string) when unknown"}
+"""No type: a rate may also be null or the name of a non-finite number."""
+
+
 def envelope_schema(limits: Limits = LIMITS) -> dict[str, Any]:
     """One wire event as JSON Schema, from the same limits the code enforces. Strings must also
     hold no NUL and no lone surrogate, and floats be finite, which JSON Schema cannot say."""
@@ -353,15 +395,21 @@ def envelope_schema(limits: Limits = LIMITS) -> dict[str, Any]:
            for f in OPERATOR_FIELDS},
         "customMetrics": metrics,
     }}
+    source = {"type": "object", "properties": {
+        "numInputRows": _count_schema(),
+        "inputRowsPerSecond": _RATE_SCHEMA, "processedRowsPerSecond": _RATE_SCHEMA,
+    }}
     progress = {"type": "object", "description": "Spark's StreamingQueryProgress JSON "
                 "(started, idle and terminated events carry Spark's JSON of those events).",
                 "properties": {
                     "id": _text_schema(limits.id_chars), "runId": _text_schema(limits.id_chars),
                     "name": {**_text_schema(limits.name_chars), "nullable": True},
-                    "batchId": _count_schema(), "numInputRows": _count_schema(),
+                    "batchId": _count_schema(), "batchDuration": _count_schema(),
+                    "numInputRows": _count_schema(),
+                    "inputRowsPerSecond": _RATE_SCHEMA, "processedRowsPerSecond": _RATE_SCHEMA,
                     "stateOperators": {"type": "array", "maxItems": limits.operators,
                                        "items": operator},
-                    "sources": {"type": "array", "maxItems": limits.sources},
+                    "sources": {"type": "array", "maxItems": limits.sources, "items": source},
                 }}
     return {
         "type": "object", "required": ["kind", "app", "received_at", "payload"],

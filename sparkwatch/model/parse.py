@@ -26,12 +26,14 @@ from sparkwatch.model.contract import (
     check_float,
     check_id,
     check_int64,
+    check_rate,
     check_text,
     check_time,
     check_tree,
     conform,
     fit,
     has_long_integer,
+    is_id,
     normalize_rates,
 )
 from sparkwatch.model.events import (
@@ -106,8 +108,8 @@ def _required_str(
 
 def _id(data: Mapping[str, Any], key: str, where: str) -> str:
     value = _required_str(data, key, where)
-    if value.isprintable() and "/" not in value:
-        return value  # the common case, in C
+    if is_id(value):
+        return value
     try:
         return check_id(value, f"{where}.{key}")
     except ContractViolation as exc:
@@ -159,7 +161,8 @@ def _int(
 
 
 def _rate(data: Mapping[str, Any], key: str, where: str) -> float | None:
-    """Rates are omitted by Spark when NaN or infinite; some writers send them as strings."""
+    """Rates are omitted by Spark when NaN or infinite (unknown: None); some writers send them as
+    strings. A known rate is never negative (:func:`~sparkwatch.model.contract.check_rate`)."""
     value = data.get(key)
     if value is None:
         return None
@@ -170,7 +173,9 @@ def _rate(data: Mapping[str, Any], key: str, where: str) -> float | None:
     if isinstance(value, int):
         _checked(check_int64, value, f"{where}.{key}")
     number = float(value)
-    return number if math.isfinite(number) else None
+    if not math.isfinite(number):
+        return None
+    return number if number >= 0 else _checked(check_rate, number, f"{where}.{key}", value)
 
 
 _NUMBER_TYPES = frozenset((int, float))

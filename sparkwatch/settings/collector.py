@@ -143,11 +143,24 @@ def parse_tokens(raw: str) -> tuple[tuple[str, str], ...]:
             # Never echo the item: it may be a token with the app name forgotten.
             raise ValueError("expected APP=TOKEN pairs separated by commas or newlines")
         _check_scope(app)
+        _check_sendable(token.strip())
         if tokens.get(token.strip(), app.strip()) != app.strip():
             raise ValueError(f"one token is given to two apps ({tokens[token.strip()]!r} and "
                              f"{app.strip()!r})")
         tokens[token.strip()] = app.strip()
     return tuple((app, token) for token, app in tokens.items())
+
+
+def _check_sendable(token: str) -> None:
+    """As :func:`sparkwatch.settings.parsers.secret` for one token: a token with any other
+    character used to be taken, and every request presenting it got a 401 (no client can send
+    it in a header)."""
+    try:
+        secret(token)
+    except ValueError:
+        raise ValueError("a token holds a space, control or non-ASCII character (tokens are "
+                         "visible ASCII only: no HTTP client can send another in a header)"
+                         ) from None
 
 
 def parse_tenant_tokens(raw: str) -> tuple[tuple[str, str], ...]:
@@ -162,6 +175,7 @@ def parse_tenant_tokens(raw: str) -> tuple[tuple[str, str], ...]:
             raise ValueError("expected TENANT=TOKEN pairs separated by commas or newlines")
         if len(tenant) > MAX_TENANT_CHARS:
             raise ValueError(f"a tenant name is longer than {MAX_TENANT_CHARS} characters")
+        _check_sendable(token)
         if pairs.get(token, tenant) != tenant:
             raise ValueError("one read token is given to two tenants")
         pairs[token] = tenant
@@ -334,11 +348,39 @@ def check(settings: CollectorSettings) -> None:
             f"{BY_NAME['read_token'].env} nor {BY_NAME['scrape_token'].env}: /metrics would show "
             "every tenant's series to anyone; set a scrape token (or an admin read token)"
         )
+    check_roles_are_apart(settings)
     if settings.rollup_lookback_seconds > settings.retention_days * 86400:
         raise SettingsError(
             "--rollup-lookback-seconds is longer than --retention-days: rollups would be "
             "recomputed from rows retention already deleted"
         )
+
+
+def check_roles_are_apart(settings: CollectorSettings) -> None:
+    """One token in two roles grants both, and the broader wins: a tenant's read token that is
+    also the admin's reads every tenant's history (Auth.read_scope); an ingest token, which every
+    pushing driver holds in its environment, that is also the admin read or the scrape token
+    reads every tenant's data or series; an ingest token that is a tenant's read token reads that
+    tenant's. Also run on a SIGHUP reload of the ingest tokens. Names the variables, never the
+    token."""
+    ingest = (f"{BY_NAME['tokens'].env} (or --tokens-file)",
+              {token for _, token in settings.tokens})
+    admin = (BY_NAME["read_token"].env, _one(settings.read_token))
+    scrape = (BY_NAME["scrape_token"].env, _one(settings.scrape_token))
+    tenant = (BY_NAME["tenant_read_tokens"].env,
+              {token for _, token in settings.tenant_read_tokens})
+    # The admin read token also opens /metrics: the same token as the scrape token grants nothing
+    # more, so that pair alone may share one.
+    for (one, mine), (other, theirs) in ((tenant, ingest), (tenant, admin), (tenant, scrape),
+                                         (ingest, admin), (ingest, scrape)):
+        if mine & theirs:
+            raise SettingsError(
+                f"one token is given in both {one} and {other}: whoever holds it would have "
+                "both roles; give each role a token of its own")
+
+
+def _one(token: str | None) -> set[str]:
+    return set() if token is None else {token}
 
 
 def inflight_bound(settings: CollectorSettings) -> int:

@@ -14,17 +14,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def parse_range(text: str) -> tuple[int, int]:
-    """``FROM..TO`` (batch ids, FROM <= TO) for ``--changes``."""
-    first, sep, last = text.partition("..")
-    if not sep or not first.strip().isdigit() or not last.strip().isdigit():
-        raise ValueError(f"--changes wants FROM..TO batch ids, e.g. 3..7, not {text!r}")
-    lo, hi = int(first), int(last)
-    if lo > hi:
-        raise ValueError(f"--changes FROM must not be after TO ({lo} > {hi})")
-    return lo, hi
-
-
 def changes(spark: SparkSession, checkpoint: str, target: Target, first: int, last: int,
             top: int) -> Changes:
     """Puts and removes recorded in batches ``first``..``last`` (both included); the keys listed
@@ -53,14 +42,17 @@ def changes(spark: SparkSession, checkpoint: str, target: Target, first: int, la
 
 
 RECENT_BATCHES = 10
+MIN_GROWTH_BATCHES = 2
 
 
 def recent_growth(spark: SparkSession, checkpoint: str, target: Target, last: int,
-                  rows_last: int, batches: int = RECENT_BATCHES) -> Growth | None:
+                  rows_last: int, batches: int = RECENT_BATCHES,
+                  least: int = MIN_GROWTH_BATCHES) -> Growth | None:
     """Rows ``batches`` batches before ``last`` against ``rows_last``, and the change feed in
-    between; None with fewer than 3 batches kept or without a change feed."""
+    between; None when fewer than ``least`` batches follow the first one kept, or without a
+    change feed."""
     first = max(target.min_batch, last - batches)
-    if last - first < 2:
+    if last - first < least:
         return None
     try:
         feed = changes(spark, checkpoint, target, first + 1, last, top=0)

@@ -39,19 +39,38 @@ A name derived from the fullname with a suffix, still within 63 characters.
 {{- end }}
 
 {{/*
-Common labels
+Common labels. A map, not lines: commonLabels may override the chart's informational labels
+(part-of, ...) without a key appearing twice; the selector labels always win (the schema refuses
+them in commonLabels and podLabels too, so a user label can never detach a selector).
 */}}
 {{- define "sparkwatch.labels" -}}
-helm.sh/chart: {{ include "sparkwatch.chart" . }}
-{{ include "sparkwatch.selectorLabels" . }}
+{{- $chart := dict "helm.sh/chart" (include "sparkwatch.chart" .) "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/part-of" "sparkwatch" }}
 {{- if .Chart.AppVersion }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- $_ := set $chart "app.kubernetes.io/version" .Chart.AppVersion }}
 {{- end }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/part-of: sparkwatch
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
+{{- $selector := include "sparkwatch.selectorLabels" . | fromYaml }}
+{{- toYaml (mergeOverwrite (dict) $chart (.Values.commonLabels | default dict) $selector) }}
 {{- end }}
+
+{{/*
+Labels of a pod or resource of another component (the migration Job): the common labels with
+that component.
+*/}}
+{{- define "sparkwatch.componentLabels" -}}
+{{- $ctx := index . 0 }}
+{{- $labels := include "sparkwatch.labels" $ctx | fromYaml }}
+{{- toYaml (set $labels "app.kubernetes.io/component" (index . 1)) }}
+{{- end }}
+
+{{/*
+The common labels with more of them (podLabels, a monitor's labels for the operator's selector):
+those override the common ones, never the selector labels.
+*/}}
+{{- define "sparkwatch.labelsWith" -}}
+{{- $ctx := index . 0 }}
+{{- $labels := include "sparkwatch.labels" $ctx | fromYaml }}
+{{- $selector := include "sparkwatch.selectorLabels" $ctx | fromYaml }}
+{{- toYaml (mergeOverwrite $labels (index . 1 | default dict) $selector) }}
 {{- end }}
 
 {{/*
@@ -126,6 +145,122 @@ Name of the service account to use
 {{- if and (eq .Values.history.type "postgresql") (not (or .Values.history.postgresql.url .Values.history.postgresql.existingSecret)) }}
 {{- fail "history.type=postgresql needs history.postgresql.url or history.postgresql.existingSecret" }}
 {{- end }}
+{{- include "sparkwatch.validateAuth" . }}
+{{- include "sparkwatch.validateAutoscaling" . }}
+{{- include "sparkwatch.validateDisruptionBudget" . }}
+{{- include "sparkwatch.validateSpool" . }}
+{{- include "sparkwatch.validateBodies" . }}
+{{- end }}
+
+{{/*
+The collector refuses to start when the in-flight bound is below the body limit (a request at the
+limit could never be decoded). $body is the collector's default max_body_bytes (a test keeps it
+equal).
+*/}}
+{{- define "sparkwatch.validateBodies" -}}
+{{- $body := 16777216 }}
+{{- with .Values.collector.config }}
+{{- with .max_body_bytes }}{{ $body = . }}{{ end }}
+{{- with .max_inflight_body_bytes }}
+{{- if lt (float64 .) (float64 $body) }}
+{{- fail (printf "collector.config.max_inflight_body_bytes (%s) is smaller than collector.config.max_body_bytes (%s): the collector refuses to start, as a request at the body limit could never be decoded" (include "sparkwatch.number" .) (include "sparkwatch.number" $body)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The collector refuses to start with tenant read tokens but no admin read or scrape token. */}}
+{{- define "sparkwatch.validateAuth" -}}
+{{- $auth := .Values.auth }}
+{{- if and (or $auth.tenantReadTokens.tokens $auth.tenantReadTokens.existingSecret) (not (or $auth.readToken.enabled $auth.scrapeToken.enabled)) }}
+{{- fail "auth.tenantReadTokens needs auth.readToken.enabled or auth.scrapeToken.enabled: the collector refuses to start, as /metrics would show every tenant's series to anyone" }}
+{{- end }}
+{{- end }}
+
+{{- define "sparkwatch.validateAutoscaling" -}}
+{{- $hpa := .Values.autoscaling }}
+{{- if $hpa.enabled }}
+{{- if not (dig "requests" "cpu" "" (.Values.resources | default dict)) }}
+{{- fail "autoscaling.enabled needs resources.requests.cpu: the HorizontalPodAutoscaler's CPU target is a percentage of the request, and without one it never scales" }}
+{{- end }}
+{{- if gt (int $hpa.minReplicas) (int $hpa.maxReplicas) }}
+{{- fail (printf "autoscaling.minReplicas (%d) is larger than autoscaling.maxReplicas (%d)" (int $hpa.minReplicas) (int $hpa.maxReplicas)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+A PodDisruptionBudget no eviction can satisfy blocks every node drain: minAvailable covering every
+replica (with one replica, any minAvailable above 0), or maxUnavailable 0. Percentages round up, as
+the disruption controller rounds them.
+*/}}
+{{- define "sparkwatch.validateDisruptionBudget" -}}
+{{- $pdb := .Values.podDisruptionBudget }}
+{{- $autoscaled := .Values.autoscaling.enabled }}
+{{- $replicas := ternary (int .Values.autoscaling.minReplicas) (int .Values.replicaCount) $autoscaled }}
+{{- $replicasKey := ternary "autoscaling.minReplicas" "replicaCount" $autoscaled }}
+{{- if and $pdb.enabled (gt $replicas 0) }}
+{{- if not (kindIs "invalid" $pdb.maxUnavailable) }}
+{{- if eq (include "sparkwatch.scaledCount" (list $pdb.maxUnavailable $replicas)) "0" }}
+{{- fail (printf "podDisruptionBudget.maxUnavailable (%v) lets no pod be evicted: every node drain would block" $pdb.maxUnavailable) }}
+{{- end }}
+{{- else if ge (int (include "sparkwatch.scaledCount" (list $pdb.minAvailable $replicas))) $replicas }}
+{{- fail (printf "podDisruptionBudget.minAvailable (%v) keeps all %d replica(s) (%s) available: no pod could be evicted and every node drain would block; raise %s, lower minAvailable, set podDisruptionBudget.maxUnavailable or leave podDisruptionBudget.enabled off" $pdb.minAvailable $replicas $replicasKey $replicasKey) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Pods a PodDisruptionBudget count or percentage stands for, out of a number of replicas. */}}
+{{- define "sparkwatch.scaledCount" -}}
+{{- $value := index . 0 }}{{- $replicas := index . 1 }}
+{{- if and (kindIs "string" $value) (hasSuffix "%" $value) }}
+{{- $percent := trimSuffix "%" $value | int }}
+{{- div (add (mul $percent $replicas) 99) 100 }}
+{{- else }}
+{{- int $value }}
+{{- end }}
+{{- end }}
+
+{{/*
+The spool directory holds the spool and the quarantine file: both bounds must fit the volume, else
+the kubelet evicts the pod (emptyDir sizeLimit) or writes fail (a full claim). $quarantine is the
+collector's default quarantine_max_bytes (a test keeps it equal).
+*/}}
+{{- define "sparkwatch.validateSpool" -}}
+{{- $quarantine := 268435456 }}
+{{- with .Values.collector.config }}{{ with .quarantine_max_bytes }}{{ $quarantine = . }}{{ end }}{{ end }}
+{{- $persistence := .Values.spool.persistence }}
+{{- $sizeKey := ternary "spool.persistence.size" "spool.sizeLimit" $persistence.enabled }}
+{{- $size := ternary $persistence.size .Values.spool.sizeLimit $persistence.enabled }}
+{{- if not (and $persistence.enabled $persistence.existingClaim) }}
+{{- $needed := addf (float64 .Values.spool.maxBytes) (float64 $quarantine) }}
+{{- $bytes := include "sparkwatch.quantityBytes" $size | float64 }}
+{{- if gt $needed $bytes }}
+{{- fail (printf "spool.maxBytes (%s) plus the quarantine bound collector.config.quarantine_max_bytes (%s) exceed %s (%s): the spool directory would outgrow its volume" (include "sparkwatch.number" .Values.spool.maxBytes) (include "sparkwatch.number" $quarantine) $sizeKey $size) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Bytes of a Kubernetes quantity of the schema's form (digits, optional fraction and suffix). */}}
+{{- define "sparkwatch.quantityBytes" -}}
+{{- $quantity := toString . }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $quantity }}
+{{- $suffix := trimPrefix $number $quantity }}
+{{- $factors := dict "" 1.0 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- printf "%.0f" (mulf (float64 $number) (get $factors $suffix)) }}
+{{- end }}
+
+{{/*
+A value as the collector reads it: Helm holds every number of the values as a float64, whose
+default text is 1.048576e+07 from a million up, which an integer setting refuses. Integral numbers
+are written as integers; other values as they are.
+*/}}
+{{- define "sparkwatch.number" -}}
+{{- if and (kindIs "float64" .) (eq . (floor .)) }}
+{{- printf "%.0f" . }}
+{{- else }}
+{{- toString . }}
+{{- end }}
 {{- end }}
 
 {{/* A generated secret value kept across upgrades: the live Secret's, else a new random one. */}}
@@ -146,4 +281,13 @@ Name of the service account to use
 
 {{- define "sparkwatch.scrapeTokenSecret" -}}
 {{- default (include "sparkwatch.suffixed" (list . "scrape-token")) .Values.auth.scrapeToken.existingSecret }}
+{{- end }}
+
+{{/* sha256 of every Secret the chart renders (an empty text for those it does not). */}}
+{{- define "sparkwatch.secretsChecksum" -}}
+{{- $texts := list }}
+{{- range list "tokens" "read-token" "scrape-token" "tenant-read-tokens" "history" }}
+{{- $texts = append $texts (include (printf "%s/secret-%s.yaml" $.Template.BasePath .) $) }}
+{{- end }}
+{{- join "\n---\n" $texts | sha256sum }}
 {{- end }}

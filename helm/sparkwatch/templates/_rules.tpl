@@ -6,7 +6,7 @@ same layout as dashboards/config.yaml. Filters reproduce the rule builder's form
   braces   the selector inside braces, or nothing when empty
   comma    the selector followed by ", ", or nothing when empty
   gib      bytes in GiB, 6 significant digits (Python's :g)
-  percent  a ratio as a whole percentage (Python's :.0%)
+  percent  a ratio as a percentage, up to 4 decimals without trailing zeros (dashboards.alerts_latency.percent)
   seconds  a Prometheus duration in whole seconds
 */}}
 {{- define "sparkwatch.rules.format" -}}
@@ -14,7 +14,7 @@ same layout as dashboards/config.yaml. Filters reproduce the rule builder's form
 {{- if eq $f "braces" }}{{ if $v }}{{ printf "{%s}" $v }}{{ end }}
 {{- else if eq $f "comma" }}{{ if $v }}{{ printf "%s, " $v }}{{ end }}
 {{- else if eq $f "gib" }}{{ printf "%.6g" (divf $v 1073741824) }}
-{{- else if eq $f "percent" }}{{ printf "%.0f%%" (mulf $v 100) }}
+{{- else if eq $f "percent" }}{{ regexReplaceAll "\\.?0+$" (printf "%.4f" (mulf $v 100)) "" }}%
 {{- else if eq $f "seconds" }}
 {{- $units := dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000 "w" 604800000 "y" 31536000000 }}
 {{- $ms := 0 }}
