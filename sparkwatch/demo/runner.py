@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 # micro-batch); a 2 s trigger would ask for about 0.9 and leave little for a loaded machine.
 TRIGGER_SECONDS = 3.0
 SHUTDOWN_SECONDS = 10.0
+# How long a query's stop waits for a gap between its batches. On a loaded machine every query
+# overruns its trigger, so batches run back to back until the first queries stop and the rest
+# speed up; a stop that cannot wait interrupts a batch, which Spark 4.x can end with a wrapped
+# interrupt (InvocationTargetException) that it reports as a failed run.
+STOP_GAP_SECONDS = 25.0
 
 
 class DemoError(Exception):
@@ -121,8 +126,9 @@ class StopRequest:
         return 0 if self.signum is None else 128 + self.signum
 
 
-STILL_STOPPING = (f"sparkwatch demo: stopping the queries and writing the history (each step "
-                  f"at most {SHUTDOWN_SECONDS:g}s); SIGKILL ends it at once\n").encode()
+STILL_STOPPING = (f"sparkwatch demo: stopping the queries (at most {STOP_GAP_SECONDS:g}s) and "
+                  f"writing the history (each step at most {SHUTDOWN_SECONDS:g}s); SIGKILL ends it "
+                  f"at once\n").encode()
 
 
 @contextmanager
@@ -261,7 +267,7 @@ def shut_down(spark: SparkSession, att: Attachment, supervisor: Supervisor, out:
     # A stop can still catch a batch in flight (one that overran its trigger), which Spark logs as
     # ERRORs with a stack trace per task: noise for a deliberate stop. Real failures show below.
     spark.sparkContext.setLogLevel("OFF")
-    for error in dq.stop_all(started, SHUTDOWN_SECONDS):
+    for error in dq.stop_all(started, STOP_GAP_SECONDS):
         print(f"warning: could not stop {error}", file=out, flush=True)
     # stop() returns before Spark's listener bus has delivered the terminations: wait for them,
     # then for the listener to export and write everything.
