@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from sparkwatch.collector.auth import AuthError
 from sparkwatch.collector.reads import Withheld
 from sparkwatch.collector.request_context import RequestContext
-from sparkwatch.collector.routes import console, ingest, operations, reads
+from sparkwatch.collector.routes import apidocs, console, ingest, operations, reads
 from sparkwatch.collector.routes.common import error, read_auth, read_scope, scrape_auth
 from sparkwatch.collector.routes.ingest import INGEST_PATH
 from sparkwatch.collector.service import Service
@@ -41,6 +41,7 @@ def create_app(service: Service) -> FastAPI:
 
     app = FastAPI(  # (wrapped in RequestContext below: request ids and security headers)
         title="sparkwatch collector", version=__version__, lifespan=lifespan,
+        docs_url=None, redoc_url=None,  # /docs is served below, without a CDN
         description="Receives Spark Structured Streaming events pushed by sparkwatch listeners; "
         "serves /metrics for every app and the SQL history.",
     )
@@ -67,4 +68,5 @@ def create_app(service: Service) -> FastAPI:
         app.include_router(reads.router(service.reads, read_auth(service), read_scope(service)))
     # The browser console: HTML pages behind a read token (collector/routes/console.py).
     app.include_router(console.router(service, pages))
+    app.include_router(apidocs.router(app.title))
     return app

@@ -1,10 +1,14 @@
 """The collector as a hostile network sees it, with real sockets against a real process: silent
 and trickling connections are closed within their deadlines while pushes go on being served;
-every answer carries a request id (also in the log); HTML pages carry security headers; tokens
+every answer carries a request id (also in the log); HTML pages carry security headers and the
+docs page loads only the collector's own assets; tokens
 are reloaded from their file on SIGHUP."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import re
 import signal
 import socket
 import threading
@@ -17,6 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.browser import chromium, dump_dom
+from tests.conftest import unavailable
 from tests.support import wait_for
 from tests.test_collector_support import (
     TOKEN,
@@ -118,6 +124,32 @@ def test_html_pages_carry_security_headers(collector: Collector) -> None:
     assert "frame-ancestors 'none'" in docs.headers["content-security-policy"]
     assert docs.headers["x-frame-options"] == "DENY"
     assert docs.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_docs_page_loads_nothing_from_another_origin_and_runs_only_its_own_script(
+    collector: Collector,
+) -> None:
+    docs = httpx.get(collector.url + "/docs", timeout=10)
+    policy = docs.headers["content-security-policy"]
+    assert docs.status_code == 200 and "http" not in policy and "unsafe-inline" not in policy
+    sources = re.findall(r'(?:src|href)="([^"]+)"', docs.text)
+    assert sources and all(s.startswith("/docs/assets/") for s in sources), sources
+    inline = re.findall(r"<script>(.*?)</script>", docs.text, re.S)
+    digest = base64.b64encode(hashlib.sha256(inline[0].encode()).digest()).decode()
+    assert len(inline) == 1 and f"'sha256-{digest}'" in policy
+    for source in sources:
+        asset = httpx.get(collector.url + source, timeout=10)
+        assert asset.status_code == 200 and len(asset.content) > 500, source
+    for path in ("/docs/assets/index.html", "/docs/assets/..%2F__init__.py", "/redoc"):
+        assert httpx.get(collector.url + path, timeout=10).status_code == 404, path
+
+
+def test_the_docs_page_renders_every_operation_in_a_real_browser(collector: Collector) -> None:
+    binary = chromium()
+    if binary is None:
+        unavailable("chromium not installed (apt-get install chromium)")
+    dom = dump_dom(binary, collector.url + "/docs", settle=True)
+    assert 'class="swagger-ui' in dom and "/api/v1/events" in dom, dom[-2000:]
 
 
 def test_tokens_are_reloaded_from_their_file_on_sighup(collector: Collector) -> None:
