@@ -27,9 +27,8 @@ from sparkwatch.metrics.exposition import Families, add_state
 from sparkwatch.metrics.profiles import FULL, Selection
 from sparkwatch.metrics.state import MetricState, QueryState
 from sparkwatch.model.events import ParsedEvent
+from sparkwatch.model.tenant import TENANT_LABEL
 from sparkwatch.plan.wire import PlanEvent
-
-TENANT_LABEL = "tenant"
 
 
 class Owner(NamedTuple):

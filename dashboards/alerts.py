@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkwatch.dashboards.config import AlertConfig, Config
+from sparkwatch.model.tenant import DEFAULT_TENANT, TENANT_LABEL
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,21 @@ class Alert:
     summary: str
     description: str
     signals: tuple[str, ...] = field(default=())
+    per: tuple[str, ...] = ()
+    """The labels one alert stands for (the catalogue's, and the tenant): a query scraped from
+    two endpoints (its driver's and the collector's) fires one alert, not one per scrape target.
+    Empty: one per series (the collector's own alerts, where each replica is its own target)."""
+
+    @property
+    def promql(self) -> str:
+        """The rule's expression: ``expr``, one series per ``per`` labels and tenant. A driver's
+        own /metrics has no tenant label: its series count as the default tenant's, the one a
+        collector files them under when the driver pushes without a tenant token."""
+        if not self.per:
+            return self.expr
+        fill = f'"{TENANT_LABEL}", "{DEFAULT_TENANT}", "{TENANT_LABEL}", ""'
+        labels = ", ".join((*self.per, TENANT_LABEL))
+        return f"max by ({labels}) (label_replace(\n{self.expr},\n{fill}))"
 
     @property
     def anchor(self) -> str:
@@ -34,7 +50,7 @@ class Alert:
         labels = {"severity": self.config.severity, **config.extra_labels}
         return {
             "alert": self.name,
-            "expr": self.expr,
+            "expr": self.promql,
             "for": self.config.for_,
             "labels": labels,
             "annotations": {

@@ -38,6 +38,7 @@ def query_stalled(c: AlertConfig, s: str) -> Alert:
         "longer (or the collector's stall detection marks it stalled): a batch hangs or the "
         "driver is stuck.",
         signals=(silence, since_start, sel(cat.QUERY_STALLED, s)),
+        per=cat.QUERY_LAST_EVENT.labels,
     )
 
 
@@ -53,6 +54,7 @@ def query_failed(c: AlertConfig, s: str) -> Alert:
         f"{c.window}, also if it was restarted since). The exception is in the history's "
         "query_runs table and on the History dashboard.",
         signals=(failed, failures),
+        per=cat.QUERY_FAILED.labels,
     )
 
 
@@ -73,6 +75,7 @@ def _listener_counter(
             summary=summary,
             description=description[0] + w + description[1],
             signals=(increase(metric, w, s),),
+            per=metric.labels,
         )
 
     return factory

@@ -24,6 +24,7 @@ def watermark_lag(c: AlertConfig, s: str) -> Alert:
         "the batches' processing time: results of windows wait that long, and state holds "
         "that much event time.",
         signals=(lag,),
+        per=cat.QUERY_WATERMARK_LAG.labels,
     )
 
 
@@ -40,6 +41,7 @@ def watermark_not_advancing(c: AlertConfig, s: str) -> Alert:
         "arrived: windows never close, nothing is emitted in append mode and state is not "
         "evicted.",
         signals=(changes, arrived),
+        per=cat.QUERY_WATERMARK.labels,
     )
 
 
@@ -56,6 +58,7 @@ def rows_dropped_by_watermark(c: AlertConfig, s: str) -> Alert:
         description=f"During the last {w}, {OPERATOR} dropped more than {percent(ratio)} of the "
         "query's input rows as later than the watermark: they are missing from the results.",
         signals=(dropped, arrived),
+        per=cat.STATE_ROWS_DROPPED.labels,
     )
 
 
@@ -71,6 +74,7 @@ def processing_slower_than_input(c: AlertConfig, s: str) -> Alert:
         description=f"Averaged over {w}, input rows of {QUERY} arrived more than {ratio} times "
         "faster than Spark processed them: the query falls behind and latency grows.",
         signals=(arrival, processing),
+        per=cat.QUERY_INPUT_RATE.labels,
     )
 
 
@@ -87,6 +91,7 @@ def source_backlog_growing(c: AlertConfig, s: str) -> Alert:
         description=f"Source {{{{ $labels.source }}}} of {QUERY} is more than {floor} offsets "
         f"behind the latest (worst partition) and the gap grew over the last {w}.",
         signals=(trend, behind),
+        per=cat.SOURCE_MAX_BEHIND.labels,
     )
 
 
@@ -116,6 +121,7 @@ def batch_duration(c: AlertConfig, s: str) -> Alert:
         f"{ratio} times the real-time batch duration, as each batch lasts that long by "
         "design): each trigger starts late and latency grows.",
         signals=(_mean(w, s, ""), interval),
+        per=cat.QUERY_BATCH_DURATION.labels,
     )
 
 

@@ -25,6 +25,7 @@ def state_unbounded(c: AlertConfig, s: str) -> Alert:
         f"(at least {c.param('min_rows')} rows held). Without an effective watermark the state "
         "grows until executors run out of memory or disk.",
         signals=(growth, removed, rows),
+        per=cat.STATE_ROWS.labels,
     )
 
 
@@ -41,6 +42,7 @@ def state_memory_filling_up(c: AlertConfig, s: str) -> Alert:
         description=f"From its trend over the last {c.window}, the state memory of {OPERATOR} "
         f"will pass {limit} bytes ({_gib(limit)}) within {c.param('horizon')}.",
         signals=(projected,),
+        per=cat.STATE_MEMORY.labels,
     )
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkwatch.dashboards.alerts import Alert
 from sparkwatch.dashboards.config import Config
 from sparkwatch.dashboards.promql import name
 from sparkwatch.metrics.catalogue import MetricDef
+from sparkwatch.model.tenant import DEFAULT_TENANT, TENANT_LABEL
 
 Labels = Mapping[str, str]
 
@@ -46,6 +47,28 @@ class Case:
     """Further minutes at which nothing may fire."""
     labels: Labels | None = None
     """Labels of the firing alert (default: those of the first series)."""
+
+
+SCRAPE_TARGETS: tuple[Labels, ...] = (
+    {"job": "spark-driver", "instance": "driver-0:9750"},
+    {"job": "sparkwatch-collector", "instance": "collector-0:9751", TENANT_LABEL: DEFAULT_TENANT},
+)
+"""Where one app's series can be scraped from at once: its driver's endpoint and the collector
+(which labels them with the tenant the driver pushes as)."""
+
+
+def scraped_twice(case: Case) -> Case:
+    """``case`` with every series scraped from both targets: the alert must still fire once."""
+    first = case.labels if case.labels is not None else case.series[0].labels
+    series = tuple(replace(s, labels={**s.labels, **target})
+                   for s in case.series for target in SCRAPE_TARGETS)
+    return replace(case, name=f"{case.name}, scraped from the driver and the collector",
+                   series=series, labels=first)
+
+
+def case_tenant(case: Case) -> str:
+    first = case.labels if case.labels is not None else case.series[0].labels
+    return first.get(TENANT_LABEL, DEFAULT_TENANT)
 
 
 def minutes(seconds: float) -> int:
@@ -90,6 +113,9 @@ def _minute(eval_time: str) -> int:
 
 def _expected(case: Case, alert: Alert, config: Config) -> dict[str, Any]:
     labels = dict(case.labels if case.labels is not None else case.series[0].labels)
+    if alert.per:  # the rule keeps these labels only, and the tenant
+        labels = {k: v for k, v in labels.items() if k in alert.per}
+        labels[TENANT_LABEL] = case_tenant(case)
     rule = alert.rule(config)
     return {
         "exp_labels": {**labels, **rule["labels"]},

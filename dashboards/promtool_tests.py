@@ -8,7 +8,7 @@ from sparkwatch.dashboards import yamlout
 from sparkwatch.dashboards.alerts import Alert, build_alerts
 from sparkwatch.dashboards.config import Config
 from sparkwatch.dashboards.promtool_cases import cases, sampled
-from sparkwatch.dashboards.promtool_model import Case, ExprCase, to_test_group
+from sparkwatch.dashboards.promtool_model import Case, ExprCase, scraped_twice, to_test_group
 from sparkwatch.dashboards.promtool_recording import recording_cases
 from sparkwatch.dashboards.rulefiles import ALERTS_FILE, RECORDING_FILE
 
@@ -44,7 +44,9 @@ def alert_tests(config: Config) -> dict[str, Any]:
     return {
         "rule_files": [f"../{ALERTS_FILE}"],
         "evaluation_interval": "1m",
-        "tests": [to_test_group(c, by_key[c.alert], config) for c in enabled],
+        "tests": [to_test_group(c, by_key[c.alert], config) for c in enabled]
+        + [to_test_group(scraped_twice(c), by_key[c.alert], config) for c in enabled
+           if c.true_from is not None and by_key[c.alert].per],
     }
 
 

@@ -288,7 +288,7 @@ def test_every_alert_signal_returns_data_and_every_alert_expression_evaluates(
     prom = scenario.prometheus
     items = []
     for alert in build_alerts(scenario.config):
-        prom.query(alert.expr)  # raises on an invalid expression or a matching error
+        prom.query(alert.promql)  # raises on an invalid expression or a matching error
         items += [(f"{alert.name} signal", signal) for signal in alert.signals]
     failures = check_returns_data(prom, items)
     assert not failures, "\n\n".join(failures)
@@ -299,7 +299,7 @@ def test_unbounded_state_rule_is_true_without_watermark_and_false_with_one(
 ) -> None:
     prom = scenario.prometheus
     (alert,) = [a for a in build_alerts(scenario.config) if a.name == UNBOUNDED_ALERT]
-    flagged = {s["metric"]["query_name"] for s in prom.query(alert.expr)}
+    flagged = {s["metric"]["query_name"] for s in prom.query(alert.promql)}
     assert "unbounded" in flagged and "watermarked" not in flagged
     # Never true for the watermarked query during the last 10 s either, nor pending/firing.
     # Judged where the window holds at least half its scrapes: the driver's /metrics can miss
@@ -307,7 +307,10 @@ def test_unbounded_state_rule_is_true_without_watermark_and_false_with_one(
     # equal samples of the removals counter reads as "no evictions" (production windows are 1 h).
     removed = f'{cat.STATE_ROWS_REMOVED.name}{{query_name="watermarked"}}'
     sampled = f"count_over_time({removed}[{UNBOUNDED_WINDOW}s]) >= {UNBOUNDED_WINDOW // 2}"
-    recent = f"count_over_time((({alert.expr}) and {sampled})[10s:1s])"
+    # The rule keeps the catalogue's labels only (one alert per operator, however many
+    # targets scrape it): matched to the scrape's series on the operator's identity.
+    recent = (f"count_over_time((({alert.promql}) and on (app_id, query_id, operator_index) "
+              f"{sampled})[10s:1s])")
     flagged_recently = [s for s in prom.query(recent) if s["metric"]["query_name"] == "watermarked"]
     assert not flagged_recently, prom.query(f"{removed}[{UNBOUNDED_WINDOW + 15}s]")
     assert not prom.query(f'ALERTS{{alertname="{UNBOUNDED_ALERT}", query_name="watermarked"}}')

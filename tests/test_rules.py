@@ -16,6 +16,7 @@ from sparkwatch.dashboards import rulefiles
 from sparkwatch.dashboards.alerts import build_alerts
 from sparkwatch.dashboards.config import ConfigError, load_config
 from sparkwatch.dashboards.files import PACKAGE_DIR, rule_files, stale, write
+from sparkwatch.dashboards.promtool_model import render
 from sparkwatch.dashboards.promtool_tests import ALERTS_TEST, RECORDING_TEST
 from sparkwatch.dashboards.recording import recordings
 from sparkwatch.metrics import catalogue as cat
@@ -196,3 +197,38 @@ def test_committed_rules_pass_the_cli_check() -> None:
 def test_a_bad_override_is_a_one_line_cli_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rules", "build", "--check", "--set", "alerts.nope=1"]) == 2
     assert "unknown key alerts.nope" in capsys.readouterr().err
+
+
+def test_an_alert_of_a_query_scraped_from_two_targets_fires_once_and_keeps_its_tenant(
+    promtool: str, tmp_path: Path
+) -> None:
+    """The generated cases run every firing case again with its series scraped from the driver
+    and from the collector (tenant "default"); here a collector tenant's query fires once, with
+    its tenant, beside the default tenant's query of the same name scraped from its driver."""
+    query = 'app_name="shop", query_name="orders", query_id="q1"'
+    rules = tmp_path / "rules.yaml"
+    rules.write_text((PACKAGE_DIR / rulefiles.ALERTS_FILE).read_text())
+    lag = cat.QUERY_WATERMARK_LAG.name
+    tenant_a = f'{lag}{{{query}, app_id="a1", tenant="team-a", job="collector", instance="c0"}}'
+    tenant_a_again = tenant_a.replace('instance="c0"', 'instance="c1"')  # a second replica
+    driver = f'{lag}{{{query}, app_id="d1", job="driver", instance="d0"}}'
+    fired = {"severity": "warning", "app_name": "shop", "query_name": "orders", "query_id": "q1"}
+    (rule,) = [r for r in committed_alert_rules() if r["alert"] == "SparkStreamingWatermarkLagHigh"]
+
+    def expected(labels: dict[str, str]) -> dict[str, Any]:
+        annotations = {k: render(v, labels) for k, v in rule["annotations"].items()}
+        return {"exp_labels": labels, "exp_annotations": annotations}
+
+    tests = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": s, "values": "7200x30"}
+                         for s in (tenant_a, tenant_a_again, driver)],
+        "alert_rule_test": [{"eval_time": "20m", "alertname": "SparkStreamingWatermarkLagHigh",
+                             "exp_alerts": [
+                                 expected({**fired, "app_id": "a1", "tenant": "team-a"}),
+                                 expected({**fired, "app_id": "d1", "tenant": "default"}),
+                             ]}],
+    }]}
+    path = tmp_path / "tenants.test.yaml"
+    path.write_text(yaml.safe_dump(tests))
+    assert "SUCCESS" in promtool_run(promtool, "test", "rules", path)
