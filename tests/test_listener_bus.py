@@ -128,7 +128,7 @@ def test_the_alert_fires_on_the_real_samples(
             "alert_rule_test": [
                 {"eval_time": "1m", "alertname": ALERT, "exp_alerts": []},
                 {"eval_time": f"{fire_at}m", "alertname": ALERT,
-                 "exp_alerts": [{"exp_labels": {**labels, **rule["labels"]},
+                 "exp_alerts": [{"exp_labels": {**labels, "tenant": "default", **rule["labels"]},
                                  "exp_annotations": annotations}]},
             ],
         }],
