@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pexpect
@@ -131,16 +132,17 @@ def _cmdline(pid: int) -> str:
 
 
 @contextmanager
-def sparkwatch(tmp_path: Path, *args: str) -> Iterator[Command]:
+def sparkwatch(tmp_path: Path, *args: str, env: dict[str, str] | None = None
+               ) -> Iterator[Command]:
     marker = uuid.uuid4().hex
     out, err = tmp_path / f"out-{marker}", tmp_path / f"err-{marker}"
     # Unmeasured: coverage's SIGTERM handler, installed as the interpreter starts, would make
     # handlers_installed() true before sparkwatch's own are.
-    env = {**unmeasured(dict(os.environ)), MARK: marker, "COLUMNS": "160",
-           "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    environ = {**unmeasured(dict(os.environ)), MARK: marker, "COLUMNS": "160",
+               "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})}
     with out.open("wb") as out_file, err.open("wb") as err_file:
         proc = subprocess.Popen([sys.executable, "-m", "sparkwatch.cli.main", *args],
-                                stdout=out_file, stderr=err_file, env=env, cwd=tmp_path,
+                                stdout=out_file, stderr=err_file, env=environ, cwd=tmp_path,
                                 start_new_session=True)
     command = Command(proc, marker, out, err)
     try:
@@ -322,3 +324,54 @@ def test_demo_stopped_by_ctrl_c_and_again_by_sigterm_while_stopping(tmp_path: Pa
     statuses = history_statuses(history)
     assert statuses and "running" not in statuses, statuses
     assert "final state:" in demo.out.read_text()
+
+
+# --- state ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def aggregation_checkpoint(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkpoint of a small streaming aggregation, two batches long."""
+    from pyspark.sql import functions as F
+
+    root = tmp_path_factory.mktemp("state-signals") / "checkpoint"
+    rows = spark.readStream.format("rate").option("rowsPerSecond", 50).load()
+    query = (rows.groupBy((F.col("value") % 20).alias("key")).count()
+             .writeStream.format("noop").outputMode("update")
+             .option("checkpointLocation", str(root)).start())
+    try:
+        wait_for(lambda: (query.lastProgress or {}).get("batchId", -1) >= 1, 120,
+                 "two batches of the aggregation")
+    finally:
+        query.stop()
+    return root
+
+
+def spark_context_up(local_dirs: Path) -> bool:
+    """The driver's block manager made its directory: the SparkContext has started."""
+    return any(local_dirs.glob("blockmgr-*"))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("moment", ["jvm starting", "context up"])
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_state_stopped_while_it_starts_spark_or_reads(
+    aggregation_checkpoint: Path, tmp_path: Path, sig: signal.Signals, moment: str
+) -> None:
+    """No Py4J stack, no PySpark warning, no JVM left: PySpark's own SIGINT handler (which calls
+    the JVM from inside the interrupted call) is kept out, and Py4J's records of the calls the
+    stop breaks are not shown."""
+    local_dirs = tmp_path / "spark-local"
+    local_dirs.mkdir()
+    with sparkwatch(tmp_path, "state", str(aggregation_checkpoint),
+                    env={"SPARK_LOCAL_DIRS": str(local_dirs)}) as state:
+        wait_for(lambda: len(state.marked()) >= 2 and state.handlers_installed(), 60,
+                 "Spark's JVM process")
+        if moment == "context up":
+            wait_for(lambda: spark_context_up(local_dirs) or state.proc.poll() is not None,
+                     60, "the SparkContext")
+        if state.proc.poll() is not None:
+            pytest.fail(f"state ended before the signal: {state.err.read_text()[-2000:]}")
+        state.send(sig)
+        err = state.ends_cleanly(sig)
+    assert "RuntimeWarning" not in err and "ERROR root" not in err, err

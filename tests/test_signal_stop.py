@@ -75,7 +75,7 @@ class _SignalledWhileNamed:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _command_whose_import_is_signalled(argv: object) -> int:
+def _command_whose_import_is_signalled(argv: object, stopping: object) -> int:
     type("Settings", (), {"tokens": _SignalledWhileNamed()})
     return 0
 
@@ -105,7 +105,7 @@ class _SignalledWhileCollected:
             pass
 
 
-def _command_signalled_in_a_finalizer(argv: object) -> int:
+def _command_signalled_in_a_finalizer(argv: object, stopping: object) -> int:
     _SignalledWhileCollected()  # collected at once
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # a long-running command: stopped, or done at 30 s

@@ -8,10 +8,11 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.signals import (
+    Py4JStopsUnlogged,
     children,
     end_descendants,
     interrupt_within,
@@ -58,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spared: frozenset[int] = frozenset()
         try:
             spared = children()
-            return stop.status(_main(argv))
+            return stop.status(_main(argv, lambda: stop.signum is not None))
         except (KeyboardInterrupt, Exception) as exc:
             # Ctrl-C or SIGTERM (sparkwatch.cli.signals), itself or as the cause of what Python
             # made of it; any other exception goes on as it was.
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return status_of(interrupt)
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, stopping: Callable[[], bool]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -77,6 +78,12 @@ def _main(argv: Sequence[str] | None) -> int:
         format=LOG_FORMAT,
         stream=sys.stderr,
     )
+    # On the handlers: a logger's filter sees only its own records, and Py4J logs on the root
+    # logger and on its own (py4j.clientserver). For the process's life: Py4J's finalizers log
+    # too, as the interpreter ends.
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, Py4JStopsUnlogged) for f in handler.filters):
+            handler.addFilter(Py4JStopsUnlogged(stopping))
     try:
         return int(args.func(args) or 0)
     except CliError as exc:

@@ -13,6 +13,7 @@ second Ctrl-C interrupted the clean stop itself.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -59,6 +60,24 @@ def interrupt_within(exc: BaseException) -> KeyboardInterrupt | None:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
+
+
+class Py4JStopsUnlogged(logging.Filter):
+    """Py4J logs every interrupt that lands in one of its calls to the JVM (``logging.exception``
+    on the root logger, with the stack) before passing it on, and then every call the stop finds
+    broken (a connection the interrupt left mid-answer, a JVM already ending). Here an interrupt
+    is the stop a signal asked for, which the exit status reports: Py4J's records from then on
+    are noise. Before it, they all stay."""
+
+    def __init__(self, stopping: Callable[[], bool]) -> None:
+        super().__init__()
+        self._stopping = stopping
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if f"{os.sep}py4j{os.sep}" not in record.pathname:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, KeyboardInterrupt) or self._stopping())
 
 
 def note_still_stopping() -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any
 
 from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.numbers import MAX_INT32, MAX_INT64, int_between, shown
@@ -95,14 +98,52 @@ def spark_for_state() -> Iterator[SparkSession]:
         # In a process that already runs Spark (a notebook, a test) use its session, and leave
         # it running.
         existing = SparkSession.getActiveSession()
-        spark = existing or build_session()
+        spark = existing or keeping_sigint_handler(build_session)
+        interrupted = False
         try:
             yield spark
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
             if existing is None:
-                spark.stop()
+                stop_session(spark, quietly=interrupted)
     except StateError as exc:
         raise CliError(str(exc)) from None
+
+
+def stop_session(spark: SparkSession, quietly: bool) -> None:
+    """``spark.stop()``; ``quietly`` after a signal: what the stop cuts short (tasks, broadcasts)
+    logs ERRORs, and a JVM already ending (Ctrl-C reaches its process group) makes PySpark warn
+    that it cannot shut it down cleanly. The exit status says the command was stopped."""
+    if not quietly:
+        spark.stop()
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with suppress(Exception):
+            spark.sparkContext.setLogLevel("OFF")
+        spark.stop()
+
+
+def keeping_sigint_handler(build: Callable[[], SparkSession]) -> SparkSession:
+    """``build()``, with the command's own SIGINT handler kept: the SparkContext installs one of
+    PySpark's that cancels the jobs through Py4J from inside the Py4J call Ctrl-C interrupted (a
+    reentrant read that fails and logs its stack) and then raises a plain KeyboardInterrupt. The
+    command's stop cancels the jobs anyway. Put back afterwards, it would still hold for the rest
+    of the session's start, so it is never let in."""
+    if threading.current_thread() is not threading.main_thread():
+        return build()
+    install = signal.signal
+
+    def keep_sigint(signum: int, handler: Any) -> Any:
+        return signal.getsignal(signum) if signum == signal.SIGINT else install(signum, handler)
+
+    signal.signal = keep_sigint  # type: ignore[assignment]
+    try:
+        return build()
+    finally:
+        signal.signal = install
 
 
 def read_state(req: Request) -> StateReport:
