@@ -30,6 +30,7 @@ import pexpect
 import pytest
 
 from bench.local import free_port
+from sparkwatch.demo.runner import STOP_BOUND_SECONDS
 from sparkwatch.terminal import SHOW_CURSOR
 from tests.support import unmeasured, wait_for
 from tests.test_collector_support import run_events
@@ -38,7 +39,10 @@ from tests.top_terminal import spawn as spawn_top
 
 MARK = "SPARKWATCH_SIGNAL_TEST"
 SIGNALS = [signal.SIGTERM, signal.SIGINT]
-EXIT_SECONDS = 30.0  # the demo's bounded stop is several steps of at most 10 s, usually ~5 s
+EXIT_SECONDS = 30.0  # a command's stop: a few steps of at most 10 s, usually ~5 s
+# The demo's stop is bounded by its own steps (usually ~5 s, longer when every query overran its
+# trigger and waits for a gap between batches), then Spark's stop.
+DEMO_EXIT_SECONDS = STOP_BOUND_SECONDS + 20.0
 CHILDREN_GONE_SECONDS = 20.0  # a JVM whose driver died ends on its stdin's end of file
 NOISE = ("Traceback", "KeyboardInterrupt", "py4j", "\tat ", "Exception in thread")
 
@@ -69,12 +73,13 @@ class Command:
     def handlers_installed(self) -> bool:
         return handlers_installed(self.proc.pid)
 
-    def ends_cleanly(self, sig: signal.Signals) -> str:
-        """Asserts the clean end of a stop asked for by ``sig``; returns stderr."""
+    def ends_cleanly(self, sig: signal.Signals, within: float = EXIT_SECONDS) -> str:
+        """Asserts the clean end, ``within`` seconds, of a stop asked for by ``sig``; returns
+        stderr."""
         try:
-            code = self.proc.wait(EXIT_SECONDS)
+            code = self.proc.wait(within)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"still running {EXIT_SECONDS}s after {sig.name}:\n"
+            raise AssertionError(f"still running {within:g}s after {sig.name}:\n"
                                  + self.err.read_text()[-3000:]) from None
         err = self.err.read_text(errors="replace")
         assert code == status(sig), f"exit {code} after {sig.name}, stderr:\n{err[-3000:]}"
@@ -302,7 +307,7 @@ def test_demo_stopped_while_spark_starts(tmp_path: Path, sig: signal.Signals) ->
                  "the demo's first line")
         wait_for(lambda: len(demo.marked()) >= 2, 60, "Spark's JVM process")
         demo.send(sig)
-        demo.ends_cleanly(sig)
+        demo.ends_cleanly(sig, DEMO_EXIT_SECONDS)
     assert "running" not in history_statuses(history)
 
 
@@ -319,7 +324,7 @@ def test_demo_stopped_by_ctrl_c_and_again_by_sigterm_while_stopping(tmp_path: Pa
         demo.send(signal.SIGINT)
         wait_for(lambda: "stopping queries" in demo.out.read_text(), 30, "the demo's stop")
         demo.send(signal.SIGTERM)
-        err = demo.ends_cleanly(signal.SIGINT)
+        err = demo.ends_cleanly(signal.SIGINT, DEMO_EXIT_SECONDS)
     assert "sparkwatch demo: stopping the queries" in err, err  # the second signal, noted
     statuses = history_statuses(history)
     assert statuses and "running" not in statuses, statuses

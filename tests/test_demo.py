@@ -20,6 +20,7 @@ import pytest
 from bench.local import free_port
 from sparkwatch.cli.main import main
 from sparkwatch.demo import queries as dq
+from sparkwatch.demo.runner import STOP_BOUND_SECONDS
 from sparkwatch.demo.table import render
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.events import AppInfo, Envelope, EventKind
@@ -419,7 +420,7 @@ def test_history_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
 # Deadlines, not run lengths: the test moves on as soon as every operator shows. Generous, as
 # the suite's second worker (pytest-xdist) shares the two cores meanwhile.
 E2E_METRICS_SECONDS = 120.0
-E2E_EXIT_SECONDS = 60.0
+E2E_EXIT_SECONDS = STOP_BOUND_SECONDS + 20.0  # the demo's bounded stop, then Spark's
 
 
 

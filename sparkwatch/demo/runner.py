@@ -34,6 +34,10 @@ SHUTDOWN_SECONDS = 10.0
 # speed up; a stop that cannot wait interrupts a batch, which Spark 4.x can end with a wrapped
 # interrupt (InvocationTargetException) that it reports as a failed run.
 STOP_GAP_SECONDS = 25.0
+# The longest the clean stop takes before Spark's own stop: the query start in flight, each
+# query's wait for its gap, then the three writing steps (terminations, the listener's drain, its
+# detach), each bounded by SHUTDOWN_SECONDS.
+STOP_BOUND_SECONDS = STOP_GAP_SECONDS + 4 * SHUTDOWN_SECONDS
 
 
 class DemoError(Exception):
