@@ -16,6 +16,7 @@ import pytest
 
 import sparkwatch
 from sparkwatch.demo import queries as dq
+from sparkwatch.demo.stopping import stop_all
 from tests.browser import chromium, distinct_colours, dump_dom, screenshot
 from tests.conftest import unavailable
 from tests.support import wait_for
@@ -24,6 +25,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=\"document.title='pwned'\">"
 MIN_BATCHES = 2
+CONSOLE_TRIGGER_SECONDS = 1.0
 
 
 @dataclass
@@ -48,7 +50,8 @@ def browser() -> str:
 def _hostile(spark: Any, checkpoint: Path) -> Any:
     return (spark.readStream.format("rate").option("rowsPerSecond", 5).load()
             .withWatermark("timestamp", "5 seconds").dropDuplicates(["value", "timestamp"])
-            .writeStream.format("noop").queryName(HOSTILE).trigger(processingTime="1 second")
+            .writeStream.format("noop").queryName(HOSTILE)
+            .trigger(processingTime=f"{CONSOLE_TRIGGER_SECONDS:g} seconds")
             .option("checkpointLocation", str(checkpoint)).start())
 
 
@@ -86,7 +89,8 @@ def demo(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]
     history_url = f"sqlite:///{root / 'history.db'}"
     att = sparkwatch.attach(spark, metrics_port=0, history_url=history_url,
                             history_flush_seconds=0.2)
-    cfg = dq.DemoConfig(checkpoint_dir=root / "chk", rows_per_second=5, trigger_seconds=1.0)
+    cfg = dq.DemoConfig(checkpoint_dir=root / "chk", rows_per_second=5,
+                        trigger_seconds=CONSOLE_TRIGGER_SECONDS)
     started = dq.start_all(spark, cfg)
     queries = {str(q.name): q for q in started}
     queries[HOSTILE] = _hostile(spark, root / "chk" / "hostile")
@@ -98,7 +102,7 @@ def demo(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]
         assert att.flush(30)
         yield demo
     finally:
-        dq.stop_all(list(demo.queries.values()))
+        stop_all(list(demo.queries.values()), CONSOLE_TRIGGER_SECONDS)
         demo.att.detach()
 
 
@@ -157,14 +161,15 @@ def test_a_driver_attached_again_shows_the_earlier_runs_points(
     """Last in this module: it stops the demo's listener and attaches a new one."""
     query = demo.queries["window_agg"]
     first_run = str(query.runId)
-    dq.stop_all([query])
+    stop_all([query], CONSOLE_TRIGGER_SECONDS)
     earlier = demo.att.state.query(demo.att.app.id, str(query.id)).batches
     demo.att.detach()
     # A new listener on the same session and history (a restarted driver's view of it: its
     # memory starts empty, the history holds the first run).
     demo.att = sparkwatch.attach(demo.spark, metrics_port=0, history_url=demo.history_url,
                                  history_flush_seconds=0.2)
-    cfg = dq.DemoConfig(checkpoint_dir=demo.checkpoints, rows_per_second=5, trigger_seconds=1.0)
+    cfg = dq.DemoConfig(checkpoint_dir=demo.checkpoints, rows_per_second=5,
+                        trigger_seconds=CONSOLE_TRIGGER_SECONDS)
     again = dq.start(demo.spark, next(q for q in dq.QUERIES if q.name == "window_agg"), cfg)
     demo.queries["window_agg"] = again
     wait_for(lambda: _reporting(demo.att, again, 1), 120, "a batch of the new run")

@@ -22,6 +22,7 @@ from sparkwatch.cli.main import main
 from sparkwatch.demo import queries as dq
 from sparkwatch.demo.runner import STOP_BOUND_SECONDS
 from sparkwatch.demo.table import render
+from sparkwatch.demo.waiting import wait_until
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.events import AppInfo, Envelope, EventKind
 from sparkwatch.model.parse import parse_envelope
@@ -286,7 +287,7 @@ def test_supervisor_restarts_a_failed_query_at_most_twice(monkeypatch: pytest.Mo
     no_spark: Any = None
     supervisor = Supervisor(no_spark, dq.DemoConfig(Path(".")), chosen, check_seconds=0.01)
     supervisor.start()
-    assert dq.wait_until(lambda: starts.count("window_agg") == 3, timeout=10)
+    assert wait_until(lambda: starts.count("window_agg") == 3, timeout=10)
     running = supervisor.finish(timeout=10)
     assert starts.count("window_agg") == 3 and starts.count("global_limit") == 1
     assert sorted(q.name for q in running) == ["global_limit", "window_agg"]

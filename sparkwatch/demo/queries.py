@@ -9,16 +9,13 @@ on a processing-time trigger, so all of them together stay light enough for two 
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkwatch.demo.session import PROVIDER_CONF, STATE_STORES, session_conf, spark_version
-from sparkwatch.summary import one_line
+from sparkwatch.demo.stopping import stop_all
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -276,42 +273,6 @@ def start_all(
         for query in chosen:
             started.append(start(spark, query, cfg))
     except BaseException:
-        stop_all(started)
+        stop_all(started, cfg.trigger_seconds)
         raise
     return started
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` passes; True when it held."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not predicate():
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        pause.wait(min(interval, remaining))
-    return True
-
-
-def stop_between_batches(query: StreamingQuery, timeout: float = 10.0) -> None:
-    """Stop ``query`` while no batch runs, when it can within ``timeout``: a stop that interrupts a
-    batch in its planning phase ends the query with an exception (a "failed" run) on Spark 4.x."""
-    wait_until(lambda: not query.isActive or not query.status["isTriggerActive"], timeout)
-    query.stop()
-
-
-def stop_all(queries: list[StreamingQuery], timeout: float = 10.0) -> list[str]:
-    """Stop every query (in parallel: each waits for its own gap between batches), even when some
-    fail to stop; returns the errors, one line per query."""
-    if not queries:
-        return []
-
-    def stop(query: StreamingQuery) -> str | None:
-        try:
-            stop_between_batches(query, timeout)
-        except Exception as exc:  # noqa: BLE001 - report and keep stopping the others
-            return f"{query.name}: {one_line(exc)}"
-        return None
-
-    with ThreadPoolExecutor(len(queries), thread_name_prefix="sparkwatch-demo-stop") as pool:
-        return [error for error in pool.map(stop, queries) if error is not None]

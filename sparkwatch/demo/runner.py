@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkwatch.demo import queries as dq
+from sparkwatch.demo.stopping import stop_all
 from sparkwatch.demo.supervisor import Supervisor
 from sparkwatch.demo.table import render
+from sparkwatch.demo.waiting import wait_until
 from sparkwatch.summary import one_line
 from sparkwatch.terminal import Screen, clip, fmt_seconds, run_live
 
@@ -185,7 +187,7 @@ def run_demo(
                 supervisor = Supervisor(spark, cfg, chosen)
                 progress = Progress(frozenset(q.name for q in chosen), began)
                 live(opts, att, supervisor, progress, screen or Screen(out), began, stop.event)
-                shut_down(spark, att, supervisor, out)
+                shut_down(spark, att, supervisor, out, opts.trigger_seconds)
             print(render_final(att, progress), file=out, flush=True)
         finally:
             spark.stop()
@@ -265,18 +267,19 @@ def live(opts: DemoOptions, att: Attachment, supervisor: Supervisor, progress: P
         screen.close()
 
 
-def shut_down(spark: SparkSession, att: Attachment, supervisor: Supervisor, out: TextIO) -> None:
+def shut_down(spark: SparkSession, att: Attachment, supervisor: Supervisor, out: TextIO,
+              trigger_seconds: float) -> None:
     print("stopping queries...", file=out, flush=True)
     started = supervisor.finish(SHUTDOWN_SECONDS)
     # A stop can still catch a batch in flight (one that overran its trigger), which Spark logs as
     # ERRORs with a stack trace per task: noise for a deliberate stop. Real failures show below.
     spark.sparkContext.setLogLevel("OFF")
-    for error in dq.stop_all(started, STOP_GAP_SECONDS):
+    for error in stop_all(started, trigger_seconds, STOP_GAP_SECONDS):
         print(f"warning: could not stop {error}", file=out, flush=True)
     # stop() returns before Spark's listener bus has delivered the terminations: wait for them,
     # then for the listener to export and write everything.
     names = {q.name for q in started}
-    dq.wait_until(lambda: not names & active_queries(att), SHUTDOWN_SECONDS)
+    wait_until(lambda: not names & active_queries(att), SHUTDOWN_SECONDS)
     if not att.flush(SHUTDOWN_SECONDS):
         print(f"warning: listener did not drain within {SHUTDOWN_SECONDS:g}s", file=out, flush=True)
     att.detach(SHUTDOWN_SECONDS)

@@ -1,0 +1,118 @@
+"""The demo stops each query while it waits for its next trigger: a stop that lands while Spark
+plans a batch can end the run as failed (Spark 4.x, an interrupt wrapped in an
+InvocationTargetException), which the demo would then show for a query the user only stopped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkwatch.demo import queries as dq
+from sparkwatch.demo.stopping import (
+    IDLE_SECONDS,
+    MARGIN_SECONDS,
+    TriggerWait,
+    stop_all,
+    until_next_trigger,
+)
+from sparkwatch.demo.waiting import wait_until
+
+
+@dataclass
+class ScriptedQuery:
+    """A query whose trigger activity follows a script, one value per status read."""
+
+    script: list[bool]
+    isActive: bool = True  # noqa: N815 - StreamingQuery's own attribute name
+    reads: int = field(default=0)
+
+    @property
+    def status(self) -> dict[str, Any]:
+        active = self.script[min(self.reads, len(self.script) - 1)]
+        self.reads += 1
+        return {"isTriggerActive": active}
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_next_trigger_is_the_next_multiple_of_the_interval_since_the_epoch() -> None:
+    assert until_next_trigger(1_000_000.0, 3.0) == pytest.approx(2.0)
+    assert until_next_trigger(999_998.5, 3.0) == pytest.approx(0.5)
+    assert until_next_trigger(1_000_001.9, 1.0) == pytest.approx(0.1)
+    assert until_next_trigger(999_999.0, 3.0) == pytest.approx(3.0)  # a trigger starts now
+
+
+def test_a_query_seen_idle_once_is_not_yet_waiting_for_its_trigger() -> None:
+    """The instant between two back-to-back batches of a query that overran its interval."""
+    clock = Clock(999_999.0 + 0.5)  # 2.5 s before the next trigger
+    wait = TriggerWait(ScriptedQuery([False, True, False]), 3.0, clock)
+    assert not wait()  # idle, but only just
+    clock.now += 0.05
+    assert not wait()  # the next batch runs: the idle time starts again
+    clock.now += IDLE_SECONDS
+    assert not wait()
+
+
+def test_a_query_idle_over_consecutive_reads_with_time_to_spare_is_stopped() -> None:
+    clock = Clock(999_999.0 + 0.5)
+    wait = TriggerWait(ScriptedQuery([False]), 3.0, clock)
+    assert not wait()
+    clock.now += IDLE_SECONDS + 0.01
+    assert wait()
+
+
+def test_a_query_idle_too_close_to_its_next_trigger_is_not_stopped() -> None:
+    """stop() would reach the JVM as the next batch starts planning."""
+    clock = Clock(1_000_002.0 - MARGIN_SECONDS - IDLE_SECONDS + 0.05)
+    wait = TriggerWait(ScriptedQuery([False]), 3.0, clock)
+    assert not wait()
+    clock.now += IDLE_SECONDS + 0.01
+    assert until_next_trigger(clock.now, 3.0) < MARGIN_SECONDS
+    assert not wait()
+
+
+def test_a_query_that_already_ended_needs_no_wait() -> None:
+    assert TriggerWait(ScriptedQuery([True], isActive=False), 3.0)()
+
+
+@pytest.mark.spark
+def test_batches_start_on_multiples_of_the_trigger_interval(spark: Any, tmp_path: Path) -> None:
+    """The premise, on real Spark: a batch that did not overrun starts on the next multiple of
+    the interval since the epoch (ProcessingTimeExecutor.nextBatchTime)."""
+    cfg = dq.DemoConfig(checkpoint_dir=tmp_path, rows_per_second=5, trigger_seconds=2.0)
+    query = dq.start(spark, next(q for q in dq.QUERIES if q.name == "global_limit"), cfg)
+    try:
+        assert wait_until(lambda: len(query.recentProgress) >= 3, 120), "3 batches"
+        starts = [_epoch(p["timestamp"]) for p in query.recentProgress]
+        # The first batch starts at once; one that overran its interval starts at once too.
+        offsets = [start % cfg.trigger_seconds for start in starts[1:]]
+        assert any(offset < 0.2 for offset in offsets), offsets
+    finally:
+        stop_all([query], cfg.trigger_seconds)
+    assert query.exception() is None
+
+
+@pytest.mark.spark
+def test_a_stream_stream_join_stopped_between_batches_terminates_cleanly(
+        spark: Any, tmp_path: Path) -> None:
+    """The demo's trigger: its batches take well under it, so the stop finds its wait."""
+    cfg = dq.DemoConfig(checkpoint_dir=tmp_path, rows_per_second=5, trigger_seconds=3.0)
+    query = dq.start(spark, next(q for q in dq.QUERIES if q.name == "stream_stream_join"), cfg)
+    assert wait_until(lambda: len(query.recentProgress) >= 2, 120), "2 batches"
+    assert stop_all([query], cfg.trigger_seconds, timeout=30) == []
+    assert not query.isActive
+    assert query.exception() is None
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
