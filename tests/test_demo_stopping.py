@@ -4,7 +4,7 @@ InvocationTargetException), which the demo would then show for a query the user 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ class ScriptedQuery:
 
     script: list[bool]
     isActive: bool = True  # noqa: N815 - StreamingQuery's own attribute name
-    reads: int = field(default=0)
+    reads: int = 0
 
     @property
     def status(self) -> dict[str, Any]:
