@@ -50,6 +50,11 @@ that other tests measure, under a tracer that makes them 2-3x slower (the fault 
 own virtualenv), whose lines are not the ones the report is about."""
 SHOWS_CANARIES = "shows_canaries"
 """The marker of a test that shows canaries on purpose (the test of this check itself)."""
+SPARK_CONF_DIR = Path(__file__).resolve().parent / "spark-conf"
+"""Spark's defaults for the suite's JVMs (the shared session, and through the environment every
+Spark the tests start: demos, ``sparkwatch run``, state reads, Spark Connect): the demo's
+low-CPU JVM options; a developer's own ``SPARK_CONF_DIR`` wins."""
+os.environ.setdefault("SPARK_CONF_DIR", str(SPARK_CONF_DIR))
 PG_ADMIN_URL = os.environ.get(
     "SPARKWATCH_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
