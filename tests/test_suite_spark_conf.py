@@ -18,4 +18,4 @@ def test_the_shared_session_runs_with_the_demos_jvm_options(spark: Any) -> None:
     assert spark.sparkContext.getConf().get(JAVA_OPTIONS).endswith(DEMO_CONF[JAVA_OPTIONS])
     flags = spark.sparkContext._jvm.java.lang.management.ManagementFactory \
         .getRuntimeMXBean().getInputArguments().toString()
-    assert "-XX:TieredStopAtLevel=1" in flags and "-XX:+UseSerialGC" in flags, flags
+    assert set(DEMO_CONF[JAVA_OPTIONS].split()) <= set(flags.strip("[]").split(", ")), flags
