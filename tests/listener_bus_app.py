@@ -89,14 +89,24 @@ def main() -> None:
 
     assert wait_until(dropped_and_seen, 120), "Spark dropped no listener event"
     query.stop()
-    # Spark's counts settle once the queues drain: then the sample must equal them exactly.
-    assert wait_until(lambda: all(q["size"] == 0 for q in jvm_counts(spark).values()), 60)
-    jvm = jvm_counts(spark)
-    assert att.bus is not None
-    att.bus.sample_now()
-    after = generate_latest(att.registry).decode()
-    print(json.dumps({"app_id": att.app.id, "app_name": att.app.name, "jvm": jvm,
-                      "before": before, "after": after}), flush=True)
+    bus = att.bus
+    assert bus is not None
+    settled: dict[str, Any] = {}
+
+    def sampled_while_settled() -> bool:
+        """Spark's counts settle once the queues drain, but the other queues still take an event
+        now and then (executor heartbeats): the sample counts only when Spark's counts are the
+        same, with every queue empty, just before and just after it."""
+        jvm = jvm_counts(spark)
+        if any(q["size"] for q in jvm.values()):
+            return False
+        bus.sample_now()
+        settled.update(jvm=jvm, after=generate_latest(att.registry).decode())
+        return jvm_counts(spark) == jvm
+
+    assert wait_until(sampled_while_settled, 60), "Spark's listener queues never settled"
+    print(json.dumps({"app_id": att.app.id, "app_name": att.app.name, "before": before,
+                      **settled}), flush=True)
     spark.stop()  # the stop line (stderr) comes from the atexit detach
 
 
