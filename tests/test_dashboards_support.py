@@ -72,11 +72,16 @@ def start_prometheus(
     directory: Path, targets: Sequence[str], rule_files: Sequence[Path]
 ) -> Prometheus:
     """Prometheus on a free localhost port, scraping and evaluating every second."""
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+    return run_prometheus(directory, {
         "rule_files": [str(p) for p in rule_files],
         "scrape_configs": [{"job_name": "spark", "static_configs": [{"targets": list(targets)}]}],
-    }
+    })
+
+
+def run_prometheus(directory: Path, config: Mapping[str, Any]) -> Prometheus:
+    """Prometheus on a free localhost port with ``config`` (scrape configs, rule files), scraping
+    and evaluating every second."""
+    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, **config}
     (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
     port, log = free_port(), directory / "prometheus.log"
     process = subprocess.Popen(

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from sparkwatch.collector.config import SETTINGS
+from sparkwatch.model.tenant import TENANT_LABEL
 from tests.test_helm_support import (
     CHART,
     CI_FILES,
@@ -245,6 +246,7 @@ BAD_VALUES = [
         "anyOf",
     ),
     ({"podMonitor": {"scrapeTimeout": "soon"}}, "/podMonitor/scrapeTimeout", "pattern"),
+    ({"podMonitor": {"tenantPodLabel": "team tenant"}}, "/podMonitor/tenantPodLabel", "pattern"),
     # The collector takes bearer tokens of visible ASCII only and refuses to start otherwise.
     (
         {"auth": {"readToken": {"enabled": True, "value": "my read token"}}},
@@ -388,8 +390,31 @@ def test_podmonitor_scrapes_labelled_driver_pods_by_port_name() -> None:
     assert spec["namespaceSelector"] == {"matchNames": ["spark-jobs", "spark-streaming"]}
     assert spec["podTargetLabels"] == ["spark-app-selector"]
     assert spec["podMetricsEndpoints"] == [
-        {"port": "sparkwatch", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}
+        {"port": "sparkwatch", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s",
+         "relabelings": [TENANT_RELABELING]}
     ]
+
+
+TENANT_RELABELING = {
+    "sourceLabels": ["__meta_kubernetes_pod_label_sparkwatch_io_tenant"], "regex": "(.+)",
+    "targetLabel": TENANT_LABEL, "replacement": "${1}", "action": "replace",
+}
+"""The pod label sparkwatch.io/tenant, when set, as the series' tenant
+(tests/test_driver_tenant_scrape.py runs it in a real Prometheus)."""
+
+
+def test_the_tenant_relabeling_comes_first_and_an_empty_pod_label_turns_it_off() -> None:
+    own = [{"sourceLabels": ["__meta_kubernetes_pod_name"], "targetLabel": "pod"}]
+    both = {"podMonitor": {"enabled": True, "relabelings": own}}
+    (endpoint,) = one(manifests(both), "PodMonitor")["spec"]["podMetricsEndpoints"]
+    assert endpoint["relabelings"] == [TENANT_RELABELING, *own]
+    off = {"podMonitor": {"enabled": True, "tenantPodLabel": ""}}
+    (endpoint,) = one(manifests(off), "PodMonitor")["spec"]["podMetricsEndpoints"]
+    assert "relabelings" not in endpoint
+    other = {"podMonitor": {"enabled": True, "tenantPodLabel": "example.com/team-name"}}
+    (endpoint,) = one(manifests(other), "PodMonitor")["spec"]["podMetricsEndpoints"]
+    assert endpoint["relabelings"][0]["sourceLabels"] == [
+        "__meta_kubernetes_pod_label_example_com_team_name"]
 
 
 def test_podmonitor_defaults_to_the_release_namespace_or_any() -> None:
