@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
 
 from sparkwatch.cli.main import build_parser
 from sparkwatch.cli.settings_table import render_cli_settings_table
+from sparkwatch.model.tenant import TENANT_LABEL
 from sparkwatch.settings import render_settings_table
 from sparkwatch.settings.collector import render_settings_table as render_collector_table
 from tests.conftest import ROOT
@@ -56,3 +62,26 @@ def test_the_commands_settings_table_equals_their_parsers() -> None:
 def test_ci_runs_the_readme_test_command() -> None:
     assert "scripts/test" in readme()
     assert "scripts/test" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.prometheus
+def test_the_scrape_config_passes_promtool_and_files_the_pushing_driver_under_its_tenant(
+    promtool: str, tmp_path: Path
+) -> None:
+    text = readme()
+    start = text.index("A Prometheus scrape config for drivers")
+    block = re.search(r"```yaml\n(.*?)```", text[start:], re.S)
+    assert block is not None, "README lost its scrape config"
+    config = yaml.safe_load(block.group(1))
+    token = tmp_path / "scrape-token"  # the README's path is on the user's Prometheus host
+    token.write_text("a-scrape-token-of-the-collector")
+    (collector,) = [job for job in config["scrape_configs"] if "authorization" in job]
+    collector["authorization"]["credentials_file"] = str(token)
+    path = tmp_path / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config))
+    done = subprocess.run([promtool, "check", "config", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    drivers = next(job for job in config["scrape_configs"] if job["job_name"] == "spark-drivers")
+    assert {TENANT_LABEL: "team-a"} in [group.get("labels") for group in
+                                        drivers["static_configs"]]
