@@ -58,6 +58,40 @@ def test_a_torn_last_record_is_cut_off_and_the_rest_kept(tmp_path: Path) -> None
     assert list(reopened.pending()) == [[1], [2], [3]]
 
 
+def drained_within(spool: Spool, reads: int = 20) -> list:
+    """What ``reads`` read-and-commit rounds take out; the spool must be empty by then."""
+    out = []
+    for _ in range(reads):
+        if spool.is_empty():
+            return out
+        records, position = spool.read(3)
+        out.extend(records)
+        spool.commit(position)
+    raise AssertionError(f"still not empty after {reads} reads: cursor {spool.cursor}, "
+                         f"end {spool.end}")
+
+
+def test_a_crash_right_after_a_rotation_leaves_a_spool_that_drains_to_empty(
+    tmp_path: Path,
+) -> None:
+    spool = Spool(tmp_path, 1 << 20, segment_bytes=64)
+    for i in range(5):
+        spool.append([{"i": i}])
+    spool.close()
+    newest = max(tmp_path.glob("*.wal"))
+    # A crash (kill -9, power loss) after the next segment was created, before its first record.
+    newest.with_name(f"{int(newest.stem) + 1:012d}.wal").touch()
+
+    reopened = Spool(tmp_path, 1 << 20, segment_bytes=64)
+    assert [r[0]["i"] for r in drained_within(reopened)] == list(range(5))
+    assert not reopened.wait(0.05), "an empty spool wakes no reader"
+    assert reopened.pending_bytes == 0
+    assert len(list(tmp_path.glob("*.wal"))) == 1, "the finished segments are deleted"
+    reopened.append([{"i": 5}])
+    assert reopened.wait(0.05)
+    assert drained_within(reopened) == [[{"i": 5}]]
+
+
 def test_a_second_process_cannot_open_the_same_spool(tmp_path: Path) -> None:
     spool = Spool(tmp_path, 1 << 20)
     with pytest.raises(SpoolBusy, match="in use"):

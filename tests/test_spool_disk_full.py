@@ -104,3 +104,27 @@ def test_records_appended_together_on_a_full_disk_leave_nothing_behind(disk: Pat
     assert list(spool.pending()) == [record(0, 100), record(1, 6000)]
     spool.close()
     assert list(Spool(disk / "spool", 64 << 20).pending()) == [record(0, 100), record(1, 6000)]
+
+
+def test_a_refused_first_record_of_a_new_segment_leaves_a_spool_that_drains_to_empty(
+    disk: Path,
+) -> None:
+    spool = Spool(disk / "spool", 64 << 20, fsync=True, segment_bytes=SEGMENT)
+    acked: list = []
+    assert append_all(spool, [60_000] * 4, 0, acked) == 0  # the segment is nearly full
+    Filler(disk / "filler").fill()
+    # The next record starts a new segment (a file needs no data block), and its write fails.
+    with pytest.raises(SpoolWriteFailed, match="No space left on device"):
+        spool.append(record(4, 60_000))
+    assert spool.end.offset == 0 and spool.end.segment == 1
+
+    taken: list = []
+    for _ in range(10):
+        if spool.is_empty():
+            break
+        records, position = spool.read(2)
+        taken.extend(records)
+        spool.commit(position)
+    assert taken == acked
+    assert spool.is_empty() and not spool.wait(0.05), "the reader is not woken for nothing"
+    spool.close()
