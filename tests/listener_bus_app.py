@@ -35,6 +35,13 @@ def jvm_counts(spark: Any) -> dict[str, dict[str, int]]:
     }
 
 
+def events_posted(spark: Any) -> int:
+    """Every event ever posted to the bus: a count that moves with each one, even one posted and
+    processed between two readings of the queues."""
+    counters = listener_bus(spark).metrics().metricRegistry().getCounters()
+    return int(counters.get("numEventsPosted").getCount())
+
+
 def wait_until(condition: Any, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -95,14 +102,14 @@ def main() -> None:
 
     def sampled_while_settled() -> bool:
         """Spark's counts settle once the queues drain, but the other queues still take an event
-        now and then (executor heartbeats): the sample counts only when Spark's counts are the
-        same, with every queue empty, just before and just after it."""
-        jvm = jvm_counts(spark)
+        now and then (executor heartbeats): the sample counts only when no event was posted
+        between two readings of Spark's counts, with every queue empty, around it."""
+        posted, jvm = events_posted(spark), jvm_counts(spark)
         if any(q["size"] for q in jvm.values()):
             return False
         bus.sample_now()
         settled.update(jvm=jvm, after=generate_latest(att.registry).decode())
-        return jvm_counts(spark) == jvm
+        return events_posted(spark) == posted and jvm_counts(spark) == jvm
 
     assert wait_until(sampled_while_settled, 60), "Spark's listener queues never settled"
     print(json.dumps({"app_id": att.app.id, "app_name": att.app.name, "before": before,
