@@ -384,14 +384,11 @@ def _scan(directory: Path, start: Position, end: Position,
                 for record, after in _frames(f, offset, limit, path, decode=decode):
                     offset = after
                     yield record, Position(segment, after)
-            if segment < end.segment:
-                # Past a finished segment's last record the reader's position moves on to the
-                # next segment (the None record): also when a rotation started that one and
-                # its first record never came (a crash, a refused write), the end being its
-                # start. When records are left (corrupt in the middle: disk trouble), they are
-                # skipped.
-                yield None, Position(segment + 1, 0)
-        elif segment < end.segment:
+        if segment < end.segment:
+            # Past a finished segment the reader's position moves on to the next one (the None
+            # record): also when a rotation started that one and its first record never came (a
+            # crash, a refused write), the end being its start. Records left in it (corrupt in
+            # the middle: disk trouble) or a segment missing are skipped.
             yield None, Position(segment + 1, 0)
         segment, offset = segment + 1, 0
 

@@ -10,13 +10,17 @@ import pytest
 from sparkwatch.spool import Spool, SpoolBusy, SpoolFull
 
 
-def drain(spool: Spool, batch: int = 3) -> list:
+def drain(spool: Spool, batch: int = 3, reads: int = 100) -> list:
+    """What read-and-commit rounds take out until the spool is empty, in at most ``reads``."""
     out = []
-    while not spool.is_empty():
+    for _ in range(reads):
+        if spool.is_empty():
+            return out
         records, position = spool.read(batch)
         out.extend(records)
         spool.commit(position)
-    return out
+    raise AssertionError(f"still not empty after {reads} reads: cursor {spool.cursor}, "
+                         f"end {spool.end}")
 
 
 def test_records_come_back_in_order_across_segments_and_reopen(tmp_path: Path) -> None:
@@ -58,19 +62,6 @@ def test_a_torn_last_record_is_cut_off_and_the_rest_kept(tmp_path: Path) -> None
     assert list(reopened.pending()) == [[1], [2], [3]]
 
 
-def drained_within(spool: Spool, reads: int = 20) -> list:
-    """What ``reads`` read-and-commit rounds take out; the spool must be empty by then."""
-    out = []
-    for _ in range(reads):
-        if spool.is_empty():
-            return out
-        records, position = spool.read(3)
-        out.extend(records)
-        spool.commit(position)
-    raise AssertionError(f"still not empty after {reads} reads: cursor {spool.cursor}, "
-                         f"end {spool.end}")
-
-
 def test_a_crash_right_after_a_rotation_leaves_a_spool_that_drains_to_empty(
     tmp_path: Path,
 ) -> None:
@@ -83,13 +74,13 @@ def test_a_crash_right_after_a_rotation_leaves_a_spool_that_drains_to_empty(
     newest.with_name(f"{int(newest.stem) + 1:012d}.wal").touch()
 
     reopened = Spool(tmp_path, 1 << 20, segment_bytes=64)
-    assert [r[0]["i"] for r in drained_within(reopened)] == list(range(5))
+    assert [r[0]["i"] for r in drain(reopened)] == list(range(5))
     assert not reopened.wait(0.05), "an empty spool wakes no reader"
     assert reopened.pending_bytes == 0
     assert len(list(tmp_path.glob("*.wal"))) == 1, "the finished segments are deleted"
     reopened.append([{"i": 5}])
     assert reopened.wait(0.05)
-    assert drained_within(reopened) == [[{"i": 5}]]
+    assert drain(reopened) == [[{"i": 5}]]
 
 
 def test_a_second_process_cannot_open_the_same_spool(tmp_path: Path) -> None:

@@ -79,8 +79,11 @@ def operator_relabelings(values: dict[str, Any]) -> list[dict[str, Any]]:
     """The PodMonitor's relabelings as the Prometheus Operator writes them into Prometheus's
     scrape config (the same rules, snake_case keys)."""
     (endpoint,) = one(manifests(values), "PodMonitor")["spec"]["podMetricsEndpoints"]
-    snake = lambda key: re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), key)  # noqa: E731
-    return [{snake(k): v for k, v in rule.items()} for rule in endpoint.get("relabelings", [])]
+    return [{snake_case(k): v for k, v in rule.items()} for rule in endpoint.get("relabelings", [])]
+
+
+def snake_case(key: str) -> str:
+    return re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), key)
 
 
 def driver_job(name: str, address: str, values: dict[str, Any]) -> dict[str, Any]:

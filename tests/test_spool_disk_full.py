@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sparkwatch.spool import Spool, SpoolWriteFailed
+from tests.test_collector_spool import drain
 from tests.tmpfs import Filler, free_bytes, small_filesystem
 
 SEGMENT = 256 << 10
@@ -118,13 +119,6 @@ def test_a_refused_first_record_of_a_new_segment_leaves_a_spool_that_drains_to_e
         spool.append(record(4, 60_000))
     assert spool.end.offset == 0 and spool.end.segment == 1
 
-    taken: list = []
-    for _ in range(10):
-        if spool.is_empty():
-            break
-        records, position = spool.read(2)
-        taken.extend(records)
-        spool.commit(position)
-    assert taken == acked
-    assert spool.is_empty() and not spool.wait(0.05), "the reader is not woken for nothing"
+    assert drain(spool, batch=2, reads=10) == acked
+    assert not spool.wait(0.05), "the reader is not woken for nothing"
     spool.close()
