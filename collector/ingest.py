@@ -36,11 +36,15 @@ from sparkwatch.model.contract import (
     ContractViolation,
     canonical_is_clean,
     check_envelope,
-    check_tree,
     normalize_rates,
 )
 from sparkwatch.model.events import ParsedEvent, QueryProgress, QueryTerminated
-from sparkwatch.model.parse import envelope_from_dict, envelope_to_dict, parse_envelope
+from sparkwatch.model.parse import (
+    check_kept,
+    envelope_from_dict,
+    envelope_to_dict,
+    parse_envelope,
+)
 from sparkwatch.plan.wire import PlanEvent, is_plan_item, plan_event_to_dict, plan_from_wire
 from sparkwatch.spool import Spool
 
@@ -311,10 +315,14 @@ def _checked(item: Any, clean: bool) -> tuple[Item, bytes]:
     parsed = parse_envelope(envelope_from_dict(item))  # first: its messages are the most exact
     if not clean:
         check_envelope(item)
-    elif isinstance(parsed.event, QueryProgress) and parsed.event.observed_metrics:
-        # user rows: a canonical body vouches for their values, not for how deep they nest
-        check_tree(parsed.event.observed_metrics, "observedMetrics", depth=3)
+    elif isinstance(parsed.event, QueryProgress):
+        payload = parsed.envelope.payload
+        check_kept(parsed.event, {k: v for k, v in payload.items() if k not in _PARSED_WHOLE})
     return parsed, _within_size(encode(envelope_to_dict(parsed.envelope)))
+
+
+# Payload fields the parser reads value by value; check_kept takes the rest, small, whole.
+_PARSED_WHOLE = frozenset({"stateOperators", "sources", "observedMetrics"})
 
 
 def _within_size(encoded: bytes) -> bytes:

@@ -40,7 +40,6 @@ from sparkwatch.model.contract import (
     LATEST_EPOCH,
     LIMITS,
     ContractViolation,
-    check_tree,
     has_long_integer,
     is_id,
 )
@@ -56,7 +55,12 @@ from sparkwatch.model.events import (
     StateOperator,
 )
 from sparkwatch.model.fields import OPERATOR_FIELDS
-from sparkwatch.model.parse import EventParseError, parse_event_time, parse_timestamp
+from sparkwatch.model.parse import (
+    EventParseError,
+    check_kept,
+    parse_event_time,
+    parse_timestamp,
+)
 
 Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 Key = Annotated[str, msgspec.Meta(max_length=LIMITS.key_chars)]
@@ -288,7 +292,8 @@ def _progress(p: _Progress) -> QueryProgress:
     if not (is_id(p.id) and is_id(p.run_id)):
         raise Unsure  # the exact parser names the id
     durations = _given(p.duration_ms, {})
-    return QueryProgress(
+    event_time = _given(p.event_time, None)
+    progress = QueryProgress(
         query_id=p.id, run_id=p.run_id, name=name,
         timestamp=parse_timestamp(p.timestamp, "progress.timestamp", BATCH_TIME_END),
         batch_id=p.batch_id,
@@ -297,13 +302,18 @@ def _progress(p: _Progress) -> QueryProgress:
         input_rows_per_second=_rate(p.input_rows_per_second),
         processed_rows_per_second=_rate(p.processed_rows_per_second),
         duration_ms=durations,
-        event_time=parse_event_time(_given(p.event_time, None)),
+        event_time=parse_event_time(event_time),
         state_operators=tuple(_operator(op, i)
                               for i, op in enumerate(_given(p.state_operators, ()))),
         sources=tuple(_source(s, i) for i, s in enumerate(_given(p.sources, ()))),
         sink=None if p.sink is None or p.sink is UNSET else _sink(p.sink),
-        observed_metrics=_observed(_given(p.observed_metrics, {})),
+        observed_metrics=_given(p.observed_metrics, {}),
     )
+    try:  # offsets, the eventTime map and user rows, free-form: as the exact way checks them
+        check_kept(progress, {"eventTime": event_time} if event_time else {})
+    except ContractViolation:
+        raise Unsure from None
+    return progress
 
 
 def _operator(op: Any, index: int) -> StateOperator:
@@ -364,17 +374,6 @@ def _metrics(metrics: dict[str, str]) -> dict[str, str]:
         raise Unsure
     _plain(*metrics, *metrics.values())
     return metrics
-
-
-def _observed(observed: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    if observed and max(map(len, observed)) > LIMITS.key_chars:
-        raise Unsure
-    _plain(*observed)
-    try:  # user rows, free-form: their depth (and values) as the exact parser holds them
-        check_tree(observed, "observedMetrics", depth=3)
-    except ContractViolation:
-        raise Unsure from None
-    return observed
 
 
 def _plain(*texts: str) -> None:

@@ -108,6 +108,19 @@ MUTATIONS: list[tuple[str, Callable[[Event], None], str]] = [
      "progress.stateOperators: 1000 entries is over the limit of 64"),
     ("nesting 40 deep in observedMetrics", _mutated(["observedMetrics"], {"o": _deep(40)}),
      "nested deeper than the limit of 32"),
+    # Free-form values kept as they came (offsets, the eventTime map): a canonical body, read
+    # the typed way, vouches for their values but not for how deep or long they are.
+    ("nesting 40 deep in a source offset", _mutated(["sources", 0, "startOffset"], _deep(40)),
+     "nested deeper than the limit of 32"),
+    ("a 70,000-character string in a source offset",
+     _mutated(["sources", 0, "endOffset"], "o" * 70_000),
+     "sources[0].endOffset: string of 70000 characters is over the limit of 65536"),
+    ("a 1 KiB key in the eventTime map", _mutated(["eventTime", "k" * 1024], "x"),
+     "is over the limit of 128"),
+    # The rejection names the key, and must still encode as UTF-8 in the answer.
+    ("a lone surrogate in a custom metric key",
+     _mutated(["stateOperators", 0, "customMetrics", "k__SURROGATE__"], 1),
+     "stateOperators[0].customMetrics.k\\ud800: string holds a lone surrogate"),
     ("NaN received time", lambda e: e.update(received_at="__NAN__"), "event.received_at"),
     ("a NUL in the app name", lambda e: e.update(app={**HOSTILE_APP, "name": "a__NUL__"}),
      "event.app.name"),
@@ -201,6 +214,10 @@ def body_cases(make: Callable[[int], Event]) -> list[Case]:
         Case("nesting 5,000 deep", ('{"events": [' + "[" * 5000 + "]" * 5000 + "]}").encode(),
              "body 4xx"),
         Case("nesting 1,000 deep in an event", deep.encode(), "futureField"),
+        # Python's JSON reader refuses an integer literal over 4,300 digits with a ValueError
+        # of its own, not a JSONDecodeError.
+        Case("an integer of 4,301 digits", good.replace('"batchId": 0', '"batchId": ' + "9" * 4301)
+             .encode(), "body 4xx"),
         Case("events not an array", b'{"events": {"a": 1}}', "body 4xx"),
         Case("duplicate events key", b'{"events": [], "events": []}', "body 4xx"),
         Case("a duplicate key in an operator",

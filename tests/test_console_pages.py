@@ -14,9 +14,11 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from sparkwatch.console.app import CSP, Console
-from sparkwatch.console.history import anchor_of, offsets_behind
+from sparkwatch.console.history import HistoryData, anchor_of, offsets_behind
+from sparkwatch.history import migrate
 from sparkwatch.listener.exporter import serve_metrics
 from sparkwatch.metrics.state import MetricState
+from sparkwatch.model.contract import INT64_MAX
 from tests.test_history_reader import AGG, JOIN, NEW_RUN, OLD_RUN, QUERY, agg_runs_and_join
 from tests.test_history_support import (
     APP,
@@ -80,6 +82,27 @@ def test_overview_lists_every_query_with_a_link_and_marks_the_failed_one(
     # sparkline over the run's batches 3-5 (the sparkline reads the latest run only).
     row = re.search(rf'<tr class="status-(\w+)" data-query-id="{QUERY}">(.*?)</tr>', html).group(2)
     assert "<td>60</td>" in row and 'aria-label="3 points, last 60"' in row
+
+
+def test_operators_whose_state_sums_past_64_bits_leave_every_query_on_the_overview(
+        tmp_path: Any) -> None:
+    # Each value is one the contract accepts; SQLite's SUM over the two operators overflowed,
+    # and the overview of every app said "history not readable yet".
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    migrate.upgrade(url)
+    largest = batch_of(JOIN, 1, "2026-11-21T08:00:00.000Z", id=HOSTILE_ID, runId=HOSTILE_ID)
+    op = {**largest["stateOperators"][0], "numRowsTotal": INT64_MAX,
+          "memoryUsedBytes": INT64_MAX}
+    largest["stateOperators"] = [op, {**op}]
+    write(url, progress(_agg(NEW_RUN, 0, 0)), progress(largest))
+    data = HistoryData(url)
+    try:
+        html = _html(Console(data, lambda _tenant: []), "/")
+    finally:
+        data.close()
+    assert "not readable" not in html and "2 queries" in html
+    row = re.search(rf'data-query-id="{HOSTILE_ID}">(.*?)</tr>', html).group(1)
+    assert 'aria-label="1 points, last 9.22e+18"' in row  # saturated, as the rollups' sums are
 
 
 def test_a_name_with_markup_is_text_on_every_page(console: Console) -> None:

@@ -288,6 +288,22 @@ def test_the_listener_replaces_nul_and_lone_surrogates_in_free_text() -> None:
     _checked(_wire_item(parsed), False)
 
 
+def test_the_listener_fits_a_python_sources_offset_the_collector_would_refuse() -> None:
+    """A Python data source's offsets are the user's JSON, and Spark writes them as they are:
+    what nests too deep is dropped, as in observed rows, and the export is accepted."""
+    payload = _event(0)["payload"]
+    deep: Any = 0
+    for _ in range(40):
+        deep = {"d": deep}
+    payload["sources"][0]["endOffset"] = deep
+    parsed = _listener(payload)
+    kept, levels = parsed.event.sources[0].end_offset, 0
+    while isinstance(kept, dict) and kept:
+        kept, levels = kept["d"], levels + 1
+    assert levels == LIMITS.depth - 4  # envelope, payload, sources and the source itself
+    _checked(_wire_item(parsed), False)
+
+
 def _wire_item(parsed: Any) -> dict[str, Any]:
     from sparkwatch.model.parse import envelope_to_dict
 

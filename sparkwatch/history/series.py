@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sparkwatch.history.rollups import saturating_sum
 from sparkwatch.history.schema import Batch, OperatorBatch, SourceBatch
 from sparkwatch.history.views import StatePoint
 
@@ -103,13 +104,17 @@ def batches_at(conn: sa.Connection, keys: list[tuple[str, int]]) -> list[dict[st
 def runs_operators(conn: sa.Connection,
                    ranges: list[tuple[str, int, int]]) -> list[dict[str, Any]]:
     """State rows and memory (every operator's, summed) of each batch in the (run, first batch,
-    last batch) ranges, in one statement: a primary key range scan each."""
+    last batch) ranges, in one statement: a primary key range scan each.
+
+    The sums saturate at INT64_MAX as the rollups' do: the contract accepts each operator's
+    value up to it, and SQLite's failed SUM would empty the console's overview for every app."""
     if not ranges:
         return []
     ops = OperatorBatch.__table__.c
+    dialect = conn.dialect.name
     stmt = (sa.select(ops.run_id, ops.batch_id,
-                      sa.func.sum(ops.num_rows_total).label("num_rows_total"),
-                      sa.func.sum(ops.memory_used_bytes).label("memory_used_bytes"))
+                      saturating_sum(dialect, ops.num_rows_total).label("num_rows_total"),
+                      saturating_sum(dialect, ops.memory_used_bytes).label("memory_used_bytes"))
             .where(sa.or_(*(sa.and_(ops.run_id == run, ops.batch_id >= first,
                                     ops.batch_id <= last) for run, first, last in ranges)))
             .group_by(ops.run_id, ops.batch_id))

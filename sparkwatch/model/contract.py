@@ -156,7 +156,10 @@ def check_entries(size: int, path: str, cap: int, what: str = "entries") -> None
 def child(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
+    # A key with a lone surrogate is refused by the check that follows, and the path names it in
+    # the 4xx answer, which must still encode as UTF-8: the surrogate is shown escaped.
+    shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+    return f"{path}.{shown}" if path else shown
 
 
 def check_tree(value: Any, path: str, depth: int = 1, limits: Limits = LIMITS) -> int:

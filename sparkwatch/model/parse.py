@@ -470,9 +470,13 @@ def listener_event(
     envelope = Envelope(EventKind(kind), _fitted(app), received_at, _unwrapped(kind, doc))
     normalize_rates(envelope.payload)
     try:
-        if not _raw_clean(raw_json, envelope.payload):
+        if not _raw_clean(raw_json):
             check_tree(envelope.payload, "", depth=2)
-        return parse_envelope(envelope)
+            return parse_envelope(envelope)
+        parsed = parse_envelope(envelope)
+        if isinstance(parsed.event, QueryProgress):
+            check_kept(parsed.event, {})  # user data: observed rows, a Python source's offsets
+        return parsed
     except ContractViolation:
         fitted = Envelope(envelope.kind, envelope.app, envelope.received_at,
                           conform(envelope.payload))
@@ -483,24 +487,38 @@ def listener_event(
         return parse_envelope(fitted)
 
 
+def check_kept(progress: QueryProgress, extra: Mapping[str, Any]) -> None:
+    """What a progress event keeps as it came, value by value: its user rows, its sources'
+    offsets and ``extra`` (payload fields held as they came: the ``eventTime`` map, fields the
+    parser does not know). A canonical body vouches for their values, not for how deep they
+    nest nor how long their keys and strings are: an offset 600 levels deep was acknowledged,
+    then failed the history writer."""
+    if progress.observed_metrics:
+        check_tree(progress.observed_metrics, "observedMetrics", depth=3)
+    for source in progress.sources:
+        for key, value in (("startOffset", source.start_offset),
+                           ("endOffset", source.end_offset),
+                           ("latestOffset", source.latest_offset)):
+            if value is not None:
+                check_tree(value, f"sources[{source.index}].{key}", depth=5)
+    if extra:
+        check_tree(extra, "", depth=2)
+
+
 _UNSTRICT = (b"NaN", b"Infinity", b"\\ud", b"\\uD", b"\\u0000")
 
 
-def _raw_clean(raw_json: str, payload: Mapping[str, Any]) -> bool:
+def _raw_clean(raw_json: str) -> bool:
     """Spark's JSON needs no value-by-value check unless it holds what a strict decoder refuses
     (NaN literals, lone surrogates), a NUL or an integer too long for 64 bits (a legal surrogate
     pair or a name holding "NaN" only costs the check). Spark's JSON writers name each key once
-    and nest its own fields a few levels deep; observed metrics (user rows) are checked whole."""
+    and nest its own fields a few levels deep; what users write is checked by
+    :func:`check_kept`."""
     try:
         raw = raw_json.encode()
     except UnicodeEncodeError:
         return False
-    if any(marker in raw for marker in _UNSTRICT) or has_long_integer(raw):
-        return False
-    observed = payload.get("observedMetrics")
-    if observed:
-        check_tree(observed, "observedMetrics", depth=3)
-    return True
+    return not (any(marker in raw for marker in _UNSTRICT) or has_long_integer(raw))
 
 
 def _fitted(app: AppInfo) -> AppInfo:
