@@ -219,8 +219,8 @@ class Ingestor:
         self, tenant: str, valid: list[tuple[int, Item, bytes | None]], outcome: Outcome
     ) -> list[tuple[int, Item, bytes | None]]:
         """The events within the tenant's quotas whose ids the tenant owns (or now claims);
-        plans whose ids no other tenant owns (a plan creates no series: it only names the
-        operators of a query its tenant already has, and claims nothing)."""
+        plans of runs the tenant holds (a plan creates no series: it only names the operators
+        of a run its tenant already has, and claims nothing)."""
         if not valid:
             return []
         index = SeriesIndex(self._tenants.state(tenant))
@@ -231,7 +231,11 @@ class Ingestor:
                 outcome.rejected.append(Rejection(i, FORBIDDEN, foreign))
                 continue
             if isinstance(parsed, PlanEvent):
-                admitted.append((i, parsed, encoded))
+                unheld = self._tenants.unheld(tenant, parsed)
+                if unheld is not None:
+                    outcome.rejected.append(Rejection(i, INVALID, unheld))
+                else:
+                    admitted.append((i, parsed, encoded))
                 continue
             refusal = index.refusal(parsed, self._caps)
             if refusal is not None:

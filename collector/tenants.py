@@ -75,6 +75,19 @@ class Tenants:
                             "app that reported it first)")
         return None
 
+    def unheld(self, tenant: str, plan: PlanEvent) -> str | None:
+        """Why ``plan`` names nothing of ``tenant``'s: the field (``plan.run_id``,
+        ``plan.query_id``) naming an id no event of the tenant used; None when it holds both.
+        The history keeps a plan only for a run it holds for its tenant, so any other plan would
+        be acknowledged and then quarantined."""
+        with self._lock:
+            for field, key in _event_ids(plan)[::-1]:
+                owner = self._owners.get(key)
+                if owner is None or owner.tenant != tenant:
+                    return (f"{field} {key[2:]!r} names no run or query of this tenant: a plan "
+                            "names the operators of a run whose events came first")
+        return None
+
     def unknown(self, events: Iterable[ParsedEvent | PlanEvent]) -> tuple[set[str], set[str]]:
         """The run ids and query ids of ``events`` that no owner is known for here."""
         runs: set[str] = set()

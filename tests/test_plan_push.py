@@ -100,7 +100,12 @@ HOSTILE = [
      "plan.operators[0].watermarks[0].column: required"),
     (["payload", "operators"], [{"index": 0, "operator": "x", "kind": "dedupe"}] * 65,
      "plan.operators: 65 entries is over the limit of 64"),
+    (["payload", "operators", 0, "num_state_stores"], 2**31,
+     "plan.operators[0].num_state_stores: 2147483648 is out of range (0..2147483647)"),
+    (["payload", "operators", 0, "operator_id"], 2**31,
+     "plan.operators[0].operator_id: 2147483648 is out of range (0..2147483647)"),
     (["payload", "query_id"], "", "plan.query_id: must not be empty"),
+    (["payload", "run_id"], "a\nb", "plan.run_id: 'a\\nb' is not an id"),
     (["payload", "run_id"], "r" * 129, "plan.run_id: string of 129 characters"),
     (["payload", "source"], "guess", "plan.source: expected plan or progress"),
     (["payload", "read_at"], -1.0, "plan.read_at: expected epoch seconds"),
@@ -219,14 +224,19 @@ def test_a_pushed_plan_names_operators_in_metrics_history_doctor_and_top(
 
 
 @pytest.mark.postgres
-def test_a_plan_for_another_tenants_query_is_refused_and_one_for_an_unknown_run_is_not_kept(
+def test_a_plan_of_a_run_its_tenant_never_pushed_is_refused_naming_the_run(
     collector: Collector,
 ) -> None:
     query_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
     app, wire, plan = _recorded_run(query_id, run_id)
-    # A plan alone, for a run nobody pushed: accepted (it claims nothing) but names nothing.
+    # The history keeps no plan of a run it does not hold: acknowledged, such plans all went to
+    # the quarantine, and enough of them filled it and stopped the history of every tenant.
     lone = plan_to_wire(app, plan, 1795252542.5)
-    assert collector.post([lone]).json()["accepted"] == 1
+    result = collector.post([lone]).json()
+    assert result["accepted"] == 0
+    assert result["rejected"] == [{"index": 0, "reason": "invalid", "error": (
+        f"plan.run_id {run_id!r} names no run or query of this tenant: a plan names the "
+        "operators of a run whose events came first")}]
     assert _identity(collector.metrics(READ_TOKEN), query_id) == {}
     other = copy.deepcopy(lone)
     other["payload"]["note"] = "late"

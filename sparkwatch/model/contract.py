@@ -26,6 +26,8 @@ from typing import Any
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
+INT32_MAX = (1 << 31) - 1
+"""Spark's Int fields (a plan's operator id and state store count): INTEGER columns."""
 
 EARLIEST_EPOCH = -62135596800
 """0001-01-01T00:00:00Z, the first instant Python's datetime and SQL's timestamps hold."""

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkwatch.model.contract import (
+    INT32_MAX,
     LATEST_EPOCH,
     LIMITS,
     ContractViolation,
     check_count,
+    check_id,
     check_text,
     check_tree,
     child,
@@ -153,8 +155,10 @@ def _plan(data: Mapping[str, Any]) -> QueryPlan:
             raise fail(child(child(where, "settings"), key), "expected a string")
         check_text(value, child(child(where, "settings"), key), LIMITS.text_chars)
     plan = QueryPlan(
-        query_id=_text(data, "query_id", where, LIMITS.id_chars, required=True) or "",
-        run_id=_text(data, "run_id", where, LIMITS.id_chars, required=True) or "",
+        query_id=check_id(_text(data, "query_id", where, LIMITS.id_chars, required=True) or "",
+                          child(where, "query_id")),
+        run_id=check_id(_text(data, "run_id", where, LIMITS.id_chars, required=True) or "",
+                        child(where, "run_id")),
         source=Source(source),
         operators=tuple(_operator(op, child(child(where, "operators"), i), i)
                         for i, op in enumerate(operators)),
@@ -191,8 +195,9 @@ def _operator(data: Any, where: str, position: int) -> Any:
                    "and _ (aggregation, dedupe, ...)")
     _text(op, "operator", where, LIMITS.name_chars, required=True)
     _text(op, "node", where, LIMITS.name_chars)
-    _int(op, "operator_id", where)
-    _int(op, "num_state_stores", where)
+    # Spark's Ints, stored in INTEGER columns (PostgreSQL refused 2^31 after the 200)
+    _int(op, "operator_id", where, maximum=INT32_MAX)
+    _int(op, "num_state_stores", where, maximum=INT32_MAX)
     _text(op, "output_mode", where, MODE_CHARS)
     _text(op, "state_store_provider", where, LIMITS.text_chars)
     _text(op, "checkpoint_location", where, LIMITS.text_chars)
@@ -291,7 +296,8 @@ def _text(data: Mapping[str, Any], key: str, where: str, cap: int,
     return check_text(value, child(where, key), cap)
 
 
-def _int(data: Mapping[str, Any], key: str, where: str, required: bool = False) -> int | None:
+def _int(data: Mapping[str, Any], key: str, where: str, required: bool = False,
+         maximum: int | None = None) -> int | None:
     value = data.get(key)
     if value is None:
         if required:
@@ -299,6 +305,8 @@ def _int(data: Mapping[str, Any], key: str, where: str, required: bool = False) 
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise fail(child(where, key), f"expected an integer, got {_type(value)}")
+    if maximum is not None and value > maximum:
+        raise fail(child(where, key), f"{_shown(value)} is out of range (0..{maximum})")
     return check_count(value, child(where, key))
 
 
