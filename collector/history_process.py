@@ -34,7 +34,7 @@ from sparkwatch.collector.quarantine import (
 )
 from sparkwatch.collector.typedwire import RawPayload, TypedRecord, typed_record
 from sparkwatch.history import tenancy
-from sparkwatch.history.errors import HistoryUrlError, is_data_error
+from sparkwatch.history.errors import HistoryUrlError, is_data_error, is_database_fault
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.logs import LOG_FORMAT
 from sparkwatch.model.contract import ContractViolation
@@ -357,9 +357,11 @@ def _write_or_isolate(writer: HistoryWriter, events: list[Tenanted],
     try:
         return _write(writer, events)
     except Exception as exc:
+        if is_database_fault(exc):
+            raise  # retried whole until the database takes it: the count is for other reasons
         if not is_data_error(exc):
             failures[start] = failures.get(start, 0) + 1
-            if is_unavailable(exc) or failures[start] < RETRIES:
+            if failures[start] < RETRIES:
                 raise
         log.warning("a span of %d events failed (%s); writing them one by one", len(events),
                     one_line(exc))
@@ -368,7 +370,7 @@ def _write_or_isolate(writer: HistoryWriter, events: list[Tenanted],
         try:
             bad += _write(writer, [(tenant, event)])
         except Exception as exc:
-            if is_unavailable(exc):
+            if is_database_fault(exc):
                 raise
             bad.append((_wire(event), one_line(exc), tenant))
     return bad
@@ -380,17 +382,5 @@ def _log_quarantined(bad: list[tuple[Any, str, str]]) -> None:
         kind = "plan" if is_plan_item(wire) else wire.get("kind", "?")
         query_id = payload.get("id") or payload.get("query_id") or payload.get("queryId") or "?"
         log.error("quarantined a %s event of query %s: %s", kind, query_id, reason)
-
-
-def is_unavailable(exc: BaseException) -> bool:
-    """The database (or its connection) is down: retry the same data later, never quarantine."""
-    import sqlalchemy as sa
-
-    from sparkwatch.history.errors import HistoryUnavailable
-
-    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
-        return True
-    return isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError
-                      | sa.exc.DisconnectionError | HistoryUnavailable | OSError)
 
 

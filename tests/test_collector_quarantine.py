@@ -135,3 +135,61 @@ def test_an_entry_added_after_a_torn_last_line_is_kept(tmp_path: Path) -> None:
         f.write('{"id": "torn", "at": 1, "rea')  # a crash mid-append
     assert quarantine.add([(second, "refused")]) == 1
     assert [e.event for e in quarantine.entries()] == [first, second]
+
+
+def _as_admin(url: str, *statements: str) -> None:
+    """``statements`` on the test's database, from the server's ``postgres`` database (ALTER
+    DATABASE and ending its sessions cannot run from inside it)."""
+    import sqlalchemy as sa
+
+    database = sa.engine.make_url(url).database
+    engine = sa.create_engine(sa.engine.make_url(url).set(database="postgres"),
+                              isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        for sql in statements:
+            conn.execute(sa.text(sql.replace("{db}", database)))
+    engine.dispose()
+
+
+def _self_metric(collector: Collector, name: str) -> list[float]:
+    return [v for _, v in samples(collector.metrics(), f"sparkwatch_collector_{name}")]
+
+
+READ_ONLY = "ALTER DATABASE {db} SET default_transaction_read_only = on"
+WRITABLE = "ALTER DATABASE {db} RESET default_transaction_read_only"
+END_SESSIONS = ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = '{db}' AND pid <> pg_backend_pid()")
+
+
+def test_a_read_only_database_keeps_acknowledged_events_spooled_not_quarantined(
+    pg_url: str, tmp_path: Path
+) -> None:
+    # As after a failover onto a standby: every write is refused ("cannot execute INSERT in a
+    # read-only transaction"), whatever the data. Such events all went to the quarantine at once.
+    migrate.upgrade(pg_url)
+    ids = fresh_ids()
+    run = run_events(**ids)
+    progress = sum(e["kind"] == "progress" for e in run)
+    spool = tmp_path / "spool"
+    collector = Collector(pg_url, spool)
+    collector.start()
+    try:
+        assert collector.post(run[:2]).json()["accepted"] == 2
+        wait_for(lambda: collector.get("/readyz").json()["spool"]["pending_bytes"] == 0, 30,
+                 "the first events written")
+        _as_admin(pg_url, READ_ONLY, END_SESSIONS)
+        assert collector.post(run[2:]).json()["accepted"] == len(run) - 2
+        # The first attempt may meet the ended session; those after it, the read-only database.
+        wait_for(lambda: _self_metric(collector, "history_write_failures_total")[0] >= 3, 60,
+                 "writes refused by the read-only database")
+        assert _self_metric(collector, "history_up") == [0.0]
+        assert _self_metric(collector, "events_quarantined_total") == [0.0]
+        assert _batches(pg_url, ids["run_id"]) < progress
+        _as_admin(pg_url, WRITABLE, END_SESSIONS)
+        wait_for(lambda: _batches(pg_url, ids["run_id"]) == progress, 60,
+                 "every batch written once the database takes writes")
+        assert _self_metric(collector, "history_up") == [1.0]
+        assert _self_metric(collector, "events_quarantined_total") == [0.0]
+        assert Quarantine(spool).entries() == []
+    finally:
+        collector.stop()

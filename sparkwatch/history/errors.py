@@ -67,20 +67,43 @@ class UnknownOperator(HistoryError):
 
 
 def is_data_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is about the data written, not the database's availability: retrying the
-    same data will fail the same way (the collector quarantines such events, the listener's
-    history sink drops them, one by one, so that they hold up nothing else)."""
+    """Whether ``exc`` is about the data written, not the database: retrying the same data will
+    fail the same way (the collector quarantines such events, the listener's history sink drops
+    them, one by one, so that they hold up nothing else). Only PEP 249's data errors, a value the
+    driver cannot bind and Python's own conversion errors are: a database that is read-only (a
+    failover onto a standby), refuses a privilege, times out on a lock or a statement, deadlocks,
+    has a full disk or another schema than this sparkwatch's takes the same data once it is put
+    right, and must not send acknowledged events to the quarantine on the way."""
     if isinstance(exc, sa.exc.DBAPIError):
-        return not isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError) \
-            and not exc.connection_invalidated
+        return isinstance(exc, sa.exc.DataError | sa.exc.IntegrityError)
     if isinstance(exc, sa.exc.SQLAlchemyError):
         return isinstance(exc, sa.exc.StatementError)  # e.g. a value the driver cannot bind
     # A driver's own error, unwrapped (PostgreSQL's COPY runs on psycopg's connection): by its
     # DB-API class, e.g. psycopg's NumericValueOutOfRange is a DataError.
-    if any(c.__name__ in _DBAPI_DATA_ERRORS for c in type(exc).__mro__):
+    if _is_dbapi(exc, _DBAPI_DATA_ERRORS):
         return True
+    if isinstance(exc, HistoryError) or _is_dbapi(exc, _DBAPI_ERRORS):
+        return False
     return isinstance(exc, ValueError | TypeError | OverflowError | KeyError | UnicodeError)
+
+
+def is_database_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot take a write now, whatever the data: down,
+    read-only, a privilege refused, a lock or statement timeout, a deadlock, a full disk, a
+    schema this sparkwatch does not write (see :func:`is_data_error`). Retry the same data."""
+    if is_data_error(exc):
+        return False
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, sa.exc.DBAPIError | sa.exc.DisconnectionError | HistoryError
+                      | OSError) or _is_dbapi(exc, _DBAPI_ERRORS)
+
+
+def _is_dbapi(exc: BaseException, names: frozenset[str]) -> bool:
+    return any(c.__name__ in names for c in type(exc).__mro__)
 
 
 _DBAPI_DATA_ERRORS = frozenset({"DataError", "IntegrityError"})
 """PEP 249's exceptions about the data (every driver defines its own classes of these names)."""
+_DBAPI_ERRORS = frozenset({"DatabaseError", "InterfaceError"})
+"""PEP 249's two bases of every error a database driver raises."""
