@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Protocol
 
 from sparkwatch.collector.history_process import WriteFailed, Written
@@ -59,6 +61,7 @@ class HistoryPump:
         self._stop = threading.Event()
         self.healthy = True
         self.last_error: str | None = None
+        self._written_until = time.time()
         self.worker = Worker("history", self._run, "collector-history", deadline)
         # Here, where the spool and the metrics meet: the service tracks the spool's bytes only.
         metrics.track_spool_appends(lambda: spool.append_error)
@@ -75,14 +78,25 @@ class HistoryPump:
     def drained(self) -> bool:
         return self._spool.is_empty()
 
+    def written_until(self) -> datetime:
+        """Every event this replica acknowledged before this time is in the history: the jobs
+        that judge silence by the history (stalls, lost runs) must not look past it, or a spool
+        still draining after an outage makes every live query look stalled."""
+        return datetime.fromtimestamp(self._written_until, UTC)
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            began = time.time()
             if not self._spool.wait(0.5):
+                self._written_until = began  # nothing was pending: all before it is written
                 self.worker.beat()
                 continue
-            written = self._write(self._spool.cursor, self._spool.end)
+            end = self._spool.end  # holds every record appended before ``began``
+            written = self._write(self._spool.cursor, end)
             if written is not None:
                 self._spool.commit(written.position)
+                if written.position >= end:
+                    self._written_until = began
             self.worker.beat()
 
     def _write(self, start: Position, end: Position) -> Written | None:

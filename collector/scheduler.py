@@ -19,12 +19,14 @@ from sparkwatch.collector.config import CollectorSettings
 from sparkwatch.collector.leases import Job, LeasedRunner
 from sparkwatch.collector.retention import Retention
 from sparkwatch.collector.rollups import Rollups
-from sparkwatch.collector.stalls import LostRuns, StallBoard, StallDetection
+from sparkwatch.collector.stalls import LostRuns, StallBoard, StallDetection, WrittenUntil
 
 log = logging.getLogger(__name__)
 
 
-def leased_jobs(settings: CollectorSettings) -> list[Job]:
+def leased_jobs(settings: CollectorSettings, written_until: WrittenUntil | None = None
+                ) -> list[Job]:
+    """``written_until``: this replica's history pump's (another replica's backlog is unseen)."""
     return [
         Job("retention", settings.retention_interval_seconds,
             Retention(settings.retention_days, settings.rollup_retention_days)),
@@ -32,9 +34,9 @@ def leased_jobs(settings: CollectorSettings) -> list[Job]:
             Rollups(settings.rollup_lookback_seconds)),
         Job("stalls", settings.stall_check_seconds,
             StallDetection(settings.stall_intervals, settings.stall_min_seconds,
-                           settings.retention_days)),
+                           settings.retention_days, written_until)),
         Job("lost-runs", settings.stall_check_seconds,
-            LostRuns(settings.retention_days * 86_400.0)),
+            LostRuns(settings.retention_days * 86_400.0, written_until)),
     ]
 
 
@@ -48,13 +50,14 @@ def start_scheduler(settings: CollectorSettings, evict: Callable[[], int]) -> Ba
 
 
 def add_history_jobs(scheduler: BackgroundScheduler, settings: CollectorSettings,
-                     runner: LeasedRunner, engine: sa.Engine, board: StallBoard) -> None:
+                     runner: LeasedRunner, engine: sa.Engine, board: StallBoard,
+                     written_until: WrittenUntil | None = None) -> None:
     """The leased jobs and the stall board's refresh, first run a second from now. Added after
     the schema upgrade: at a fresh start they ran before it and each failed once on missing
     tables."""
     if not settings.jobs_enabled:
         return
-    for job in leased_jobs(settings):
+    for job in leased_jobs(settings, written_until):
         _every(scheduler, job.interval_seconds, _bind(runner, job), job.name)
     _every(scheduler, min(settings.stall_check_seconds, 15.0), _refresh(board, engine),
            "stall-board")

@@ -112,7 +112,8 @@ class Service:
         assert self.engine is not None and self.scheduler is not None
         add_history_jobs(self.scheduler, self.settings,
                          LeasedRunner(self.engine, self.settings.replica, self.metrics),
-                         self.engine, self.board)
+                         self.engine, self.board,
+                         None if self.pump is None else self.pump.written_until)
         self._retry("restoring the plans of running runs", self._restore_plans)
 
     def _restore_plans(self, engine: sa.Engine) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,15 +34,27 @@ from sparkwatch.model.tenant import DEFAULT_TENANT
 RECENT_BATCHES = 11
 
 
+WrittenUntil = Callable[[], datetime]
+"""Every event acknowledged before the time it returns is in the history (the pump's)."""
+
+
+def _seen(now: datetime, written_until: WrittenUntil | None) -> datetime:
+    """Up to when the history tells whether a run was silent: ``now``, or earlier while the
+    spool is still behind (after an outage every run's last event would look old)."""
+    return now if written_until is None else min(now, written_until())
+
+
 @dataclass(frozen=True, slots=True)
 class StallDetection:
     intervals: int
     min_seconds: float
     horizon_days: float
     """Runs silent for longer than this are history, not stalls (and retention's business)."""
+    written_until: WrittenUntil | None = None
 
     def __call__(self, conn: sa.Connection, now: datetime) -> tuple[int, int]:
         """Open marks for newly stalled runs, clear those that resumed; (opened, cleared)."""
+        seen = _seen(now, self.written_until)
         horizon = now - timedelta(days=self.horizon_days)
         runs = {r.run_id: r for r in conn.execute(_active_runs(horizon))}
         gaps = _trigger_intervals(conn, list(runs))
@@ -56,7 +68,7 @@ class StallDetection:
         opened = []
         for run in runs.values():
             threshold = self.threshold(gaps.get(run.run_id))
-            silent = (now - run.last_event_at).total_seconds()
+            silent = (seen - run.last_event_at).total_seconds()
             if silent >= threshold and (run.run_id not in open_marks or run.run_id in cleared):
                 opened.append(_mark(run, now, threshold))
         if opened:
@@ -74,9 +86,10 @@ class LostRuns:
     longer a stall but a driver that died without saying so."""
 
     silent_seconds: float
+    written_until: WrittenUntil | None = None
 
     def __call__(self, conn: sa.Connection, now: datetime) -> tuple[int, int]:
-        return lost.end_silent(conn, now, self.silent_seconds), 0
+        return lost.end_silent(conn, _seen(now, self.written_until), self.silent_seconds), 0
 
 
 def _active_runs(horizon: datetime) -> sa.Select[Any]:

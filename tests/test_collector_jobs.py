@@ -181,6 +181,69 @@ def test_stall_detection_fires_for_a_silent_run_and_clears_when_it_resumes(
     assert run_job(history_url, detect, NOW + timedelta(minutes=10)) == (1, 0)
 
 
+def test_stall_detection_judges_silence_only_up_to_what_the_history_holds(
+    history_url: str,
+) -> None:
+    ids = fresh_ids()
+    # Its last batch is 60 s old in the history, but the spool still holds what came since: the
+    # history is complete only up to 65 s ago (the start of an outage it still drains).
+    write(history_url, progress_at([NOW - timedelta(seconds=78 - 2 * i) for i in range(10)],
+                                   **ids))
+    behind = StallDetection(intervals=5, min_seconds=5, horizon_days=7,
+                            written_until=lambda: NOW - timedelta(seconds=65))
+    assert run_job(history_url, behind) == (0, 0)
+    caught_up = StallDetection(intervals=5, min_seconds=5, horizon_days=7,
+                               written_until=lambda: NOW + timedelta(hours=1))  # never past now
+    assert run_job(history_url, caught_up) == (1, 0)
+
+
+@pytest.mark.postgres
+def test_a_history_catching_up_after_an_outage_marks_no_live_query_stalled(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The writer is held up (batches locked against inserts; reads and the job's own writes go
+    on) while the query keeps reporting: before, the job judged silence by the lagging history
+    and marked it stalled within seconds."""
+    migrate.upgrade(pg_url)
+    collector = Collector(pg_url, tmp_path / "spool", "--stall-check-seconds", "1",
+                          "--stall-min-seconds", "2")
+    ids = fresh_ids()
+    batches = iter(range(10_000))
+
+    def report() -> None:
+        [payload] = progress_at([datetime.now(UTC)], **ids)
+        payload["batchId"] = next(batches)
+        assert collector.post([envelope("progress", payload)]).json()["accepted"] == 1
+
+    def stall_runs() -> float:
+        return job_counts(collector.metrics(), "ran").get("stalls", 0.0)
+
+    def written() -> int:
+        return int(scalar(pg_url, "select count(*) from batches where run_id = :r",
+                          r=ids["run_id"]))
+
+    with running(collector):
+        for _ in range(3):
+            report()
+        wait_for(lambda: written() == 3, 30, "the first batches in the history")
+        engine = sa.create_engine(pg_url)
+        try:
+            with engine.begin() as lock:
+                lock.execute(sa.text("LOCK TABLE batches IN EXCLUSIVE MODE"))
+                # A report before each of 4 runs of the job (every 1 s; threshold 2 s).
+                for _ in range(4):
+                    runs = stall_runs()
+                    report()
+                    wait_for(lambda r=runs: stall_runs() > r, 30, "the stall job's next run")
+                assert written() == 3  # the history really was held up
+                assert int(scalar(pg_url, "select count(*) from query_stalls")) == 0
+        finally:
+            engine.dispose()
+        reported = next(batches)
+        wait_for(lambda: written() == reported, 30, "the held-up batches written")
+    assert int(scalar(pg_url, "select count(*) from query_stalls")) == 0
+
+
 @pytest.mark.postgres
 def test_the_stalled_gauge_on_a_running_collector(pg_url: str, tmp_path: Path) -> None:
     collector = Collector(pg_url, tmp_path / "spool", "--stall-check-seconds", "1",
