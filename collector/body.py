@@ -46,10 +46,13 @@ def decompress(body: bytes | bytearray, encoding: str | None, limit: int) -> byt
     declared = _trailer_size(body) if len(body) >= GZIP_TRAILER else limit
     cap = min(limit, declared)
     out, inflater = _Inflated(cap), zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    view = memoryview(body)
+    view, after = memoryview(body), 0
     try:
         for start in range(0, len(view), IN_CHUNK):
             data: memoryview | bytes = view[start:start + IN_CHUNK]
+            if inflater.eof:
+                after += len(data)
+                continue
             # Bounded pieces into one buffer: a thousandfold bomb never inflates past `cap`, and
             # the result is not joined from blocks at the end (which would hold it twice).
             while data and not inflater.eof:
@@ -64,6 +67,12 @@ def decompress(body: bytes | bytearray, encoding: str | None, limit: int) -> byt
             from None
     if not inflater.eof:
         raise BodyError(400, "Content-Encoding is gzip but the body is truncated gzip")
+    after += len(inflater.unused_data)
+    if after:
+        # Not read silently: a second gzip member (its events) or bytes a proxy added; and the
+        # trailer the memory was reserved by is the body's last four bytes.
+        raise BodyError(400, f"Content-Encoding is gzip but {after} bytes follow the gzip "
+                        "stream: send the body as one gzip member")
     return out.value()
 
 
