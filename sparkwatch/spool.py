@@ -93,6 +93,9 @@ class Spool:
         self.append_error: str | None = None
         """Why the last append the disk refused failed (None once one succeeds again): while
         set, every append is likely refused (the disk is full), whatever the byte bound says."""
+        self.append_reason: str | None = None
+        """:attr:`append_error` without the spool's directory (the OS's words, e.g. "No space
+        left on device"), for an answer served without a token."""
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -146,13 +149,12 @@ class Spool:
                     os.fsync(self._out.fileno())
             except OSError as exc:
                 self._failed_append()
-                self.append_error = f"spool {self.directory} cannot write: {exc.strerror or exc}"
-                raise SpoolWriteFailed(self.append_error) from None
+                raise self._refused(exc) from None
             except BaseException:
                 if start is not None:  # e.g. the encoding failed, or over the bound
                     self._failed_append(counted=False)
                 raise
-            self.append_error = None
+            self.append_error = self.append_reason = None
             self._end = Position(start.segment, start.offset + added)
             self._bytes += added
             self._appended.notify_all()
@@ -163,8 +165,12 @@ class Spool:
             self._reopen()
         except OSError as exc:
             self.write_failures += 1
-            self.append_error = f"spool {self.directory} cannot write: {exc.strerror or exc}"
-            raise SpoolWriteFailed(self.append_error) from None
+            raise self._refused(exc) from None
+
+    def _refused(self, exc: OSError) -> SpoolWriteFailed:
+        self.append_reason = exc.strerror or type(exc).__name__
+        self.append_error = f"spool {self.directory} cannot write: {exc.strerror or exc}"
+        return SpoolWriteFailed(self.append_error)
 
     def _rotate_for(self, size: int) -> None:
         if self._end.offset and self._end.offset + size > self._segment_bytes:

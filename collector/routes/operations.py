@@ -51,10 +51,16 @@ def router(service: Service, scrape_auth: list[Any]) -> APIRouter:
     return routes
 
 
+HISTORY_FAILING = "history writes fail (events stay spooled); the collector's log says why"
+
+
 def _readiness(service: Service) -> models.Ready:
     pump, spool = service.pump, service.spool
+    # Served without a token: what fails, never where (the database's host and name, the
+    # spool's directory); the collector's log has the detail.
+    failing = pump is not None and pump.last_error is not None
     history = models.HistoryHealth(enabled=pump is not None, ok=pump is None or pump.healthy,
-                                   error=pump.last_error if pump is not None else None)
+                                   error=HISTORY_FAILING if failing else None)
     workers = [models.WorkerHealth(name=h.name, state=h.state, deadline_seconds=h.deadline_seconds,
                                    seconds_since_progress=round(h.seconds_since_progress, 3))
                for h in (w.health() for w in service.workers())]
@@ -64,9 +70,10 @@ def _readiness(service: Service) -> models.Ready:
     spool_health = None
     if spool is not None:
         error = spool.append_error
-        spool_health = models.SpoolHealth(pending_bytes=spool.pending_bytes,
-                                          max_bytes=spool.max_bytes, writable=error is None,
-                                          error=error)
+        spool_health = models.SpoolHealth(
+            pending_bytes=spool.pending_bytes, max_bytes=spool.max_bytes,
+            writable=error is None,
+            error=None if error is None else f"the spool cannot write: {spool.append_reason}")
         if spool.pending_bytes >= spool.max_bytes * FULL_FRACTION:
             status = "full"
         if error is not None:  # the disk, not the bound, refuses: every push gets 503
