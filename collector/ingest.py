@@ -160,16 +160,18 @@ class Ingestor:
                 caller: Caller) -> Outcome:
         outcome = Outcome()
         valid = self._validate(checked, caller.app, outcome)
-        known: dict[str, Owner] = {}
+        known: dict[str, Owner] | None = {}
+        asked: tuple[set[str], set[str]] = (set(), set())
         if self._history_owners is not None and valid:
-            # Outside the lock: a database round trip, only for ids memory does not hold.
-            known = self._history_owners(*self._tenants.unknown(p for _, p, _ in valid))
+            # Outside the lock: a database round trip, only for ids memory is not sure of.
+            asked = self._tenants.unknown(p for _, p, _ in valid)
+            known = self._history_owners(*asked)
         state = self._tenants.state(caller.tenant)
         with self._lock:
             # Learnt under the lock: an eviction in between rebuilds the owners from memory
             # alone and would forget them, letting this request claim another tenant's ids.
-            self._tenants.learn(known)
-            admitted = self._admit(caller.tenant, valid, outcome)
+            self._tenants.learn(known, asked)
+            admitted = self._admit(caller.tenant, valid, outcome, provisional=known is None)
             if admitted and self._spool is not None:
                 # Records of SPOOL_RECORD_EVENTS: the history writer never reads a large request
                 # back whole.
@@ -216,13 +218,16 @@ class Ingestor:
         return valid
 
     def _admit(
-        self, tenant: str, valid: list[tuple[int, Item, bytes | None]], outcome: Outcome
+        self, tenant: str, valid: list[tuple[int, Item, bytes | None]], outcome: Outcome,
+        provisional: bool = False,
     ) -> list[tuple[int, Item, bytes | None]]:
         """The events within the tenant's quotas whose ids the tenant owns (or now claims);
         plans of runs the tenant holds (a plan creates no series: it only names the operators
         of a run its tenant already has, and claims nothing)."""
         if not valid:
             return []
+        for _, parsed, _ in valid:  # first, before any claim: the request waits whole
+            self._tenants.foreign(tenant, parsed)  # raises Contested
         index = SeriesIndex(self._tenants.state(tenant))
         admitted: list[tuple[int, Item, bytes | None]] = []
         for i, parsed, encoded in valid:
@@ -242,7 +247,7 @@ class Ingestor:
                 outcome.rejected.append(Rejection(i, LIMIT, refusal.message))
                 self._metrics.quota_rejected(tenant, refusal.quota)
                 continue
-            self._tenants.claim(tenant, parsed)
+            self._tenants.claim(tenant, parsed, provisional)
             admitted.append((i, parsed, encoded))
         return admitted
 

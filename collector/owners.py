@@ -5,9 +5,13 @@ on a restart: another tenant could then claim an id the history gives to its own
 events were refused as another tenant's (the history writer leaves the claimer's out too: both
 sides lost). So an event naming an id memory does not hold is checked against the history's runs
 first. The lookup gives up within two seconds (``collector/reads.py``: a connect, a statement
-or a migration's lock), and a history that could not answer (down, locked, not migrated yet) is
-not asked again for :data:`RETRY_SECONDS`: ingest must not wait long on a database the spool
-exists to be independent of.
+or a migration's lock), and a history that made ingest wait that long without an answer (down,
+locked) is not asked again for :data:`RETRY_SECONDS`: ingest must not wait long on a database
+the spool exists to be independent of (one that refuses at once, e.g. not migrated yet, is
+asked again at the next request). Ids first used meanwhile are claimed provisionally: asked
+again once the history answers, which gives them to their owner, and another tenant's events
+naming one wait (503) until then, instead of being refused for good as another tenant's (a
+tenant could otherwise take an id over by pushing it while the history was locked).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from sparkwatch.summary import one_line
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 30.0
+FAST_FAILURE_SECONDS = 0.25
+"""A lookup that failed sooner did not make ingest wait: it is not what the retry time is for."""
 
 Lookup = Callable[[set[str], set[str]], dict[str, str]]
 """(run ids, query ids) -> ``run id`` -> tenant, ``a:run id`` -> app, ``q:query id`` -> tenant
@@ -33,19 +39,27 @@ class HistoryOwners:
         self._lookup, self._clock, self._retry_seconds = lookup, clock, retry_seconds
         self._asleep_until = 0.0
 
-    def __call__(self, run_ids: set[str], query_ids: set[str]) -> dict[str, Owner]:
+    def __call__(self, run_ids: set[str], query_ids: set[str]) -> dict[str, Owner] | None:
         """Owner keys (``r:``/``q:`` as :class:`~.tenants.Tenants` keeps them) of the ids the
-        history holds; empty while the history cannot answer."""
-        if not (run_ids or query_ids) or self._clock() < self._asleep_until:
+        history holds; None while the history cannot answer."""
+        if not (run_ids or query_ids):
             return {}
+        if self._clock() < self._asleep_until:
+            return None
+        started = self._clock()
         try:
             found = self._lookup(run_ids, query_ids)
         except Exception as exc:  # noqa: BLE001 - down, not created or migrated yet, anything
-            # else: ingest goes on with memory alone rather than fail an acknowledged push
+            # else: ingest goes on with provisional claims rather than fail an acknowledged push
+            if self._clock() - started < FAST_FAILURE_SECONDS:
+                # Refused at once (not migrated yet, connection refused): asking again costs
+                # nothing, and settles provisional claims as soon as it can.
+                log.debug("owner lookup failed: %s", one_line(exc))
+                return None
             self._asleep_until = self._clock() + self._retry_seconds
-            log.info("ids not in memory are checked against memory only for %gs: %s",
+            log.info("ids not in memory are claimed provisionally for %gs: %s",
                      self._retry_seconds, one_line(exc))
-            return {}
+            return None
         owners = {}
         for key, value in found.items():
             if key.startswith("q:"):

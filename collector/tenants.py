@@ -35,6 +35,14 @@ class Owner(NamedTuple):
     tenant: str
     app: str | None
     """the app name that reported a run first; None for a query id (any app's)"""
+    provisional: bool = False
+    """claimed while the history could not be asked whether another tenant owns it: asked
+    again until it answers, and another tenant's events naming it wait (503) meanwhile"""
+
+
+class Contested(Exception):
+    """An event names an id another tenant claimed while the history could not be asked: its
+    owner is not known yet, so nothing of the request is accepted (send it again later)."""
 
 
 class Tenants:
@@ -61,12 +69,16 @@ class Tenants:
 
     def foreign(self, tenant: str, parsed: ParsedEvent | PlanEvent) -> str | None:
         """Why the event cannot be ``tenant``'s: the field (``payload.id``, ``payload.runId``)
-        naming an id another tenant owns; None when the tenant owns them or they are new."""
+        naming an id another tenant owns; None when the tenant owns them or they are new.
+        Raises :class:`Contested` for an id another tenant only claimed provisionally."""
         with self._lock:
             for field, key in _event_ids(parsed):
                 owner = self._owners.get(key)
                 if owner is None:
                     continue
+                if owner.tenant != tenant and owner.provisional:
+                    raise Contested(f"{field} {key[2:]!r} was claimed while the history could "
+                                    "not be asked who owns it; send again once it answers")
                 if owner.tenant != tenant:
                     return (f"{field} {key[2:]!r} belongs to another tenant (ids are owned by the "
                             "tenant that used them first)")
@@ -89,31 +101,46 @@ class Tenants:
         return None
 
     def unknown(self, events: Iterable[ParsedEvent | PlanEvent]) -> tuple[set[str], set[str]]:
-        """The run ids and query ids of ``events`` that no owner is known for here."""
+        """The run ids and query ids of ``events`` whose owner is not known for sure here."""
         runs: set[str] = set()
         queries: set[str] = set()
         with self._lock:
             for parsed in events:
                 (_, query), (_, run) = _event_ids(parsed)
-                if query not in self._owners:
+                if not self._sure(query):
                     queries.add(query[2:])
-                if run not in self._owners:
+                if not self._sure(run):
                     runs.add(run[2:])
         return runs, queries
 
-    def learn(self, owners: Mapping[str, Owner]) -> None:
-        """Owners the history knows of ids memory did not hold (see ``collector/owners.py``)."""
-        with self._lock:
-            for key, owner in owners.items():
-                self._owners.setdefault(key, owner)
+    def _sure(self, key: str) -> bool:
+        owner = self._owners.get(key)
+        return owner is not None and not owner.provisional
 
-    def claim(self, tenant: str, parsed: ParsedEvent) -> None:
+    def learn(self, owners: Mapping[str, Owner] | None, asked: tuple[set[str], set[str]]
+              ) -> None:
+        """What the history answered about the ``asked`` (run ids, query ids) memory was not
+        sure of (see ``collector/owners.py``): its owners replace provisional claims, and a
+        provisional claim of an id it does not hold stands as a first use. ``owners`` None: the
+        history could not answer, and what is claimed meanwhile is provisional."""
+        if owners is None:
+            return
+        with self._lock:
+            for key in [*("r:" + r for r in asked[0]), *("q:" + q for q in asked[1])]:
+                owner, claimed = owners.get(key), self._owners.get(key)
+                if owner is not None and (claimed is None or claimed.provisional):
+                    self._owners[key] = owner
+                elif claimed is not None and claimed.provisional:
+                    self._owners[key] = claimed._replace(provisional=False)
+
+    def claim(self, tenant: str, parsed: ParsedEvent, provisional: bool = False) -> None:
         """Record ``tenant`` as the owner of the event's query id and run id, and its app as the
-        run's (those not owned yet; see :meth:`foreign`)."""
+        run's (those not owned yet; see :meth:`foreign`), ``provisional`` while the history
+        could not be asked about them."""
         with self._lock:
             for _, key in _event_ids(parsed):
                 app = parsed.app.name if key.startswith("r:") else None
-                self._owners.setdefault(key, Owner(tenant, app))
+                self._owners.setdefault(key, Owner(tenant, app, provisional))
 
     def apply(self, tenant: str, parsed: ParsedEvent | PlanEvent) -> bool:
         """Fold an event (or a plan) into its tenant's state, unless another tenant owns its ids
@@ -138,6 +165,9 @@ class Tenants:
                     for key, app in _ids(q):
                         owners.setdefault(key, Owner(tenant, app))
         with self._lock:
+            for key, owner in owners.items():  # a claim not checked yet stays to be checked
+                if (old := self._owners.get(key)) is not None and old.provisional:
+                    owners[key] = owner._replace(provisional=True)
             self._owners = owners
         return evicted
 

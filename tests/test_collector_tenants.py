@@ -302,9 +302,10 @@ def test_after_a_restart_the_history_still_gives_bs_ids_to_b(
 
 
 def test_a_history_that_cannot_answer_is_not_asked_again_for_a_while() -> None:
-    """Ingest never waits on, nor fails for, a history that cannot answer (down, or its SQLite
-    file not made yet by the writer: a fresh collector's first push): one failed lookup, then
-    memory alone until the retry time has passed."""
+    """Ingest never fails for a history that cannot answer, and waits on it once: a lookup that
+    timed out (down, locked) is not tried again until the retry time has passed; one refused at
+    once (its SQLite file not made yet by the writer: a fresh collector's first push) costs
+    nothing and is tried again at the next request."""
     from sparkwatch.collector.owners import HistoryOwners
     from sparkwatch.collector.tenants import Owner
     from sparkwatch.history.errors import HistoryUnavailable, HistoryUrlError
@@ -316,15 +317,17 @@ def test_a_history_that_cannot_answer_is_not_asked_again_for_a_while() -> None:
         if len(asked) == 1:
             raise HistoryUrlError("no history database at /srv/h.db")
         if len(asked) == 2:
-            raise HistoryUnavailable("history query failed: connection refused")
+            now[0] += 2.0  # the lookup's own time limit
+            raise HistoryUnavailable("history query failed: canceling statement due to "
+                                     "statement timeout")
         return {"r1": "beta", "a:r1": "beta-orders", "q:q1": "beta"}
 
     owners = HistoryOwners(lookup, clock=lambda: now[0], retry_seconds=30)
-    assert owners({"r1"}, {"q1"}) == {}
-    now[0] = 29.0
-    assert owners({"r1"}, {"q1"}) == {} and len(asked) == 1
+    assert owners({"r1"}, {"q1"}) is None  # could not answer: what is claimed is provisional
+    assert owners({"r1"}, {"q1"}) is None and len(asked) == 2  # refused at once: asked again
     now[0] = 31.0
-    assert owners({"r1"}, {"q1"}) == {} and len(asked) == 2
+    assert owners({"r1"}, {"q1"}) is None and len(asked) == 2  # timed out at 2 s: until 32 s
+    assert owners(set(), set()) == {}  # nothing to ask is an answer
     now[0] = 62.0
     assert owners({"r1"}, {"q1"}) == {"r:r1": Owner("beta", "beta-orders"),
                                       "q:q1": Owner("beta", None)}
@@ -366,6 +369,88 @@ def test_an_eviction_after_the_history_answers_does_not_hand_bs_query_to_a() -> 
     assert [r.reason for r in outcome.rejected] == ["forbidden_app"], outcome.rejected
     assert outcome.rejected[0].error.startswith(f"payload.id {ids['query_id']!r} belongs to "
                                                 "another tenant")
+
+
+def test_an_id_claimed_while_the_history_cannot_answer_goes_to_its_owner_once_it_does() -> None:
+    """B's query is in the history, no longer in memory. While the history cannot answer
+    (locked, failing over), A's event naming it is accepted, provisionally: before, that claim
+    stood for good, and B's own events were refused as another tenant's, and lost."""
+    from prometheus_client import CollectorRegistry
+
+    from sparkwatch.collector.auth import Caller
+    from sparkwatch.collector.ingest import Ingestor
+    from sparkwatch.collector.limits import Caps
+    from sparkwatch.collector.owners import HistoryOwners
+    from sparkwatch.collector.selfmetrics import SelfMetrics
+    from sparkwatch.collector.tenants import Contested, Tenants
+    from sparkwatch.history.errors import HistoryUnavailable
+    from sparkwatch.metrics.state import MetricState
+
+    b_query, now, down = fresh()["query_id"], [0.0], [True]
+
+    def history(runs: set[str], queries: set[str]) -> dict[str, str]:
+        if down[0]:
+            raise HistoryUnavailable("history query failed: canceling statement due to lock "
+                                     "timeout")
+        return {"q:" + q: "beta" for q in queries if q == b_query}
+
+    ingestor = Ingestor(Tenants(lambda: MetricState(60.0, 60.0)), None,
+                        Caps(max_apps=10, max_queries_per_app=10, max_operators_per_query=8),
+                        SelfMetrics(CollectorRegistry()),
+                        history_owners=HistoryOwners(history, clock=lambda: now[0]))
+    a, b = Caller("alpha", "*"), Caller("beta", "*")
+
+    def push(caller: Caller, app: dict[str, str]) -> Any:
+        return ingestor.ingest([event_of("started", app, b_query, fresh()["run_id"])], caller)
+
+    assert push(a, A_APP).accepted == 1  # provisional: the history could not be asked
+    with pytest.raises(Contested, match=rf"payload.id {b_query!r} was claimed while the "
+                       "history could not be asked who owns it; send again once it answers"):
+        push(b, B_APP)  # 503 with Retry-After: B's push sink sends it again
+    now[0], down[0] = 31.0, False  # the history answers again
+    assert push(b, B_APP).accepted == 1
+    refused = push(a, A_APP)
+    assert [r.reason for r in refused.rejected] == ["forbidden_app"]
+    assert refused.rejected[0].error.startswith(f"payload.id {b_query!r} belongs to another")
+
+
+def test_a_provisional_claim_of_an_id_the_history_does_not_hold_stands_once_it_answers(
+) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from sparkwatch.collector.auth import Caller
+    from sparkwatch.collector.ingest import Ingestor
+    from sparkwatch.collector.limits import Caps
+    from sparkwatch.collector.owners import HistoryOwners
+    from sparkwatch.collector.selfmetrics import SelfMetrics
+    from sparkwatch.collector.tenants import Tenants
+    from sparkwatch.history.errors import HistoryUnavailable
+    from sparkwatch.metrics.state import MetricState
+
+    ids, now, asked = fresh(), [0.0], []
+
+    def history(runs: set[str], queries: set[str]) -> dict[str, str]:
+        asked.append((runs, queries))
+        if now[0] < 31.0:
+            raise HistoryUnavailable("history query failed: connection refused")
+        return {}
+
+    tenants = Tenants(lambda: MetricState(60.0, 60.0))
+    ingestor = Ingestor(tenants, None,
+                        Caps(max_apps=10, max_queries_per_app=10, max_operators_per_query=8),
+                        SelfMetrics(CollectorRegistry()),
+                        history_owners=HistoryOwners(history, clock=lambda: now[0]))
+    started = event_of("started", A_APP, ids["query_id"], ids["run_id"])
+    assert ingestor.ingest([started], Caller("alpha", "*")).accepted == 1
+    now[0] = 31.0
+    progress = event_of("progress", A_APP, ids["query_id"], ids["run_id"])
+    assert ingestor.ingest([progress], Caller("alpha", "*")).accepted == 1
+    assert asked[-1] == ({ids["run_id"]}, {ids["query_id"]})  # asked again, and answered
+    assert ingestor.ingest([progress], Caller("alpha", "*")).duplicates == 1
+    assert len(asked) == 2  # sure now: never asked again
+    outsider = ingestor.ingest([event_of("progress", B_APP, ids["query_id"], ids["run_id"])],
+                               Caller("beta", "*"))
+    assert [r.reason for r in outsider.rejected] == ["forbidden_app"]
 
 
 def test_an_owner_lookup_gives_up_within_seconds_behind_a_migrations_lock(pg_url: str) -> None:

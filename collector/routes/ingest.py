@@ -25,6 +25,7 @@ from sparkwatch.collector.rates import RateLimited
 from sparkwatch.collector.request_context import current_request_id
 from sparkwatch.collector.routes.common import BEARER, error, errors
 from sparkwatch.collector.service import Service
+from sparkwatch.collector.tenants import Contested
 from sparkwatch.collector.typedwire import typed_body
 from sparkwatch.spool import SpoolUnavailable
 
@@ -81,7 +82,7 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
         if exc.status == 408:
             service.metrics.slow_clients.labels("body").inc()
         return error(exc.status, str(exc))
-    except (SpoolUnavailable, Busy) as exc:  # nothing was accepted
+    except (SpoolUnavailable, Busy, Contested) as exc:  # nothing was accepted
         response = error(503, f"not accepted, send again later: {exc}")
         response.headers["Retry-After"] = str(SPOOL_FULL_RETRY_SECONDS)
         return response
