@@ -93,8 +93,6 @@ def is_database_fault(exc: BaseException) -> bool:
     schema this sparkwatch does not write (see :func:`is_data_error`). Retry the same data."""
     if is_data_error(exc):
         return False
-    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
-        return True
     return isinstance(exc, sa.exc.DBAPIError | sa.exc.DisconnectionError | HistoryError
                       | OSError) or _is_dbapi(exc, _DBAPI_ERRORS)
 

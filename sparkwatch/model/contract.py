@@ -160,7 +160,7 @@ def child(path: str, key: str | int) -> str:
         return f"{path}[{key}]"
     # A key with a lone surrogate is refused by the check that follows, and the path names it in
     # the 4xx answer, which must still encode as UTF-8: the surrogate is shown escaped.
-    shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+    shown = key if key.isascii() else key.encode("utf-8", "backslashreplace").decode("utf-8")
     return f"{path}.{shown}" if path else shown
 
 
