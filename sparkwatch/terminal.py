@@ -59,11 +59,28 @@ def fmt_seconds(s: float | None) -> str:
     return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
 
 
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on shown as its escape (``\\x1b``,
+    ``\\u202e``): names, errors and reasons come from apps and the network, and an ESC, a CR or a
+    bidi override in them would rewrite the screen, forge a line or flip what follows."""
+    if text.isprintable():  # the common case, at C speed
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def clip(text: str, width: int) -> str:
+    """``text`` made printable and cut to ``width`` columns, an ellipsis marking the cut."""
+    text = printable(text)
     if len(text) <= width:
         return text
     return text[: max(0, width - 1)] + "…" if width > 0 else ""
-
 
 
 # --- drawing ------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint, to_di
 from sparkwatch.plan.codec import plan_to_dict
 from sparkwatch.plan.describe import delay_text, keys_text, summary
 from sparkwatch.plan.model import Source
+from sparkwatch.terminal import printable
 
 if TYPE_CHECKING:
     from sparkwatch.history.reader import HistoryReader
@@ -118,7 +119,7 @@ def _read(args: argparse.Namespace, view: Callable[[HistoryReader], list[Any]]) 
     with user_errors(), HistoryReader(url) as reader:
         items = view(reader)
         for note in dict.fromkeys(reader.notes):
-            print(f"sparkwatch history: note: {note}", file=sys.stderr)
+            print(f"sparkwatch history: note: {printable(note)}", file=sys.stderr)
         return items
 
 
@@ -184,7 +185,8 @@ def _legend(args: argparse.Namespace) -> str:
     plans = _read(args, lambda reader: reader.plans(args.query))
     if not plans or plans[0].source is not Source.PLAN:
         return ""
-    lines = [f"operator {op.index} {op.operator}: {summary(op)}" for op in plans[0].operators]
+    lines = [printable(f"operator {op.index} {op.operator}: {summary(op)}")
+             for op in plans[0].operators]
     return "\n".join(lines) + "\n\n"
 
 
@@ -206,6 +208,6 @@ def run_operators(args: argparse.Namespace) -> int:
         for op in plan.operators
     ]
     source = "plan" if plan.source is Source.PLAN else f"progress only ({plan.note})"
-    print(f"run {plan.run_id}, batch {plan.batch_id}, from the {source}\n")
+    print(printable(f"run {plan.run_id}, batch {plan.batch_id}, from the {source}") + "\n")
     print(table(headers, rows))
     return 0

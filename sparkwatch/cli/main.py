@@ -20,6 +20,7 @@ from sparkwatch.cli.signals import (
     stop_with_exit_status,
 )
 from sparkwatch.logs import LOG_FORMAT
+from sparkwatch.terminal import printable
 from sparkwatch.version import __version__
 
 # Each module defines register(subparsers) and sets a `func(args) -> int` default on its parser.
@@ -87,7 +88,8 @@ def _main(argv: Sequence[str] | None, stopping: Callable[[], bool]) -> int:
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
-        print(f"sparkwatch {args.command}: error: {exc}", file=sys.stderr)
+        # An error may quote what it refuses (a name from the history, a database's message).
+        print(f"sparkwatch {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (`sparkwatch demo | head`): the command has cleaned up on the

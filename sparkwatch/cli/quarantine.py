@@ -17,6 +17,7 @@ from sparkwatch.settings.cli import COLLECTOR_HISTORY_URL, COLLECTOR_SPOOL_DIR
 from sparkwatch.settings.options import FromEnv, add_option
 from sparkwatch.settings.spec import SettingsError
 from sparkwatch.summary import one_line
+from sparkwatch.terminal import clip, printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -143,8 +144,9 @@ def run_list(args: argparse.Namespace) -> int:
         payload = raw_payload if isinstance(raw_payload, dict) else {}
         app = (event.get("app") or {}).get("name", "?") if isinstance(event.get("app"), dict) \
             else "?"
-        print(f"{e.id}  {when}  {event.get('kind', '?')}  app={app}  "
-              f"query={payload.get('id', '?')}  {e.reason}")
+        # Every field but the time is what a client sent or what the database said of it.
+        print(printable(f"{e.id}  {when}  {event.get('kind', '?')}  app={clip(str(app), 100)}  "
+                        f"query={clip(str(payload.get('id', '?')), 100)}  {e.reason}"))
     print(f"{len(entries)} quarantined event{'s' if len(entries) != 1 else ''}")
     return 0
 
@@ -175,7 +177,7 @@ def run_replay(args: argparse.Namespace) -> int:
             except HistoryError as exc:
                 raise CliError(str(exc)) from None
             except Exception as exc:  # noqa: BLE001 - the database still refuses this one
-                print(f"{entry.id}: still refused, kept: {one_line(exc)}")
+                print(printable(f"{entry.id}: still refused, kept: {one_line(exc)}"))
                 continue
             if left_out:  # its run or query is another tenant's: written nowhere, so kept
                 print(f"{entry.id}: still refused, kept: {FOREIGN}")

@@ -9,6 +9,7 @@ from typing import Any
 from sparkwatch.doctor.checks_contents import Inspected
 from sparkwatch.doctor.evidence import batch_range
 from sparkwatch.doctor.model import Finding, QueryRecord, Severity
+from sparkwatch.terminal import printable
 
 
 def plan_status(record: QueryRecord) -> str:
@@ -95,7 +96,8 @@ def to_text(records: Sequence[QueryRecord], findings: Sequence[Finding],
     for f in findings:
         lines.append("")
         lines.extend(_finding_lines(f))
-    return "\n".join(lines)
+    # Each item is one line; names and errors in it come from apps and must not forge others.
+    return "\n".join(map(printable, lines))
 
 
 _PLAN_TEXT = {"plan": "plan read", "progress": "plan not read", "none": "no plan recorded"}

@@ -7,7 +7,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from sparkwatch.terminal import clip
+
 MISSING = "-"
+CELL_WIDTH = 200
+"""The widest text cell (a checkpoint path fits): a 100 KB name would pad every row of its
+column. JSON output keeps every value whole."""
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -39,7 +44,7 @@ def cell_text(value: Any) -> str:
         return format_time(value)
     if isinstance(value, float):
         return f"{value:.1f}"
-    return str(value)
+    return clip(str(value), CELL_WIDTH)
 
 
 def format_time(value: datetime) -> str:

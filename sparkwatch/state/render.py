@@ -8,7 +8,7 @@ from typing import Any
 
 from sparkwatch.state.model import Changes, OperatorReport, StateReport, StoreReport
 from sparkwatch.state.skew import skew
-from sparkwatch.terminal import fmt_bytes
+from sparkwatch.terminal import fmt_bytes, printable
 
 SCHEMA_VERSION = 1
 
@@ -84,7 +84,8 @@ def to_text(report: StateReport) -> str:
                      f"{fmt_bytes(op.bytes)}")
         for s in op.stores:
             lines.extend("  " + line for line in _store_lines(s))
-    return "\n".join(lines)
+    # Keys are the app's data: one holding a newline or an ESC must not forge or redraw lines.
+    return "\n".join(map(printable, lines))
 
 
 def _store_lines(s: StoreReport) -> list[str]:
