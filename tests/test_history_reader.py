@@ -137,8 +137,13 @@ def test_a_name_shared_by_several_queries_means_the_latest_and_says_so(
 def test_unknown_queries_are_errors(reader: HistoryReader) -> None:
     with pytest.raises(UnknownQuery, match="no query with id or name 'nope'"):
         reader.runs("nope")
-    with pytest.raises(UnknownQuery, match="no query"):
-        reader.runs("d0000000")  # a prefix of two ids is no match
+
+def test_a_prefix_of_several_ids_is_refused_naming_them(reader: HistoryReader) -> None:
+    with pytest.raises(UnknownQuery) as refused:
+        reader.runs("d0000000")
+    assert refused.value.message == (
+        f"'d0000000' is the start of the ids of more than one query ({', '.join(DUP_IDS)})")
+    assert str(refused.value).endswith("(give more of the id, or the name)")
 
 
 def test_state_defaults_to_the_newest_points_oldest_first(reader: HistoryReader) -> None:

@@ -165,8 +165,16 @@ def _resolve(conn: sa.Connection, query: str, notes: list[str] | None,
     if len(by_prefix) == 1:
         return by_prefix[0]
     where = describe_url(conn.engine.url)
+    if by_prefix:  # "no query" would send the user looking for one that is there, twice
+        more = ", ..." if len(by_prefix) > _SHOWN_MATCHES else ""
+        shown = ", ".join(by_prefix[:_SHOWN_MATCHES]) + more
+        raise UnknownQuery(f"{query!r} is the start of the ids of more than one query "
+                           f"({shown})", where, "give more of the id, or the name")
     raise UnknownQuery(f"no query with id or name {query!r}", where,
                        "see `sparkwatch history queries`")
+
+
+_SHOWN_MATCHES = 3
 
 
 def _latest_first(conn: sa.Connection, condition: sa.ColumnElement[bool]) -> list[str]:
