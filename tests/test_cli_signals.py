@@ -18,6 +18,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
@@ -380,3 +381,21 @@ def test_state_stopped_while_it_starts_spark_or_reads(
         state.send(sig)
         err = state.ends_cleanly(sig)
     assert "RuntimeWarning" not in err and "ERROR root" not in err, err
+
+
+def test_signals_sent_over_and_over_while_a_command_ends_never_kill_it(tmp_path: Path) -> None:
+    """Python puts back the default action of a signal it handled as the interpreter ends: a
+    second SIGTERM then killed the stopping command (status -15), whatever it was still doing."""
+    with closing(socket.socket()) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        with sparkwatch(tmp_path, "doctor", "--collector", url) as doctor:
+            connection, _ = server.accept()
+            with closing(connection):
+                doctor.send(signal.SIGTERM)
+                while doctor.proc.poll() is None:  # until it has ended, however it ended
+                    with suppress(ProcessLookupError):
+                        doctor.send(signal.SIGTERM)
+                    time.sleep(0.0005)  # pacing the barrage, not waiting for a condition
+                doctor.ends_cleanly(signal.SIGTERM)

@@ -13,6 +13,7 @@ second Ctrl-C interrupted the clean stop itself.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
@@ -163,6 +164,17 @@ def stop_with_exit_status() -> Iterator[SignalStop]:
             for sig, old in previous.items():
                 signal.signal(sig, old)
             sys.unraisablehook = previous_hook
+        else:
+            # Python puts back the default action of every signal it handled once its atexit
+            # hooks have run, and a signal in that last moment killed the command (status -15).
+            # Ignored signals stay ignored; hooks run last-registered first, so this is the
+            # first, after the threads are joined (a signal meanwhile is still noted).
+            atexit.register(_ignore_signals)
+
+
+def _ignore_signals() -> None:
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def children() -> frozenset[int]:
