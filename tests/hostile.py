@@ -116,7 +116,9 @@ MUTATIONS: list[tuple[str, Callable[[Event], None], str]] = [
      _mutated(["sources", 0, "endOffset"], "o" * 70_000),
      "sources[0].endOffset: string of 70000 characters is over the limit of 65536"),
     ("a 1 KiB key in the eventTime map", _mutated(["eventTime", "k" * 1024], "x"),
-     "is over the limit of 128"),
+     "is over the limit of 256"),
+    ("a Kafka topic of the longest name Kafka takes (249 characters) in a source offset",
+     _mutated(["sources", 0, "startOffset"], {"t" * 249: {"0": 5, "1": 7}}), "accepted"),
     # The rejection names the key, and must still encode as UTF-8 in the answer.
     ("a lone surrogate in a custom metric key",
      _mutated(["stateOperators", 0, "customMetrics", "k__SURROGATE__"], 1),

@@ -54,8 +54,9 @@ class Limits:
     """query id, run id, app id (Spark's are 36-character UUIDs and ``app-…``/``local-…`` ids)"""
     name_chars: int = 256
     """app name, query name, operator name, spark version: they become label values"""
-    key_chars: int = 128
-    """custom metric, duration, source/sink metric and observed metric keys"""
+    key_chars: int = 256
+    """custom metric, duration, source/sink metric, observed metric and offset keys (a Kafka
+    topic name, an offset's key, may be 249 characters)"""
     text_chars: int = 4096
     """descriptions and source/sink metric values"""
     long_text_chars: int = 65536
