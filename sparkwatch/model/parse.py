@@ -160,6 +160,15 @@ def _int(
     return _as_int(value, f"{where}.{key}", minimum)
 
 
+def _required_int(data: Mapping[str, Any], key: str, where: str) -> int:
+    value = data.get(key)
+    if type(value) is int and 0 <= value <= INT64_MAX:
+        return value
+    if value is None:
+        raise EventParseError(f"{where}.{key}: required integer is missing or null")
+    return _as_int(value, f"{where}.{key}", 0)
+
+
 def _rate(data: Mapping[str, Any], key: str, where: str) -> float | None:
     """Rates are omitted by Spark when NaN or infinite (unknown: None); some writers send them as
     strings. A known rate is never negative (:func:`~sparkwatch.model.contract.check_rate`)."""
@@ -351,7 +360,8 @@ def parse_progress(data: Any) -> QueryProgress:
         name=_opt_str(p, "name", where),
         timestamp=parse_timestamp(p.get("timestamp"), "progress.timestamp",
                               BATCH_TIME_END),
-        batch_id=_int(p, "batchId", where, default=-1),
+        # Every progress Spark reports is of a batch: one without was stored as batch -1.
+        batch_id=_required_int(p, "batchId", where),
         # Spark 3.5's JSON has no batchDuration (4.x has): triggerExecution measures the same
         # span (within a few ms on 4.x), so 3.5 batches do not all look 0 s long.
         batch_duration_ms=_int(
