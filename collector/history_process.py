@@ -36,7 +36,7 @@ from sparkwatch.collector.typedwire import RawPayload, TypedRecord, typed_record
 from sparkwatch.history import tenancy
 from sparkwatch.history.errors import HistoryUrlError, is_data_error, is_database_fault
 from sparkwatch.history.writer import HistoryWriter
-from sparkwatch.logs import LOG_FORMAT
+from sparkwatch.logs import LOG_FORMAT, format_root_handlers
 from sparkwatch.model.contract import ContractViolation
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import (
@@ -180,6 +180,7 @@ def main(argv: list[str]) -> None:
         return
     # Logs as the collector does (its stderr, its format and level, Alembic quiet unless debug).
     logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
+    format_root_handlers()
     if level > logging.DEBUG:
         logging.getLogger("alembic").setLevel(logging.WARNING)
     serve(conn, url, migrate, spool_dir, quarantine_max_bytes)

@@ -14,6 +14,8 @@ import uuid
 from contextvars import ContextVar
 from typing import Any
 
+from sparkwatch.logs import format_root_handlers
+
 REQUEST_ID: ContextVar[str | None] = ContextVar("sparkwatch_request_id", default=None)
 HEADER = b"x-request-id"
 _SANE = re.compile(rb"[A-Za-z0-9._:-]{1,64}")
@@ -94,7 +96,6 @@ class RequestIdFilter(logging.Filter):
 
 def log_with_request_ids(fmt: str) -> None:
     """Every handler of the root logger writes the request id of the record's request."""
-    with_id = fmt.replace("%(name)s:", "%(name)s [%(request_id)s]:")
     for handler in logging.getLogger().handlers:
         handler.addFilter(RequestIdFilter())
-        handler.setFormatter(logging.Formatter(with_id))
+    format_root_handlers(fmt.replace("%(name)s:", "%(name)s [%(request_id)s]:"))

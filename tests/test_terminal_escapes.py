@@ -1,16 +1,19 @@
 """What apps and the network send (names, errors, reasons) reaches a terminal as text, never as
 terminal commands: an ESC, an OSC title, a CR, a newline, a C1 control or a bidi override in a
 stored name is shown escaped by every text output (history tables, top, doctor, the quarantine
-list, errors), and a long name does not pad every row."""
+list, errors, logs), and a long name does not pad every row."""
 
 from __future__ import annotations
 
+import io
+import logging
 from pathlib import Path
 
 import pytest
 
 from sparkwatch.collector.quarantine import Quarantine
 from sparkwatch.history import migrate
+from sparkwatch.logs import LOG_FORMAT, OneLineFormatter
 from sparkwatch.terminal import clip, printable
 from tests.support import run_cli
 from tests.test_history_reader import AGG
@@ -113,3 +116,23 @@ def test_an_error_quoting_what_it_refuses_shows_it_escaped(
     [line] = err.splitlines()
     _inert(line)
     assert "no\\x1b[2Jsuch\\rquery" in line
+
+
+def test_a_log_record_quoting_a_client_stays_one_line_and_a_traceback_keeps_its_lines() -> None:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(OneLineFormatter(LOG_FORMAT))
+    log = logging.getLogger("sparkwatch.test.oneline")
+    log.addHandler(handler)
+    try:
+        log.warning("refused %s", "x\n2026-11-28 00:00:00,000 ERROR forged: \x1b[2J")
+        try:
+            raise ValueError("ours")
+        except ValueError:
+            log.exception("failed")
+    finally:
+        log.removeHandler(handler)
+    refused, failed, *trace = out.getvalue().splitlines()
+    assert refused.endswith("refused x\\x0a2026-11-28 00:00:00,000 ERROR forged: \\x1b[2J")
+    assert failed.endswith("failed") and trace[0] == "Traceback (most recent call last):"
+    assert trace[-1] == "ValueError: ours"

@@ -19,7 +19,7 @@ from sparkwatch.cli.signals import (
     status_of,
     stop_with_exit_status,
 )
-from sparkwatch.logs import LOG_FORMAT
+from sparkwatch.logs import LOG_FORMAT, format_root_handlers
 from sparkwatch.terminal import printable
 from sparkwatch.version import __version__
 
@@ -79,6 +79,7 @@ def _main(argv: Sequence[str] | None, stopping: Callable[[], bool]) -> int:
         format=LOG_FORMAT,
         stream=sys.stderr,
     )
+    format_root_handlers()
     # On the handlers: a logger's filter sees only its own records, and Py4J logs on the root
     # logger and on its own (py4j.clientserver). For the process's life: Py4J's finalizers log
     # too, as the interpreter ends.
