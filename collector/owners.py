@@ -29,8 +29,8 @@ FAST_FAILURE_SECONDS = 0.25
 """A lookup that failed sooner did not make ingest wait: it is not what the retry time is for."""
 
 Lookup = Callable[[set[str], set[str]], dict[str, str]]
-"""(run ids, query ids) -> ``run id`` -> tenant, ``a:run id`` -> app, ``q:query id`` -> tenant
-(:func:`sparkwatch.history.tenancy.known_owners`)"""
+"""(run ids, query ids) -> ``run id`` -> tenant, ``a:run id`` -> app, ``qr:run id`` -> query,
+``q:query id`` -> tenant (:func:`sparkwatch.history.tenancy.known_owners`)"""
 
 
 class HistoryOwners:
@@ -64,6 +64,7 @@ class HistoryOwners:
         for key, value in found.items():
             if key.startswith("q:"):
                 owners[key] = Owner(value, None)
-            elif not key.startswith("a:"):
-                owners["r:" + key] = Owner(value, found.get("a:" + key))
+            elif not key.startswith(("a:", "qr:")):
+                owners["r:" + key] = Owner(value, found.get("a:" + key),
+                                           query=found.get("qr:" + key))
         return owners

@@ -6,12 +6,12 @@ body can reach another tenant's series, and one app id used by two tenants is tw
 
 Query ids and run ids are Spark's UUIDs, unique across tenants in honest use, so the first tenant
 to use one owns it: an event of another tenant naming it is refused (it would otherwise reach the
-owner's rows in the history, which is keyed by run id). A run is also its app's: one Spark
-application reports it, so an event of another app (another app's token) naming it is refused
-too, where it would have rewritten the run's app, status and exception. A query id is not (a
-query restarted from its checkpoint by another application keeps it). Ownership is remembered
-for what is in memory here; the history writer checks the same against its rows (see
-``history/tenancy.py``).
+owner's rows in the history, which is keyed by run id). A run is also its app's and its
+query's: one query of one Spark application reports it, so an event of another app (another app's
+token) or of another query naming it is refused too, where it would have rewritten the run's app,
+query name, status and exception. A query id is not (a query restarted from its checkpoint by
+another application keeps it). Ownership is remembered for what is in memory here; the history
+writer checks the same against its rows (see ``history/tenancy.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ class Owner(NamedTuple):
     provisional: bool = False
     """claimed while the history could not be asked whether another tenant owns it: asked
     again until it answers, and another tenant's events naming it wait (503) meanwhile"""
+    query: str | None = None
+    """the query id that reported a run first; None for a query id, or a run whose query this
+    memory does not know"""
 
 
 class Contested(Exception):
@@ -85,6 +88,9 @@ class Tenants:
                 if owner.app not in (None, parsed.app.name):
                     return (f"{field} {key[2:]!r} is a run of another app (a run belongs to the "
                             "app that reported it first)")
+                if owner.query not in (None, _query_id(parsed)):
+                    return (f"{field} {key[2:]!r} is a run of another query (a run belongs to "
+                            "the query that reported it first)")
         return None
 
     def unheld(self, tenant: str, plan: PlanEvent) -> str | None:
@@ -139,8 +145,10 @@ class Tenants:
         could not be asked about them."""
         with self._lock:
             for _, key in _event_ids(parsed):
-                app = parsed.app.name if key.startswith("r:") else None
-                self._owners.setdefault(key, Owner(tenant, app, provisional))
+                run = key.startswith("r:")
+                self._owners.setdefault(key, Owner(
+                    tenant, parsed.app.name if run else None, provisional,
+                    parsed.event.query_id if run else None))
 
     def apply(self, tenant: str, parsed: ParsedEvent | PlanEvent) -> bool:
         """Fold an event (or a plan) into its tenant's state, unless another tenant owns its ids
@@ -163,7 +171,8 @@ class Tenants:
             with state.read() as (_, queries):
                 for q in queries:
                     for key, app in _ids(q):
-                        owners.setdefault(key, Owner(tenant, app))
+                        query = q.query_id if key.startswith("r:") else None
+                        owners.setdefault(key, Owner(tenant, app, query=query))
         with self._lock:
             for key, owner in owners.items():  # a claim not checked yet stays to be checked
                 if (old := self._owners.get(key)) is not None and old.provisional:
@@ -178,6 +187,10 @@ def _event_ids(parsed: ParsedEvent | PlanEvent) -> tuple[tuple[str, str], tuple[
         return ("plan.query_id", "q:" + parsed.query_id), ("plan.run_id", "r:" + parsed.run_id)
     event = parsed.event
     return ("payload.id", "q:" + event.query_id), ("payload.runId", "r:" + event.run_id)
+
+
+def _query_id(parsed: ParsedEvent | PlanEvent) -> str:
+    return parsed.query_id if isinstance(parsed, PlanEvent) else parsed.event.query_id
 
 
 def _ids(q: QueryState) -> Iterator[tuple[str, str | None]]:

@@ -253,6 +253,31 @@ def test_a_run_is_its_apps_and_a_query_any_apps_of_the_tenant() -> None:
     assert tenants.foreign("beta", parsed("started", A_APP, other_run)) is None
 
 
+def test_a_run_is_its_querys_and_another_query_naming_it_is_refused_until_evicted() -> None:
+    """One app, two queries: the second naming the first's run (a copied run id) is refused
+    naming the field, where it would have renamed that run and mixed the two queries' batches;
+    the run stays its query's once evicted and known again (from the query's own runs)."""
+    from sparkwatch.collector.tenants import Tenants
+    from sparkwatch.metrics.state import MetricState
+    from sparkwatch.model.parse import envelope_from_dict, parse_envelope
+
+    now = [0.0]
+    tenants = Tenants(lambda: MetricState(60.0, 60.0, clock=lambda: now[0]))
+    ids, other_query = fresh(), fresh()["query_id"]
+
+    def parsed(kind: str, query_id: str) -> Any:
+        return parse_envelope(envelope_from_dict(event_of(kind, B_APP, query_id, ids["run_id"])))
+
+    assert tenants.apply("beta", parsed("started", ids["query_id"]))
+    for kind in KINDS:
+        assert tenants.foreign("beta", parsed(kind, other_query)) == (
+            f"payload.runId {ids['run_id']!r} is a run of another query (a run belongs to the "
+            "query that reported it first)"), kind
+    assert tenants.foreign("beta", parsed("progress", ids["query_id"])) is None
+    assert tenants.evict() == 0  # still reporting: its owners rebuilt from the query's runs
+    assert tenants.foreign("beta", parsed("progress", other_query)) is not None
+
+
 def test_an_app_token_naming_another_apps_run_changes_nothing_of_it(
     pg_admin_url: str, tmp_path: Any
 ) -> None:
@@ -320,7 +345,7 @@ def test_a_history_that_cannot_answer_is_not_asked_again_for_a_while() -> None:
             now[0] += 2.0  # the lookup's own time limit
             raise HistoryUnavailable("history query failed: canceling statement due to "
                                      "statement timeout")
-        return {"r1": "beta", "a:r1": "beta-orders", "q:q1": "beta"}
+        return {"r1": "beta", "a:r1": "beta-orders", "qr:r1": "q1", "q:q1": "beta"}
 
     owners = HistoryOwners(lookup, clock=lambda: now[0], retry_seconds=30)
     assert owners({"r1"}, {"q1"}) is None  # could not answer: what is claimed is provisional
@@ -329,7 +354,7 @@ def test_a_history_that_cannot_answer_is_not_asked_again_for_a_while() -> None:
     assert owners({"r1"}, {"q1"}) is None and len(asked) == 2  # timed out at 2 s: until 32 s
     assert owners(set(), set()) == {}  # nothing to ask is an answer
     now[0] = 62.0
-    assert owners({"r1"}, {"q1"}) == {"r:r1": Owner("beta", "beta-orders"),
+    assert owners({"r1"}, {"q1"}) == {"r:r1": Owner("beta", "beta-orders", query="q1"),
                                       "q:q1": Owner("beta", None)}
 
 

@@ -109,6 +109,25 @@ def test_another_apps_events_never_reach_a_run_it_did_not_report(history_url: st
     assert runs[own_run]["app_name"] == "other-app"
 
 
+def test_another_querys_events_never_reach_a_run_it_did_not_report(history_url: str) -> None:
+    """In one app, another query naming a run (its id copied): its start, batch and end under
+    that run are left out; the run keeps its query, name, status and batches."""
+    migrate.upgrade(history_url)
+    before = b_run(history_url)
+    other = "b1000000-0000-4000-8000-00000000000f"
+    forged = [
+        started(other, B_RUN, "renamed", "2026-11-20T10:01:00.000Z"),
+        progress({**batch_of(load_sample("window_agg"), 1, "2026-11-20T10:01:00.000Z"),
+                  "id": other, "runId": B_RUN}),
+        terminated(other, B_RUN, "2026-11-20T10:01:00.000Z", exception="forged"),
+    ]
+    with writer(history_url) as w:
+        w.write(forged, ["beta"] * len(forged))
+    [run] = fetch(history_url, "query_runs")
+    assert run == before["runs"][0]
+    assert [b["batch_id"] for b in fetch(history_url, "batches", B_RUN)] == [0]
+
+
 def test_reads_filter_by_tenant(history_url: str) -> None:
     migrate.upgrade(history_url)
     b_run(history_url)

@@ -1,7 +1,8 @@
 """Which events of a write are their tenant's: a run id or query id belongs to the tenant whose
 events used it first (its rows in ``query_runs``), so another tenant's events naming it are left
 out of the write and never reach the owner's runs, batches or stall marks. A run is also its app's
-(``query_runs.app_name``): another app's events naming it are left out the same way.
+(``query_runs.app_name``) and its query's (``query_runs.query_id``): another app's or another
+query's events naming it are left out the same way.
 
 The collector refuses such events at ingest already (for the ids it holds in memory); this is
 the check against everything the history holds.
@@ -22,7 +23,8 @@ from sparkwatch.plan.model import QueryPlan
 log = logging.getLogger(__name__)
 CHUNK = 500
 """Ids per IN list."""
-FOREIGN = "left out: names a run or query of another tenant, or a run of another app"
+FOREIGN = ("left out: names a run or query of another tenant, or a run of another app or "
+           "query")
 """Why :func:`owned` left an event out (the quarantine's reason for it)."""
 FOREIGN_PLAN = "left out: a plan of a run the history does not hold for its tenant"
 """Why :func:`owned_plans` left a plan out."""
@@ -38,21 +40,23 @@ def owned(conn: sa.Connection, events: Sequence[ParsedEvent], tenants: Sequence[
     runs: dict[str, str] = {}
     foreign: list[int] = []
     for index, (parsed, tenant) in enumerate(zip(events, tenants, strict=True)):
-        run_id, app = parsed.event.run_id, parsed.app.name
-        ids = (run_id, "q:" + parsed.event.query_id)
+        run_id, app, query = parsed.event.run_id, parsed.app.name, parsed.event.query_id
+        ids = (run_id, "q:" + query)
         # Checked before any is claimed: a refused event must not claim the id it did own.
         if (any(owners.get(i, tenant) != tenant for i in ids)
-                or owners.get("a:" + run_id, app) != app):
+                or owners.get("a:" + run_id, app) != app
+                or owners.get("qr:" + run_id, query) != query):
             foreign.append(index)
             continue
         for i in ids:
             owners.setdefault(i, tenant)
         owners.setdefault("a:" + run_id, app)
+        owners.setdefault("qr:" + run_id, query)
         kept.append(parsed)
         runs[run_id] = tenant
     if foreign:
         log.warning("left out %d events naming a run or query of another tenant, or a run of "
-                    "another app", len(foreign))
+                    "another app or query", len(foreign))
     return kept, runs, foreign
 
 
@@ -76,16 +80,16 @@ def owned_plans(conn: sa.Connection, plans: Sequence[QueryPlan], tenants: Sequen
 
 def known_owners(conn: sa.Connection, run_ids: Iterable[str], query_ids: Iterable[str]
                   ) -> dict[str, str]:
-    """run id -> tenant, ``a:``run id -> the app that reported it, and ``q:``query id -> tenant,
-    of the runs the history holds."""
+    """run id -> tenant, ``a:``run id -> the app that reported it, ``qr:``run id -> its query,
+    and ``q:``query id -> tenant, of the runs the history holds."""
     r = QueryRun.__table__.c
     owners: dict[str, str] = {}
     runs, queries = sorted(run_ids), sorted(query_ids)
     for start in range(0, len(runs), CHUNK):
-        stmt = sa.select(r.run_id, r.tenant, r.app_name).where(
+        stmt = sa.select(r.run_id, r.tenant, r.app_name, r.query_id).where(
             among(conn, r.run_id, runs[start:start + CHUNK]))
-        for run_id, tenant, app in conn.execute(stmt):
-            owners[run_id], owners["a:" + run_id] = tenant, app
+        for run_id, tenant, app, query in conn.execute(stmt):
+            owners[run_id], owners["a:" + run_id], owners["qr:" + run_id] = tenant, app, query
     for start in range(0, len(queries), CHUNK):
         stmt = sa.select(r.query_id, r.tenant).where(
             among(conn, r.query_id, queries[start:start + CHUNK]))
