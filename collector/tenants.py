@@ -140,9 +140,9 @@ class Tenants:
                     self._owners[key] = claimed._replace(provisional=False)
 
     def claim(self, tenant: str, parsed: ParsedEvent, provisional: bool = False) -> None:
-        """Record ``tenant`` as the owner of the event's query id and run id, and its app as the
-        run's (those not owned yet; see :meth:`foreign`), ``provisional`` while the history
-        could not be asked about them."""
+        """Record ``tenant`` as the owner of the event's query id and run id, and its app and
+        query as the run's (those not owned yet; see :meth:`foreign`), ``provisional`` while the
+        history could not be asked about them."""
         with self._lock:
             for _, key in _event_ids(parsed):
                 run = key.startswith("r:")

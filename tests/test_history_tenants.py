@@ -128,6 +128,26 @@ def test_another_querys_events_never_reach_a_run_it_did_not_report(history_url: 
     assert [b["batch_id"] for b in fetch(history_url, "batches", B_RUN)] == [0]
 
 
+def test_a_plan_naming_a_run_under_another_query_of_its_tenant_is_left_out(
+    history_url: str,
+) -> None:
+    from sparkwatch.plan.mapping import from_progress
+
+    migrate.upgrade(history_url)
+    b_run(history_url)
+    other = "b1000000-0000-4000-8000-00000000000f"
+    other_run = "b1000000-0000-4000-8000-0000000000bf"
+    with writer(history_url) as w:
+        w.write([started(other, other_run, "beta-other", "2026-11-20T10:00:30.000Z")], ["beta"])
+        left_out = w.write_plans([from_progress(other, B_RUN, ["stateStoreSave"], "forged"),
+                                  from_progress(B_QUERY, B_RUN, ["stateStoreSave"], "own")],
+                                 ["beta", "beta"])
+    assert left_out == [0]
+    with HistoryReader(history_url) as reader:
+        assert reader.plans(other) == []
+        assert [p.note for p in reader.plans(B_QUERY)] == ["own"]
+
+
 def test_reads_filter_by_tenant(history_url: str) -> None:
     migrate.upgrade(history_url)
     b_run(history_url)

@@ -62,13 +62,14 @@ def owned(conn: sa.Connection, events: Sequence[ParsedEvent], tenants: Sequence[
 
 def owned_plans(conn: sa.Connection, plans: Sequence[QueryPlan], tenants: Sequence[str]
                 ) -> tuple[list[QueryPlan], list[int]]:
-    """The plans whose run (and query) the history holds for their own tenant, and the indexes
+    """The plans whose run (of their query) the history holds for their own tenant, and the indexes
     (in ``plans``) of those left out (:data:`FOREIGN_PLAN`)."""
     owners = known_owners(conn, {p.run_id for p in plans}, {p.query_id for p in plans})
     kept: list[QueryPlan] = []
     foreign: list[int] = []
     for index, (plan, tenant) in enumerate(zip(plans, tenants, strict=True)):
-        if owners.get(plan.run_id) == tenant and owners.get("q:" + plan.query_id) == tenant:
+        if (owners.get(plan.run_id) == tenant and owners.get("q:" + plan.query_id) == tenant
+                and owners.get("qr:" + plan.run_id) == plan.query_id):
             kept.append(plan)
         else:
             foreign.append(index)
