@@ -20,13 +20,15 @@ from sparkwatch.collector.leases import Job, LeasedRunner
 from sparkwatch.collector.retention import Retention
 from sparkwatch.collector.rollups import Rollups
 from sparkwatch.collector.stalls import LostRuns, StallBoard, StallDetection, WrittenUntil
+from sparkwatch.history import replicas
 
 log = logging.getLogger(__name__)
 
 
 def leased_jobs(settings: CollectorSettings, written_until: WrittenUntil | None = None
                 ) -> list[Job]:
-    """``written_until``: this replica's history pump's (another replica's backlog is unseen)."""
+    """``written_until``: this replica's history pump's (the others' come from
+    ``replica_progress``, see :func:`add_history_jobs`)."""
     return [
         Job("retention", settings.retention_interval_seconds,
             Retention(settings.retention_days, settings.rollup_retention_days)),
@@ -52,9 +54,13 @@ def start_scheduler(settings: CollectorSettings, evict: Callable[[], int]) -> Ba
 def add_history_jobs(scheduler: BackgroundScheduler, settings: CollectorSettings,
                      runner: LeasedRunner, engine: sa.Engine, board: StallBoard,
                      written_until: WrittenUntil | None = None) -> None:
-    """The leased jobs and the stall board's refresh, first run a second from now. Added after
+    """The leased jobs, the stall board's refresh and this replica's progress report (see
+    :mod:`sparkwatch.history.replicas`), first run a second from now. Added after
     the schema upgrade: at a fresh start they ran before it and each failed once on missing
     tables."""
+    if written_until is not None:  # every replica, jobs or not: its backlog holds the jobs back
+        _every(scheduler, REPORT_SECONDS, _report(engine, settings.replica, written_until),
+               "replica-progress")
     if not settings.jobs_enabled:
         return
     for job in leased_jobs(settings, written_until):
@@ -71,6 +77,22 @@ def _every(scheduler: BackgroundScheduler, seconds: float, func: object, name: s
 
 def _bind(runner: LeasedRunner, job: Job) -> object:
     return lambda: runner.run(job)
+
+
+REPORT_SECONDS = 5.0
+"""How often a replica reports its ``written_until``: the others' stall detection lags by up to
+this (see :mod:`sparkwatch.history.replicas`)."""
+
+
+def _report(engine: sa.Engine, replica: str, written_until: WrittenUntil) -> object:
+    def report() -> None:
+        try:
+            with engine.begin() as conn:
+                replicas.report(conn, replica, written_until(), datetime.now(UTC))
+        except Exception as exc:  # noqa: BLE001 - the jobs wait for a report older than this
+            log.debug("replica progress report failed: %s", exc)
+
+    return report
 
 
 def _refresh(board: StallBoard, engine: sa.Engine) -> object:

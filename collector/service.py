@@ -34,7 +34,7 @@ from sparkwatch.collector.scheduler import add_history_jobs, start_scheduler
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.collector.stalls import StallBoard, StalledGauge
 from sparkwatch.collector.tenants import Tenants, TenantsCollector
-from sparkwatch.history import migrate
+from sparkwatch.history import migrate, replicas
 from sparkwatch.history.engine import create_engine, describe_url
 from sparkwatch.history.running_plans import running_plans
 from sparkwatch.metrics import catalogue as cat
@@ -90,12 +90,24 @@ class Service:
             self.otlp.stop(timeout)
         if self.pump is not None:
             self.pump.stop(timeout)
+            self._forget_progress()
         if self.spool is not None:
             self.spool.close()
         if self.reads is not None:
             self.reads.close()
         if self.engine is not None:
             self.engine.dispose()
+
+    def _forget_progress(self) -> None:
+        """Stopped with every acknowledged event written: the other replicas' stall detection
+        need not wait for this one's reports to age out (best effort: they do, in 5 minutes)."""
+        if self.engine is None or self.pump is None or not self.pump.drained():
+            return
+        try:
+            with self.engine.begin() as conn:
+                replicas.forget(conn, self.settings.replica)
+        except Exception as exc:  # noqa: BLE001 - stopping: the database may be why
+            log.debug("replica progress not cleared: %s", one_line(exc))
 
     def workers(self) -> list[Worker]:
         """The long-running workers whose heartbeat /readyz judges."""

@@ -24,7 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sparkwatch.collector.tenants import TENANT_LABEL, Tenants
-from sparkwatch.history import lost
+from sparkwatch.history import lost, replicas
 from sparkwatch.history.schema import Batch, QueryRun, QueryStall
 from sparkwatch.history.tenancy import CHUNK, among
 from sparkwatch.metrics import catalogue as cat
@@ -38,10 +38,13 @@ WrittenUntil = Callable[[], datetime]
 """Every event acknowledged before the time it returns is in the history (the pump's)."""
 
 
-def _seen(now: datetime, written_until: WrittenUntil | None) -> datetime:
-    """Up to when the history tells whether a run was silent: ``now``, or earlier while the
-    spool is still behind (after an outage every run's last event would look old)."""
-    return now if written_until is None else min(now, written_until())
+def _seen(conn: sa.Connection, now: datetime, written_until: WrittenUntil | None) -> datetime:
+    """Up to when the history tells whether a run was silent: ``now``, or earlier while this
+    replica's spool or another live replica's is still behind (after an outage every run's last
+    event would look old)."""
+    seen = now if written_until is None else min(now, written_until())
+    others = replicas.least_written_until(conn, now)
+    return seen if others is None else min(seen, others)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,7 @@ class StallDetection:
 
     def __call__(self, conn: sa.Connection, now: datetime) -> tuple[int, int]:
         """Open marks for newly stalled runs, clear those that resumed; (opened, cleared)."""
-        seen = _seen(now, self.written_until)
+        seen = _seen(conn, now, self.written_until)
         horizon = now - timedelta(days=self.horizon_days)
         runs = {r.run_id: r for r in conn.execute(_active_runs(horizon))}
         gaps = _trigger_intervals(conn, list(runs))
@@ -89,7 +92,8 @@ class LostRuns:
     written_until: WrittenUntil | None = None
 
     def __call__(self, conn: sa.Connection, now: datetime) -> tuple[int, int]:
-        return lost.end_silent(conn, _seen(now, self.written_until), self.silent_seconds), 0
+        return lost.end_silent(conn, _seen(conn, now, self.written_until),
+                               self.silent_seconds), 0
 
 
 def _active_runs(horizon: datetime) -> sa.Select[Any]:

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sparkwatch.collector.retention import Retention
 from sparkwatch.collector.rollups import Rollups
 from sparkwatch.collector.stalls import StallDetection
-from sparkwatch.history import migrate
+from sparkwatch.history import migrate, replicas
 from sparkwatch.history.schema import JobRun, OperatorRollup, QueryRollup
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.model.events import AppInfo, Envelope, EventKind
@@ -197,6 +197,29 @@ def test_stall_detection_judges_silence_only_up_to_what_the_history_holds(
     assert run_job(history_url, caught_up) == (1, 0)
 
 
+def test_stall_detection_waits_for_the_history_of_every_live_replica(history_url: str) -> None:
+    """Another replica still writing what it acknowledged 65 s ago holds the job back as this
+    replica's own spool would; one that stopped reporting 5 minutes ago, or stopped drained,
+    does not."""
+    ids = fresh_ids()
+    write(history_url, progress_at([NOW - timedelta(seconds=78 - 2 * i) for i in range(10)],
+                                   **ids))
+    detect = StallDetection(intervals=5, min_seconds=5, horizon_days=7,
+                            written_until=lambda: NOW)
+
+    def reported(replica: str, written_until: datetime, at: datetime) -> None:
+        run_job(history_url, lambda conn, _: replicas.report(conn, replica, written_until, at))
+
+    reported("b", NOW - timedelta(seconds=65), NOW - timedelta(seconds=3))
+    assert run_job(history_url, detect) == (0, 0)
+    reported("b", NOW - timedelta(seconds=65), NOW - timedelta(seconds=replicas.LIVE_SECONDS + 1))
+    reported("c", NOW - timedelta(seconds=70), NOW - timedelta(seconds=1))
+    assert run_job(history_url, replicas.least_written_until) == NOW - timedelta(seconds=70)
+    run_job(history_url, lambda conn, _: replicas.forget(conn, "c"))
+    assert run_job(history_url, replicas.least_written_until) is None
+    assert run_job(history_url, detect) == (1, 0)
+
+
 @pytest.mark.postgres
 def test_a_history_catching_up_after_an_outage_marks_no_live_query_stalled(
     pg_url: str, tmp_path: Path
@@ -242,6 +265,54 @@ def test_a_history_catching_up_after_an_outage_marks_no_live_query_stalled(
         reported = next(batches)
         wait_for(lambda: written() == reported, 30, "the held-up batches written")
     assert int(scalar(pg_url, "select count(*) from query_stalls")) == 0
+
+
+@pytest.mark.postgres
+def test_a_replica_still_writing_its_spool_holds_back_the_other_replicas_stall_job(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Replica a takes the query's events and runs no job; its writer is held up (batches
+    locked). Replica b runs the stall job and holds no backlog: before, b judged silence by the
+    lagging history and marked the live query stalled."""
+    migrate.upgrade(pg_url)
+    a = Collector(pg_url, tmp_path / "a", "--no-jobs-enabled", "--replica", "a")
+    b = Collector(pg_url, tmp_path / "b", "--stall-check-seconds", "1",
+                  "--stall-min-seconds", "2", "--replica", "b")
+    ids = fresh_ids()
+    batches = iter(range(10_000))
+
+    def report() -> None:
+        [payload] = progress_at([datetime.now(UTC)], **ids)
+        payload["batchId"] = next(batches)
+        assert a.post([envelope("progress", payload)]).json()["accepted"] == 1
+
+    def stall_runs() -> float:
+        return job_counts(b.metrics(), "ran").get("stalls", 0.0)
+
+    def written() -> int:
+        return int(scalar(pg_url, "select count(*) from batches where run_id = :r",
+                          r=ids["run_id"]))
+
+    with running(a), running(b):
+        for _ in range(3):
+            report()
+        wait_for(lambda: written() == 3, 30, "the first batches in the history")
+        engine = sa.create_engine(pg_url)
+        try:
+            with engine.begin() as lock:
+                lock.execute(sa.text("LOCK TABLE batches IN EXCLUSIVE MODE"))
+                for _ in range(6):  # b's job every 1 s, threshold 2 s: 6 s of a's backlog
+                    runs = stall_runs()
+                    report()
+                    wait_for(lambda r=runs: stall_runs() > r, 30, "b's stall job's next run")
+                assert written() == 3
+                assert int(scalar(pg_url, "select count(*) from query_stalls")) == 0
+        finally:
+            engine.dispose()
+        reported = next(batches)
+        wait_for(lambda: written() == reported, 30, "a's held-up batches written")
+    assert int(scalar(pg_url, "select count(*) from query_stalls")) == 0
+    assert int(scalar(pg_url, "select count(*) from replica_progress")) == 0  # both drained
 
 
 @pytest.mark.postgres

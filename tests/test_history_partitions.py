@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sparkwatch.collector.retention import Retention
 from sparkwatch.history import migrate, partitions, rollups
 from sparkwatch.history.reader import HistoryReader
+from sparkwatch.history.schema import SCHEMA_REVISION
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.model.events import Envelope, EventKind
 from sparkwatch.model.parse import parse_envelope
@@ -97,7 +98,7 @@ def test_a_populated_history_is_partitioned_in_place_and_back_without_changing_a
         recorded()["progress"][0]["stateOperators"])
 
     migrate.upgrade(pg_url)
-    assert migrate.current(pg_url) == "0010"
+    assert migrate.current(pg_url) == SCHEMA_REVISION
     assert table_counts(pg_url) == before_counts
     assert dump(pg_url) == before_rows
     before_reads = reads(pg_url, query_ids)

@@ -29,7 +29,7 @@ from sparkwatch.model.fields import OPERATOR_FIELDS, OperatorField
 from sparkwatch.model.tenant import DEFAULT_TENANT
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0010"
+SCHEMA_REVISION = "0011"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -322,6 +322,18 @@ class JobRun(Base):
     slot: Mapped[datetime] = mapped_column(primary_key=True)
     replica: Mapped[str]
     ran_at: Mapped[datetime]
+
+
+class ReplicaProgress(Base):
+    """How far a collector replica has written what it acknowledged (its history pump's
+    ``written_until``, reported every few seconds; migration 0011): the jobs that judge a run's
+    silence look no further than the least of the live replicas'."""
+
+    __tablename__ = "replica_progress"
+
+    replica: Mapped[str] = mapped_column(primary_key=True)
+    written_until: Mapped[datetime]
+    reported_at: Mapped[datetime]
 
 
 # --- written by the listener's plan reader (migration 0003) -------------------------------------
