@@ -36,9 +36,9 @@ def leased_jobs(settings: CollectorSettings, written_until: WrittenUntil | None 
             Rollups(settings.rollup_lookback_seconds)),
         Job("stalls", settings.stall_check_seconds,
             StallDetection(settings.stall_intervals, settings.stall_min_seconds,
-                           settings.retention_days, written_until)),
+                           settings.retention_days, written_until, settings.replica)),
         Job("lost-runs", settings.stall_check_seconds,
-            LostRuns(settings.retention_days * 86_400.0, written_until)),
+            LostRuns(settings.retention_days * 86_400.0, written_until, settings.replica)),
     ]
 
 
@@ -80,8 +80,8 @@ def _bind(runner: LeasedRunner, job: Job) -> object:
 
 
 REPORT_SECONDS = 5.0
-"""How often a replica reports its ``written_until``: the others' stall detection lags by up to
-this (see :mod:`sparkwatch.history.replicas`)."""
+"""How often a replica reports its ``written_until``: another replica's stall detection lags
+by up to this (see :mod:`sparkwatch.history.replicas`)."""
 
 
 def _report(engine: sa.Engine, replica: str, written_until: WrittenUntil) -> object:

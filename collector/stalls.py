@@ -38,12 +38,13 @@ WrittenUntil = Callable[[], datetime]
 """Every event acknowledged before the time it returns is in the history (the pump's)."""
 
 
-def _seen(conn: sa.Connection, now: datetime, written_until: WrittenUntil | None) -> datetime:
+def _seen(conn: sa.Connection, now: datetime, written_until: WrittenUntil | None,
+          replica: str | None) -> datetime:
     """Up to when the history tells whether a run was silent: ``now``, or earlier while this
-    replica's spool or another live replica's is still behind (after an outage every run's last
-    event would look old)."""
+    replica's spool (``written_until``, fresher than its own report) or another live replica's
+    is still behind (after an outage every run's last event would look old)."""
     seen = now if written_until is None else min(now, written_until())
-    others = replicas.least_written_until(conn, now)
+    others = replicas.least_written_until(conn, now, other_than=replica)
     return seen if others is None else min(seen, others)
 
 
@@ -54,10 +55,12 @@ class StallDetection:
     horizon_days: float
     """Runs silent for longer than this are history, not stalls (and retention's business)."""
     written_until: WrittenUntil | None = None
+    replica: str | None = None
+    """the replica running the job, whose own report ``written_until`` supersedes"""
 
     def __call__(self, conn: sa.Connection, now: datetime) -> tuple[int, int]:
         """Open marks for newly stalled runs, clear those that resumed; (opened, cleared)."""
-        seen = _seen(conn, now, self.written_until)
+        seen = _seen(conn, now, self.written_until, self.replica)
         horizon = now - timedelta(days=self.horizon_days)
         runs = {r.run_id: r for r in conn.execute(_active_runs(horizon))}
         gaps = _trigger_intervals(conn, list(runs))
@@ -90,10 +93,11 @@ class LostRuns:
 
     silent_seconds: float
     written_until: WrittenUntil | None = None
+    replica: str | None = None
 
     def __call__(self, conn: sa.Connection, now: datetime) -> tuple[int, int]:
-        return lost.end_silent(conn, _seen(conn, now, self.written_until),
-                               self.silent_seconds), 0
+        seen = _seen(conn, now, self.written_until, self.replica)
+        return lost.end_silent(conn, seen, self.silent_seconds), 0
 
 
 def _active_runs(horizon: datetime) -> sa.Select[Any]:

@@ -17,7 +17,7 @@ from sparkwatch.collector.retention import Retention
 from sparkwatch.collector.rollups import Rollups
 from sparkwatch.collector.stalls import StallDetection
 from sparkwatch.history import migrate, replicas
-from sparkwatch.history.schema import JobRun, OperatorRollup, QueryRollup
+from sparkwatch.history.schema import JobRun, OperatorRollup, QueryRollup, QueryStall
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.model.events import AppInfo, Envelope, EventKind
 from sparkwatch.model.parse import parse_envelope
@@ -215,6 +215,10 @@ def test_stall_detection_waits_for_the_history_of_every_live_replica(history_url
     reported("b", NOW - timedelta(seconds=65), NOW - timedelta(seconds=replicas.LIVE_SECONDS + 1))
     reported("c", NOW - timedelta(seconds=70), NOW - timedelta(seconds=1))
     assert run_job(history_url, replicas.least_written_until) == NOW - timedelta(seconds=70)
+    mine = StallDetection(intervals=5, min_seconds=5, horizon_days=7,
+                          written_until=lambda: NOW, replica="c")  # its own report is older
+    assert run_job(history_url, mine) == (1, 0)
+    run_job(history_url, lambda conn, _: conn.execute(sa.delete(QueryStall)))
     run_job(history_url, lambda conn, _: replicas.forget(conn, "c"))
     assert run_job(history_url, replicas.least_written_until) is None
     assert run_job(history_url, detect) == (1, 0)

@@ -41,9 +41,12 @@ def forget(conn: sa.Connection, replica: str) -> None:
     conn.execute(sa.delete(ReplicaProgress).where(ReplicaProgress.replica == replica))
 
 
-def least_written_until(conn: sa.Connection, now: datetime) -> datetime | None:
-    """The least ``written_until`` of the replicas that reported within :data:`LIVE_SECONDS`;
-    None when none has."""
+def least_written_until(conn: sa.Connection, now: datetime, other_than: str | None = None
+                        ) -> datetime | None:
+    """The least ``written_until`` of the replicas (but ``other_than``) that reported within
+    :data:`LIVE_SECONDS`; None when none has."""
     live = ReplicaProgress.reported_at >= now - timedelta(seconds=LIVE_SECONDS)
+    if other_than is not None:
+        live = live & (ReplicaProgress.replica != other_than)
     return conn.execute(sa.select(sa.func.min(ReplicaProgress.written_until)).where(live)
                         ).scalar_one_or_none()
