@@ -124,6 +124,37 @@ def test_lookup_errors_are_one_clear_line(
 
 
 @pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["operators", "window_agg", "--run", "nope"],
+         f"--run: no run 'nope' of query {QUERY} (see `sparkwatch history runs {QUERY}`)"),
+        # A run of another query is no run of this one either.
+        (["operators", "window_agg", "--run", JOIN["runId"]],
+         f"--run: no run {JOIN['runId']!r} of query {QUERY}"),
+        (["state", "window_agg", "--since", "2026-11-21T10:00", "--until", "2026-11-21T09:00"],
+         "--since (2026-11-21 10:00:00Z) must be before --until (2026-11-21 09:00:00Z)"),
+        (["state", "window_agg", "--since", "2026-11-21T09:00", "--until", "2026-11-21T09:00"],
+         "--since (2026-11-21 09:00:00Z) must be before --until (2026-11-21 09:00:00Z)"),
+    ],
+)
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_filters_that_can_match_nothing_are_errors_not_an_empty_answer(
+    url: str, argv: list[str], error: str, output: str, capsys
+) -> None:
+    code, out, err = run(capsys, "history", *argv, "--format", output, "--url", url)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"sparkwatch history: error: {error}")
+    assert err.count("\n") == 1
+
+
+def test_a_run_of_the_query_without_a_plan_is_still_nothing_recorded(url: str, capsys) -> None:
+    code, out, _ = run(capsys, "history", "operators", "window_agg", "--run", OLD_RUN,
+                       "--url", url)
+    assert (code, out) == (
+        0, "no operator plan recorded yet (written by the listener once a run has a batch)\n")
+
+
+@pytest.mark.parametrize(
     ("url_arg", "message"),
     [
         ("postgresql+psycopg://postgres@127.0.0.1:1/x", "cannot connect to postgresql+psycopg://"),

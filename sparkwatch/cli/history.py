@@ -13,12 +13,13 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sparkwatch.cli.db import add_url_argument, command_url, user_errors
+from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.numbers import MAX_INT32, MAX_ROWS, int_between, shown
 from sparkwatch.history.render import first_line, table, to_json
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint, to_dict
 from sparkwatch.plan.codec import plan_to_dict
 from sparkwatch.plan.describe import delay_text, keys_text, summary
-from sparkwatch.plan.model import Source
+from sparkwatch.plan.model import QueryPlan, Source
 from sparkwatch.terminal import printable
 
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ def _error(run: RunSummary) -> str | None:
 
 
 def run_state(args: argparse.Namespace) -> int:
+    _check_window(args.since, args.until)
     items: list[StatePoint] = _read(
         args,
         lambda reader: reader.state(
@@ -180,6 +182,14 @@ def run_state(args: argparse.Namespace) -> int:
     return _emit(args, items, lambda: legend + table(headers, rows))
 
 
+def _check_window(since: datetime | None, until: datetime | None) -> None:
+    """Refuse a window [since, until) that holds no time: it answered "nothing recorded yet",
+    which sent the user looking for a gap in the history rather than at the flags."""
+    if since is not None and until is not None and since >= until:
+        raise CliError(f"--since ({since:%Y-%m-%d %H:%M:%SZ}) must be before --until "
+                       f"({until:%Y-%m-%d %H:%M:%SZ})")
+
+
 def _legend(args: argparse.Namespace) -> str:
     """One line per operator saying what it is, from the latest plan recorded (if any)."""
     plans = _read(args, lambda reader: reader.plans(args.query))
@@ -191,7 +201,7 @@ def _legend(args: argparse.Namespace) -> str:
 
 
 def run_operators(args: argparse.Namespace) -> int:
-    plans = _read(args, lambda reader: reader.plans(args.query, args.run))
+    plans = _read(args, lambda reader: _plans_of_run(reader, args.query, args.run))
     plan = plans[0] if plans else None
     if args.format == "json":
         print(to_json([plan_to_dict(plan)] if plan is not None else []))
@@ -211,3 +221,16 @@ def run_operators(args: argparse.Namespace) -> int:
     print(printable(f"run {plan.run_id}, batch {plan.batch_id}, from the {source}") + "\n")
     print(table(headers, rows))
     return 0
+
+
+def _plans_of_run(reader: HistoryReader, query: str, run_id: str | None) -> list[QueryPlan]:
+    """The query's plans (of ``run_id`` only, if given). A run id that is not one of the query's
+    runs is an error: it answered "no operator plan recorded yet", like a run with no batch."""
+    plans = reader.plans(query, run_id)
+    if plans or run_id is None:
+        return plans
+    if run_id not in {run.run_id for run in reader.runs(query)}:
+        query_id = reader.resolve_query(query)
+        raise CliError(f"--run: no run {run_id!r} of query {query_id} "
+                       f"(see `sparkwatch history runs {query_id}`)")
+    return plans
