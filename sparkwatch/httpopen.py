@@ -7,16 +7,30 @@ collector URL set to ``file:///etc/passwd`` would read a local file. Every URL a
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import io
+import socket
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from http.client import HTTPResponse
+from types import TracebackType
+from typing import Any
 
 SCHEMES = ("http", "https")
 
 
 class NotHttpError(ValueError):
     """A URL whose scheme is not http or https (the scheme named, never the URL)."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """A whole request (connect, headers, body) took longer than its overall deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"took longer than {seconds:g} s in all (a slow or stuck server)")
 
 
 def check_http_url(url: str) -> str:
@@ -36,6 +50,115 @@ def open_http(request: urllib.request.Request, timeout: float) -> HTTPResponse:
     return response
 
 
+def read_http(request: urllib.request.Request, timeout: float) -> bytes:
+    """The body of ``request``, the whole exchange within ``timeout`` seconds; raises
+    :class:`DeadlineExceeded` past it, otherwise as :func:`open_http` (an HTTPError's body is
+    read within the deadline too, and kept for ``exc.read()``).
+
+    urlopen's timeout holds for each socket operation alone: a server sending a byte every few
+    seconds kept a command waiting for as long as it liked. Past the deadline the connection's
+    socket is shut down, which ends the read under way."""
+    check_http_url(request.full_url)
+    with _Deadline(timeout) as deadline:
+        opener = urllib.request.build_opener(_WatchedHttp(deadline), _WatchedHttps(deadline))
+        try:
+            try:
+                with opener.open(request, timeout=timeout) as response:  # nosec B310 - checked
+                    body: bytes = response.read()
+            except urllib.error.HTTPError as exc:
+                error_body = exc.read()
+                deadline.check()
+                raise urllib.error.HTTPError(exc.url, exc.code, exc.msg, exc.hdrs,
+                                             io.BytesIO(error_body)) from None
+        except (OSError, ValueError, http.client.HTTPException):
+            deadline.check()  # what the shut-down socket made the read raise is no reason
+            raise
+        deadline.check()  # a body read to the end of a shut-down socket is cut short
+        return body
+
+
+class _Deadline:
+    """Shuts down the socket of the request under way once ``seconds`` have passed."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sock = sock
+            if self.expired:
+                _shut(sock)
+
+    def check(self) -> None:
+        if self.expired:
+            raise DeadlineExceeded(self.seconds) from None
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    # socket.socket's own shutdown, also for an SSLSocket (whose override drops its SSL object
+    # under the reading thread): the blocked read returns at once.
+    with contextlib.suppress(OSError):  # already closed: nothing left to end
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _watched(base: type[http.client.HTTPConnection],
+             deadline: _Deadline) -> type[http.client.HTTPConnection]:
+    class Watched(base):  # type: ignore[valid-type, misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            create: Any = self._create_connection  # type: ignore[has-type]
+
+            def create_watched(*args: Any, **kwargs: Any) -> socket.socket:
+                sock: socket.socket = create(*args, **kwargs)
+                deadline.watch(sock)  # from the start: a TLS handshake can drip too
+                return sock
+
+            self._create_connection = create_watched
+
+        def connect(self) -> None:
+            super().connect()
+            deadline.watch(self.sock)  # https: the TLS socket now holds the connection's fd
+
+    return Watched
+
+
+class _WatchedHttp(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        return super().do_open(_watched(http_class, self._deadline), req, **kwargs)
+
+
+class _WatchedHttps(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        return super().do_open(_watched(http_class, self._deadline), req, **kwargs)
+
+
 def request_failure(exc: BaseException) -> str:
     """Why an HTTP request failed, fit to show (``top`` says it too). Not the exception's text:
     the ValueErrors of urllib and http.client quote what they refuse, a header value (``Bearer
@@ -49,6 +172,8 @@ def request_failure(exc: BaseException) -> str:
         reason = exc.reason
         # A string reason is urllib's own ("no host given"), never the URL.
         return request_failure(reason) if isinstance(reason, BaseException) else str(reason)
+    if isinstance(exc, DeadlineExceeded):
+        return str(exc)  # the deadline's words, never the URL
     if isinstance(exc, TimeoutError):
         return "timed out"
     if isinstance(exc, OSError) and exc.strerror:

@@ -18,7 +18,7 @@ from typing import Any
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
 from sparkwatch.history.views import state_point
-from sparkwatch.httpopen import open_http, request_failure
+from sparkwatch.httpopen import DeadlineExceeded, read_http, request_failure
 from sparkwatch.plan.codec import plan_from_dict
 from sparkwatch.plan.model import QueryPlan
 from sparkwatch.redact import redact_url
@@ -42,14 +42,16 @@ class Api:
             request = urllib.request.Request(url, headers={"Accept": "application/json"})
             if self._token:
                 request.add_header("Authorization", f"Bearer {self._token}")
-            with open_http(request, timeout=TIMEOUT) as response:
-                body = response.read()
+            # TIMEOUT for each whole request, not only each wait for a byte.
+            body = read_http(request, timeout=TIMEOUT)
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)
             if exc.code == 404:
                 raise UnknownQuery(detail) from None
             message = f"collector at {where} answered {exc.code}: {detail}"
             raise HistoryUnavailable(message) from None
+        except DeadlineExceeded as exc:
+            raise HistoryUnavailable(f"the collector at {where} {exc}") from None
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
             raise HistoryUnavailable(
                 f"cannot reach the collector at {where}: {request_failure(exc)}") from None

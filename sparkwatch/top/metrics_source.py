@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from sparkwatch.httpopen import open_http, request_failure
+from sparkwatch.httpopen import read_http, request_failure
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.plan.describe import summary
 from sparkwatch.plan.model import OperatorIdentity, Watermark
@@ -43,8 +43,8 @@ def fetch(url: str, token: str | None = None) -> str:
     request = urllib.request.Request(url)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
-    with open_http(request, timeout=TIMEOUT) as response:
-        return str(response.read().decode("utf-8"))
+    # TIMEOUT for the whole read, not only each wait for a byte.
+    return read_http(request, timeout=TIMEOUT).decode("utf-8")
 
 
 def snapshot_from_text(text: str, source: str, now: float | None = None) -> Snapshot:
