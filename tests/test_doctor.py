@@ -5,6 +5,7 @@ gates on a severity; JSON output."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -141,6 +142,26 @@ def test_entry_point_exit_status(history) -> None:
     )
     assert run.returncode == 1, run.stderr
     assert "late-rows-dropped" in run.stdout
+
+
+@pytest.mark.parametrize(("fail_on", "status"), [("warning", 1), ("never", 0)])
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_a_reader_that_leaves_early_keeps_the_exit_gate(
+        history, fail_on: str, status: int, output: str) -> None:
+    """`doctor | head -1` in CI: a reader gone before the report is written (here, before it
+    starts) leaves the verdict's exit status, quietly; it was 0 whatever the findings."""
+    url, _ = history
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "sparkwatch.cli.main", "doctor", "--url", url,
+             "--fail-on", fail_on, "--format", output],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert (run.returncode, run.stderr) == (status, "")
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

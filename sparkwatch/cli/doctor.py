@@ -12,6 +12,7 @@ from typing import Any
 from sparkwatch.cli.db import add_url_argument, command_url, user_errors
 from sparkwatch.cli.history import query_text
 from sparkwatch.cli.numbers import MAX_ROWS, int_between
+from sparkwatch.cli.output import print_answer
 from sparkwatch.cli.remote import checked_url, command_token
 from sparkwatch.settings.cli import TOKEN
 from sparkwatch.settings.options import add_option
@@ -87,9 +88,11 @@ def run_doctor(args: argparse.Namespace) -> int:
     threshold = None if args.fail_on == "never" else Severity.parse(args.fail_on)
     failed = threshold is not None and any(f.severity >= threshold for f in findings)
     if args.format == "json":
-        print(to_json(records, findings, args.fail_on, failed, inspected))
+        answer = to_json(records, findings, args.fail_on, failed, inspected)
     elif not records and not inspected:
-        print("nothing recorded yet: no query has a batch in the history")
+        answer = "nothing recorded yet: no query has a batch in the history"
     else:
-        print(to_text(records, findings, inspected))
+        answer = to_text(records, findings, inspected)
+    # The status is the gate (CI, a deploy): `doctor | head -1` must not turn it into a 0.
+    print_answer(answer)
     return 1 if failed else 0

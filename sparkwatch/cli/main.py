@@ -6,11 +6,11 @@ import argparse
 import errno
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 
 from sparkwatch.cli.errors import CliError
+from sparkwatch.cli.output import silence_stdout
 from sparkwatch.cli.signals import (
     Py4JStopsUnlogged,
     children,
@@ -95,27 +95,20 @@ def _main(argv: Sequence[str] | None, stopping: Callable[[], bool]) -> int:
     except BrokenPipeError:
         # The reader went away (`sparkwatch demo | head`): the command has cleaned up on the
         # way out; what it still had to say goes nowhere, quietly, and that is a normal end.
-        _silence_stdout()
+        silence_stdout()
         return 0
     except OSError as exc:
         if exc.errno not in _FULL:
             raise
         # A full disk or a dead device (`> /dev/full`, mostly): said in one line, with the file
         # when the error names one (the output has none).
-        _silence_stdout()
+        silence_stdout()
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"sparkwatch {args.command}: error: {exc.strerror}{where}", file=sys.stderr)
         return 1
 
 
 _FULL = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO))
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 if __name__ == "__main__":
