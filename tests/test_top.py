@@ -195,7 +195,16 @@ def test_history_source_and_once(sqlite_url: str, capsys) -> None:
 def test_unreachable_metrics_once_exits_2(capsys) -> None:
     assert read_metrics("http://127.0.0.1:9/metrics").error is not None
     assert main(["top", "--metrics", "127.0.0.1:9", "--once"]) == 2
-    assert "! cannot read http://127.0.0.1:9/metrics" in capsys.readouterr().out
+    # The error on stderr, in one line; stdout (a pipe into a parser) gets nothing.
+    assert capsys.readouterr() == (
+        "", "sparkwatch top: error: cannot read http://127.0.0.1:9/metrics: Connection refused\n")
+
+
+def test_once_on_an_unreadable_history_is_an_error_on_stderr(tmp_path, capsys) -> None:
+    assert main(["top", "--url", f"sqlite:///{tmp_path}/absent.db", "--once"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"sparkwatch top: error: cannot read sqlite:///{tmp_path}/absent.db: ")
 
 
 def test_history_in_a_pseudo_terminal(sqlite_url: str) -> None:

@@ -79,7 +79,13 @@ def run_top(args: argparse.Namespace) -> int:
     _, read = _reader(args)
     view = View(sort=args.sort, filter=args.filter)
     if args.once or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        snap = read()
+        if snap.error is not None:
+            # No frame to show, only why: on stderr, where a script's 2>&1 or log looks for it,
+            # and stdout (a pipe into a parser, a file) gets no table of nothing.
+            raise CliError(f"cannot read {snap.source}: {snap.error}")
         width = shutil.get_terminal_size((160, 40)).columns
-        return 0 if print_once(read, view, sys.stdout, width) else 2
+        print_once(snap, view, sys.stdout, width)
+        return 0
     run_live(read, view, args.interval)
     return 0

@@ -77,8 +77,6 @@ def run_live(
             screen.close()
 
 
-def print_once(read: Callable[[], Snapshot], view: View, out: TextIO, width: int) -> bool:
-    """One frame as plain text (a pipe, --once); False when the source could not be read."""
-    snap = read()
+def print_once(snap: Snapshot, view: View, out: TextIO, width: int) -> None:
+    """One frame of ``snap`` as plain text (a pipe, --once)."""
     out.write("\n".join(frame(snap, view, width)) + "\n")
-    return snap.error is None
