@@ -18,7 +18,12 @@ from typing import Any
 from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.signals import Stopped, note_still_stopping
 from sparkwatch.settings import SettingsError
-from sparkwatch.settings.collector import SETTINGS, env_tokens, load_collector_settings
+from sparkwatch.settings.collector import (
+    SETTINGS,
+    default_values,
+    env_tokens,
+    load_collector_settings,
+)
 from sparkwatch.settings.options import add_loader_option
 
 
@@ -32,9 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "environment (or --tokens-file): "
         + "; ".join(f"{s.env}: {s.help}" for s in SETTINGS if s.secret) + ".",
     )
+    defaults = default_values()
     for setting in SETTINGS:
         if not setting.secret:
-            add_loader_option(parser, setting)
+            add_loader_option(parser, setting, defaults.get(setting.name))
     parser.add_argument("--tokens-file", type=Path, metavar="FILE",
                         help="ingest tokens, one [TENANT/]APP=TOKEN per line (added to the env's)")
     parser.set_defaults(func=run)

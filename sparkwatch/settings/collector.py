@@ -281,10 +281,15 @@ BY_NAME = {s.name: s for s in SETTINGS}
 assert set(BY_NAME) == {f.name for f in fields(CollectorSettings)}
 
 
+def default_values() -> dict[str, Any]:
+    """Each setting's default, by name; defaults computed at start (the replica's host-pid) are
+    left out: the help says them."""
+    return {f.name: f.default for f in fields(CollectorSettings) if f.default is not MISSING}
+
+
 def render_settings_table() -> str:
     """docs/collector.md's settings table, from :data:`SETTINGS` (a test keeps the doc equal)."""
-    # Defaults computed at start (the replica's host-pid) are said by the help, not shown.
-    defaults = {f.name: f.default for f in fields(CollectorSettings) if f.default is not MISSING}
+    defaults = default_values()
     lines = ["| flag | environment variable | default | what |", "|---|---|---|---|"]
     for s in SETTINGS:
         flag = "(secret: no flag)" if s.secret else f"`{s.flag_form()}`"

@@ -8,8 +8,19 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from sparkwatch.settings.parsers import (
+    METRICS_PROFILES,
+    buckets,
+    days,
+    metrics_profile,
+    port,
+    positive_int,
+    rate,
+    regex_list,
+)
 from sparkwatch.settings.spec import Setting
 
 SETTING_ATTRIBUTE = "sparkwatch_setting"
@@ -53,14 +64,18 @@ def add_option(
     return action
 
 
-def add_loader_option(parser: argparse.ArgumentParser, setting: Setting) -> argparse.Action:
+def add_loader_option(parser: argparse.ArgumentParser, setting: Setting,
+                      default: Any = None) -> argparse.Action:
     """``setting`` as an option whose text the settings' loader reads (flags > env > defaults):
     the option's default is None, a boolean is a flag (``--no-auth``; ``--jobs-enabled`` and
-    ``--no-jobs-enabled``) whose value reaches the loader as the env var's text would."""
-    help_text = env_help(setting)
+    ``--no-jobs-enabled``) whose value reaches the loader as the env var's text would.
+
+    ``default``: what the loader falls back to, only shown in the help (None: none shown; the
+    loader, not argparse, applies it, after the environment)."""
+    help_text = env_help(setting, _with_default(setting, default))
     if not setting.is_flag:
-        action = parser.add_argument(_flag(setting), dest=setting.name, metavar="VALUE",
-                                     help=help_text)
+        action = parser.add_argument(_flag(setting), dest=setting.name,
+                                     metavar=metavar(setting), help=help_text)
     elif setting.name.startswith("no_"):
         action = parser.add_argument(_flag(setting), dest=setting.name, action="store_const",
                                      const="true", help=help_text)
@@ -69,6 +84,43 @@ def add_loader_option(parser: argparse.ArgumentParser, setting: Setting) -> argp
                                      help=help_text)
     setattr(action, SETTING_ATTRIBUTE, setting)
     return action
+
+
+def metavar(setting: Setting) -> str:
+    """What a setting's value is, for ``--help``: its unit or kind, from its name and parser."""
+    for suffix, shown in _METAVAR_SUFFIXES:
+        if setting.name.endswith(suffix):
+            return shown
+    return _METAVAR_PARSERS.get(setting.parse, "N" if setting.parse is positive_int else "TEXT")
+
+
+_METAVAR_SUFFIXES = (
+    ("_url", "URL"), ("_dir", "DIR"), ("_bytes", "BYTES"), ("_seconds", "SECONDS"),
+    ("_days", "DAYS"), ("_per_second", "RATE"), ("host", "HOST"), ("replica", "NAME"),
+)
+"""By name first: the unit a name ends in says more than its parser (a float of seconds)."""
+_METAVAR_PARSERS = {
+    port: "PORT", days: "DAYS", rate: "RATE", buckets: "SECONDS,...", regex_list: "REGEX,...",
+    metrics_profile: "{" + ",".join(METRICS_PROFILES) + "}", Path: "PATH",
+}
+
+
+def _with_default(setting: Setting, default: Any) -> str:
+    """The setting's help with its default, as the loader applies it (nothing for a secret, a
+    ``--no-…`` flag, which is off unless given, or a default of None)."""
+    if default is None or setting.secret or setting.name.startswith("no_"):
+        return setting.help
+    return f"{setting.help} (default: {_shown(default)})"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 67108864, not 6.7108864e+07
+    if isinstance(value, tuple):
+        return ",".join(map(_shown, value))
+    return str(value)
 
 
 def _flag(setting: Setting) -> str:
