@@ -191,6 +191,30 @@ def test_a_token_no_header_can_carry_is_refused_naming_where_it_came_from_not_it
                                 "non-ASCII characters)\n")
 
 
+@pytest.mark.parametrize("command", [["doctor"], ["top", "--once"]], ids=["doctor", "top"])
+def test_a_token_on_the_command_line_is_taken_with_a_warning_to_use_the_variable(
+        command: list[str], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command line shows in `ps` to every local user; the collector takes its own tokens only
+    from the environment or a file."""
+    monkeypatch.delenv("SPARKWATCH_TOKEN", raising=False)
+    main([*command, "--collector", "http://127.0.0.1:1", "--token", CANARY_TOKEN])
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == (
+        f"sparkwatch {command[0]}: warning: --token is visible to every local user (ps, /proc); "
+        "set SPARKWATCH_TOKEN instead")
+    assert CANARY_TOKEN not in err
+
+
+@pytest.mark.parametrize("command", [["doctor"], ["top", "--once"]], ids=["doctor", "top"])
+def test_a_token_from_the_variable_gets_no_warning(
+        command: list[str], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARKWATCH_TOKEN", CANARY_TOKEN)
+    main([*command, "--collector", "http://127.0.0.1:1"])
+    assert "warning" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("url", ["http://[::1", "http://127.0.0.1:port"])
 def test_a_collector_url_that_does_not_parse_is_one_line_naming_the_option(
         url: str, capsys: pytest.CaptureFixture[str]) -> None:

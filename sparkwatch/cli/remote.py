@@ -4,6 +4,7 @@ the URL and the read token, each checked once where the command starts."""
 from __future__ import annotations
 
 import argparse
+import sys
 import urllib.parse
 
 from sparkwatch.cli.errors import CliError
@@ -24,6 +25,10 @@ def command_token(args: argparse.Namespace) -> str | None:
         token: str | None = TOKEN.parsed(raw, origin)
     except SettingsError as exc:
         raise CliError(str(exc)) from None
+    if not isinstance(raw, FromEnv):
+        # Still taken (scripts pass it), but a command line shows in `ps` to every local user.
+        print(f"sparkwatch {args.command}: warning: {TOKEN.flag} is visible to every local user "
+              f"(ps, /proc); set {TOKEN.env} instead", file=sys.stderr)
     return token
 
 
