@@ -39,6 +39,11 @@ class Request:
 
 
 def chosen(all_targets: list[Target], req: Request) -> list[Target]:
+    if not all_targets and (req.operator is not None or req.store is not None):
+        # A stateless query's checkpoint: the filter answered with an empty report, as if the
+        # operator or store were there and empty.
+        raise StateError(f"no operator/store matches --operator {req.operator} --store "
+                         f"{req.store}; the checkpoint has no state stores")
     picked = [t for t in all_targets
               if (req.operator is None or t.operator_id == req.operator)
               and (req.store is None or req.store in (t.store_name, t.state_var))]
@@ -47,6 +52,21 @@ def chosen(all_targets: list[Target], req: Request) -> list[Target]:
         raise StateError(f"no operator/store matches --operator {req.operator} --store "
                          f"{req.store}; the checkpoint has {known}")
     return picked
+
+
+def check_batches(found: list[Target], req: Request) -> None:
+    """Refuse ``--batch-id`` or ``--changes`` past the latest committed batch, naming the flag;
+    Spark's own refusal (STDS_COMMITTED_BATCH_UNAVAILABLE) named neither it nor the latest."""
+    latest = max((t.max_batch for t in found), default=None)
+    if latest is None:
+        return
+    if req.batch_id is not None and req.batch_id > latest:
+        raise StateError(f"--batch-id {req.batch_id}: the checkpoint's latest committed batch "
+                         f"is {latest}")
+    if req.changes is not None and req.changes[1] > latest:
+        first, last = req.changes
+        raise StateError(f"--changes {first}..{last}: the checkpoint's latest committed batch "
+                         f"is {latest}")
 
 
 def inspect(spark: SparkSession, req: Request, reporter: Reporter | None = None) -> StateReport:
@@ -60,6 +80,7 @@ def inspect(spark: SparkSession, req: Request, reporter: Reporter | None = None)
     if not found and not is_checkpoint(spark, req.checkpoint):
         raise StateError(f"{req.checkpoint} is not a streaming checkpoint (no offsets log)")
     picked = chosen(found, req)
+    check_batches(found, req)
     batch = req.batch_id if req.batch_id is not None else max(
         (t.max_batch for t in found), default=None)
     mark = watermark_ms(spark, req.checkpoint, batch) if batch is not None else None
