@@ -51,12 +51,24 @@ its events are written one by one (and the failing ones quarantined)."""
 @dataclass(frozen=True, slots=True)
 class Entry:
     id: str
-    at: float
+    at: float | None
+    """when it was quarantined (epoch seconds); None for a line whose time is no time (a file
+    edited by hand or by another tool): listed, replayed and dropped all the same"""
     reason: str
     event: Any
     """the wire envelope (or, for a record that could not even be read, the raw item)"""
     tenant: str = DEFAULT_TENANT
     """the tenant of the token that pushed it (replayed into that tenant's history)"""
+
+
+LAST_TIME = 253402300799.0
+"""9999-12-31T23:59:59Z, the last second a datetime shows."""
+
+
+def _time(value: Any) -> float | None:
+    if type(value) in (int, float) and 0 <= value <= LAST_TIME:  # NaN fails both comparisons
+        return float(value)
+    return None
 
 
 def entry_id(event: Any) -> str:
@@ -119,7 +131,7 @@ class Quarantine:
         for line in self.path.read_text(encoding="ascii", errors="replace").splitlines():
             try:  # a line torn by a crash mid-append was never acknowledged as quarantined
                 d = json.loads(line)
-                out.append(Entry(d["id"], d["at"], d["reason"], d["event"],
+                out.append(Entry(str(d["id"]), _time(d["at"]), str(d["reason"]), d["event"],
                                  str(d.get("tenant") or DEFAULT_TENANT)))
             except (ValueError, KeyError, TypeError):
                 continue

@@ -15,6 +15,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from sparkwatch.cli.db import durable_history_url
 from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.signals import Stopped, note_still_stopping
 from sparkwatch.settings import SettingsError
@@ -25,6 +26,7 @@ from sparkwatch.settings.collector import (
     load_collector_settings,
 )
 from sparkwatch.settings.options import add_loader_option
+from sparkwatch.spool import SpoolBusy
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,9 +81,13 @@ def run(args: argparse.Namespace) -> int:
     env = os.environ  # read here, once: the settings, the OTEL_* variables, the env's tokens
     try:
         settings = load_collector_settings(env, flags, args.tokens_file)
+        _check_history_url(settings.history_url, *_history_origin(args, env))
         service = build_service(settings, _otlp_config(settings.otlp, env))
     except (SettingsError, HistoryUrlError) as exc:
         raise CliError(str(exc)) from None
+    except SpoolBusy as exc:
+        raise CliError(f"{_origin(args, 'spool_dir')}: {exc} (each replica needs a spool "
+                       "directory of its own)") from None
     except OSError as exc:
         raise CliError(f"cannot open the spool in {exc.filename}: {exc.strerror}") from None
     _check_host(settings.host, "--host" if args.host is not None else _HOST_ENV)
@@ -98,6 +104,29 @@ def run(args: argparse.Namespace) -> int:
 
 
 _HOST_ENV = next(s.env for s in SETTINGS if s.name == "host")
+
+
+def _origin(args: argparse.Namespace, name: str) -> str:
+    """Where setting ``name`` came from, as errors name it: its flag if given, else its env var
+    (or its default, which the variable would have changed)."""
+    setting = next(s for s in SETTINGS if s.name == name)
+    return str(setting.flag) if getattr(args, name, None) is not None else setting.env
+
+
+def _history_origin(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, str | None]:
+    """The history URL's origin and its raw text there (None: the default)."""
+    origin = _origin(args, "history_url")
+    raw = args.history_url if origin.startswith("--") else env.get(origin)
+    return origin, raw
+
+
+def _check_history_url(url: str | None, origin: str, raw: str | None) -> None:
+    """An empty value is a mistake, not the history turned off (that is 'off': the collector
+    then acknowledges events it keeps only in /metrics); a URL as the db command checks it."""
+    if raw is not None and not raw.strip():
+        raise CliError(f"{origin} is empty: give a database URL, or 'off' to keep only /metrics")
+    if url:
+        durable_history_url(url, origin)
 
 
 def _check_host(host: str, origin: str) -> None:

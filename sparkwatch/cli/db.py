@@ -136,12 +136,19 @@ def run_current(args: argparse.Namespace) -> int:
 
 
 def _history_url(args: argparse.Namespace) -> str:
-    """:func:`command_url`, refusing an in-memory SQLite database: each command's connection
-    would get an empty one of its own, gone when the command exits (`db upgrade` succeeded,
-    then reported no schema)."""
+    """:func:`command_url`, refusing an in-memory SQLite database (`db upgrade` succeeded, then
+    reported no schema)."""
+    origin = HISTORY_URL.env if isinstance(args.url, FromEnv) else "--url"
+    return durable_history_url(command_url(args), origin)
+
+
+def durable_history_url(url: str, origin: str) -> str:
+    """:func:`checked_history_url`, refusing an in-memory SQLite database: each connection gets
+    an empty one of its own, gone when the command exits (a replay "wrote" events nowhere and
+    dropped them from the quarantine; a collector acknowledged events it could never keep)."""
     from sparkwatch.history.engine import describe_url, parse_url
 
-    url = command_url(args)
+    checked_history_url(url, origin)
     with user_errors():
         parsed = parse_url(url)
     database = parsed.database or ""
@@ -149,8 +156,8 @@ def _history_url(args: argparse.Namespace) -> str:
         or "mode=memory" in database
     if parsed.get_backend_name() == "sqlite" and in_memory:
         raise CliError(
-            f"{describe_url(url)} is an in-memory database, gone when this command exits: "
-            "it cannot hold a history (give a file, e.g. --url sqlite:///sparkwatch.db)"
+            f"{origin}: {describe_url(url)} is an in-memory database, gone when this command "
+            "exits: it cannot hold a history (give a file, e.g. sqlite:///sparkwatch.db)"
         )
     return url
 

@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sparkwatch.cli.db import durable_history_url
 from sparkwatch.cli.errors import CliError
+from sparkwatch.cli.numbers import shown
 from sparkwatch.settings import (
     DEFAULT_HISTORY_URL,
     DEFAULT_METRICS_PORT,
@@ -27,7 +29,7 @@ from sparkwatch.settings import (
 )
 from sparkwatch.settings.cli import DEMO_HISTORY_URL
 from sparkwatch.settings.listener import BY_NAME as LISTENER
-from sparkwatch.settings.options import add_option
+from sparkwatch.settings.options import FromEnv, add_option
 
 if TYPE_CHECKING:
     from sparkwatch.demo.runner import DemoOptions
@@ -59,13 +61,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+MAX_DURATION_SECONDS = 7 * 86_400.0
+"""A week: 'inf' (or 1e308) got past the check and failed once Spark was up."""
+
+
 def _positive_float(raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {raw!r}")
+        raise argparse.ArgumentTypeError(f"not a number: {shown(raw)}") from None
+    if not 0 < value <= MAX_DURATION_SECONDS:  # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(
+            f"must be more than 0 and at most {MAX_DURATION_SECONDS:g} s (a week): {shown(raw)}")
     return value
 
 
@@ -113,10 +120,8 @@ def check_port(address: str, port: int) -> None:
             raise CliError(f"cannot serve /metrics on {address}:{port}: {exc.strerror}") from None
 
 
-def check_history(url: str | None) -> None:
+def check_history(url: str, origin: str) -> None:
     """Connect once, so a wrong URL or a database that is down is reported before Spark starts."""
-    if url is None:
-        return
     from sparkwatch.history.engine import connect, create_engine
     from sparkwatch.history.errors import HistoryError
 
@@ -128,7 +133,7 @@ def check_history(url: str | None) -> None:
         finally:
             engine.dispose()
     except HistoryError as exc:
-        raise CliError(f"history: {exc}") from None
+        raise CliError(f"{origin}: {exc}") from None
 
 
 def quiet_libraries(verbose: bool) -> None:
@@ -150,7 +155,10 @@ def preflight(args: argparse.Namespace, env: Mapping[str, str]) -> DemoOptions:
         raise CliError(str(exc)) from None
     if settings.metrics_enabled:
         check_port(settings.metrics_address, args.port)
-    check_history(url)
+    if url is not None:
+        origin = args.history_url.env if isinstance(args.history_url, FromEnv) \
+            else str(DEMO_HISTORY_URL.flag)
+        check_history(durable_history_url(url, origin), origin)
     wildcard = settings.metrics_address in ("0.0.0.0", "::", "")  # nosec B104 - a test, no bind
     return DemoOptions(
         port=args.port, history_url=url, state_store=args.state_store,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sparkwatch.cli.db import checked_history_url, quiet_alembic
+from sparkwatch.cli.db import durable_history_url, quiet_alembic
 from sparkwatch.cli.errors import CliError
 from sparkwatch.settings.cli import COLLECTOR_HISTORY_URL, COLLECTOR_SPOOL_DIR
 from sparkwatch.settings.options import FromEnv, add_option
@@ -110,7 +110,7 @@ def _history_url(args: argparse.Namespace) -> str:
         str(url).encode("utf-8")
     except UnicodeEncodeError:  # bytes that are not UTF-8 in argv or the environment
         raise CliError(f"{origin} is not UTF-8 text") from None
-    return checked_history_url(str(url), origin)
+    return durable_history_url(str(url), origin)
 
 
 def _known(entries: list[Any], ids: list[str]) -> None:
@@ -138,7 +138,8 @@ def run_list(args: argparse.Namespace) -> int:
     with _file_errors(args, "read"):
         entries = quarantine.entries()
     for e in entries:
-        when = datetime.fromtimestamp(e.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        when = "?" if e.at is None else \
+            datetime.fromtimestamp(e.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = e.event if isinstance(e.event, dict) else {}
         raw_payload = event.get("payload")
         payload = raw_payload if isinstance(raw_payload, dict) else {}

@@ -49,4 +49,9 @@ def checked_url(url: str, option: str) -> str:
         raise CliError(f"{option} is not a valid URL: expected http://host:port") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise CliError(f"{option} {redact_url(url)}: not an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        # urllib sends no user:password from a URL: it took them as part of the host name and
+        # failed on a DNS lookup that sent the reader looking at the network.
+        raise CliError(f"{option} {redact_url(url)}: a user or password in the URL is not sent; "
+                       f"give the collector's read token as {TOKEN.env}")
     return url
