@@ -334,7 +334,7 @@ def test_unusable_history_url_is_reported_before_spark_starts(
 ) -> None:
     assert main(["demo", "--port", "0", "--history-url", url]) == 2
     err = capsys.readouterr().err
-    assert "sparkwatch demo: error: history:" in err and message in err
+    assert "sparkwatch demo: error: --history-url:" in err and message in err
 
 
 def test_the_jvm_started_in_the_block_writes_to_the_log_and_the_demo_to_the_terminal(
