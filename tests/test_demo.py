@@ -323,7 +323,7 @@ def test_port_taken_is_reported_before_spark_starts(
         (f"postgresql://sparkwatch@127.0.0.1:{free_port()}/history", "cannot connect"),
         ("not a url", "not a database URL"),
         ("mysql://u@localhost/db", "unsupported database"),
-        ("sqlite:////nonexistent-dir/sub/history.db", "history:"),
+        ("sqlite:////nonexistent-dir/sub/history.db", "cannot connect"),
     ],
     # ids fixed: the closed port differs from one collection to the next (pytest-xdist's
     # workers must collect the same names)
