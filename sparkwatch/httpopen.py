@@ -60,7 +60,9 @@ def read_http(request: urllib.request.Request, timeout: float) -> bytes:
     socket is shut down, which ends the read under way."""
     check_http_url(request.full_url)
     with _Deadline(timeout) as deadline:
-        opener = urllib.request.build_opener(_WatchedHttp(deadline), _WatchedHttps(deadline))
+        opener = urllib.request.build_opener(
+            *(_watched_handler(base, deadline)
+              for base in (urllib.request.HTTPHandler, urllib.request.HTTPSHandler)))
         try:
             try:
                 with opener.open(request, timeout=timeout) as response:  # nosec B310 - checked
@@ -141,22 +143,15 @@ def _watched(base: type[http.client.HTTPConnection],
     return Watched
 
 
-class _WatchedHttp(urllib.request.HTTPHandler):
-    def __init__(self, deadline: _Deadline) -> None:
-        super().__init__()
-        self._deadline = deadline
+def _watched_handler(base: type[urllib.request.AbstractHTTPHandler],
+                     deadline: _Deadline) -> urllib.request.BaseHandler:
+    """``base`` (urllib's http or https handler) opening watched connections."""
 
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
-        return super().do_open(_watched(http_class, self._deadline), req, **kwargs)
+    class Handler(base):  # type: ignore[valid-type, misc]
+        def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+            return super().do_open(_watched(http_class, deadline), req, **kwargs)
 
-
-class _WatchedHttps(urllib.request.HTTPSHandler):
-    def __init__(self, deadline: _Deadline) -> None:
-        super().__init__()
-        self._deadline = deadline
-
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
-        return super().do_open(_watched(http_class, self._deadline), req, **kwargs)
+    return Handler()
 
 
 def request_failure(exc: BaseException) -> str:
