@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkwatch.settings.listener import DEFAULT_HISTORY_URL
+from sparkwatch.settings.options import metavar
 from sparkwatch.settings.parsers import (
     boolean,
     buckets,
@@ -292,7 +293,7 @@ def render_settings_table() -> str:
     defaults = default_values()
     lines = ["| flag | environment variable | default | what |", "|---|---|---|---|"]
     for s in SETTINGS:
-        flag = "(secret: no flag)" if s.secret else f"`{s.flag_form()}`"
+        flag = "(secret: no flag)" if s.secret else f"`{s.flag_form(metavar(s))}`"
         default = "–" if s.secret else shown_default(defaults.get(s.name))
         lines.append(f"| {flag} | `{s.env}` | {default} | {s.help} |")
     return "\n".join(lines)

@@ -50,10 +50,11 @@ class Setting:
         ``--otlp/--no-otlp``)."""
         return self.parse is boolean
 
-    def flag_form(self) -> str:
-        """How the option is written, as docs show it."""
+    def flag_form(self, value: str = "VALUE") -> str:
+        """How the option is written, as docs show it (``value``: what its value is, as
+        ``--help`` names it)."""
         if not self.is_flag:
-            return f"{self.flag} VALUE"
+            return f"{self.flag} {value}"
         if self.name.startswith("no_"):
             return str(self.flag)
         return f"{self.flag}/--no-{str(self.flag)[2:]}"
