@@ -71,3 +71,16 @@ def test_a_collector_option_without_a_fixed_default_shows_none() -> None:
     assert "default" not in (options["--no-auth"].help or "")
     assert "default" not in (options["--metrics-allow"].help or "")
     assert (options["--replica"].help or "").count("default") == 1  # "(default: host-pid)"
+
+
+def test_python_dash_m_sparkwatch_is_the_sparkwatch_command() -> None:
+    """Where the script is not on the PATH (a virtualenv not activated): it said "No module
+    named sparkwatch.__main__"."""
+    import subprocess
+    import sys
+
+    from sparkwatch.version import __version__
+
+    done = subprocess.run([sys.executable, "-m", "sparkwatch", "--version"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, f"sparkwatch {__version__}")
