@@ -20,6 +20,7 @@ from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.signals import Stopped, note_still_stopping
 from sparkwatch.settings import SettingsError
 from sparkwatch.settings.collector import (
+    BY_NAME,
     SETTINGS,
     default_values,
     env_tokens,
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                        "directory of its own)") from None
     except OSError as exc:
         raise CliError(f"cannot open the spool in {exc.filename}: {exc.strerror}") from None
-    _check_host(settings.host, "--host" if args.host is not None else _HOST_ENV)
+    _check_host(settings.host, _origin(args, "host"))
     tune_gc()
     log_with_request_ids(LOG_FORMAT)
     reload_tokens_on_sighup(service, args.tokens_file, env_tokens(env))
@@ -103,13 +104,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-_HOST_ENV = next(s.env for s in SETTINGS if s.name == "host")
-
-
 def _origin(args: argparse.Namespace, name: str) -> str:
     """Where setting ``name`` came from, as errors name it: its flag if given, else its env var
     (or its default, which the variable would have changed)."""
-    setting = next(s for s in SETTINGS if s.name == name)
+    setting = BY_NAME[name]
     return str(setting.flag) if getattr(args, name, None) is not None else setting.env
 
 

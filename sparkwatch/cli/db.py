@@ -15,7 +15,7 @@ from sparkwatch.cli.errors import CliError
 from sparkwatch.history.errors import UPGRADE_HINT, HistoryError
 from sparkwatch.history.urls import resolve_url
 from sparkwatch.settings.cli import HISTORY_URL
-from sparkwatch.settings.options import FromEnv, add_option
+from sparkwatch.settings.options import FromEnv, add_option, origin
 from sparkwatch.summary import one_line
 
 
@@ -138,8 +138,7 @@ def run_current(args: argparse.Namespace) -> int:
 def _history_url(args: argparse.Namespace) -> str:
     """:func:`command_url`, refusing an in-memory SQLite database (`db upgrade` succeeded, then
     reported no schema)."""
-    origin = HISTORY_URL.env if isinstance(args.url, FromEnv) else "--url"
-    return durable_history_url(command_url(args), origin)
+    return durable_history_url(command_url(args), origin(args.url, "--url"))
 
 
 def durable_history_url(url: str, origin: str) -> str:

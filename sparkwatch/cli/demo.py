@@ -29,7 +29,7 @@ from sparkwatch.settings import (
 )
 from sparkwatch.settings.cli import DEMO_HISTORY_URL
 from sparkwatch.settings.listener import BY_NAME as LISTENER
-from sparkwatch.settings.options import FromEnv, add_option
+from sparkwatch.settings.options import add_option, origin
 
 if TYPE_CHECKING:
     from sparkwatch.demo.runner import DemoOptions
@@ -156,9 +156,8 @@ def preflight(args: argparse.Namespace, env: Mapping[str, str]) -> DemoOptions:
     if settings.metrics_enabled:
         check_port(settings.metrics_address, args.port)
     if url is not None:
-        origin = args.history_url.env if isinstance(args.history_url, FromEnv) \
-            else str(DEMO_HISTORY_URL.flag)
-        check_history(durable_history_url(url, origin), origin)
+        named = origin(args.history_url, str(DEMO_HISTORY_URL.flag))
+        check_history(durable_history_url(url, named), named)
     wildcard = settings.metrics_address in ("0.0.0.0", "::", "")  # nosec B104 - a test, no bind
     return DemoOptions(
         port=args.port, history_url=url, state_store=args.state_store,

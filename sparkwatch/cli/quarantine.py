@@ -14,7 +14,7 @@ from typing import Any
 from sparkwatch.cli.db import durable_history_url, quiet_alembic
 from sparkwatch.cli.errors import CliError
 from sparkwatch.settings.cli import COLLECTOR_HISTORY_URL, COLLECTOR_SPOOL_DIR
-from sparkwatch.settings.options import FromEnv, add_option
+from sparkwatch.settings.options import FromEnv, add_option, origin
 from sparkwatch.settings.spec import SettingsError
 from sparkwatch.summary import one_line
 from sparkwatch.terminal import clip, printable
@@ -82,11 +82,6 @@ def _quarantine(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return Quarantine(spool)
 
 
-def _origin(value: str | None, flag: str) -> str:
-    """Where an option's value came from: its environment variable, or ``flag``."""
-    return value.env if isinstance(value, FromEnv) else flag
-
-
 def _spool(args: argparse.Namespace) -> str:
     """The spool directory as errors name it, with where it came from."""
     spool = args.spool_dir
@@ -97,20 +92,20 @@ def _history_url(args: argparse.Namespace) -> str:
     """The history to replay to, parsed as the collector parses it ('off' is no history) and
     checked before anything is read; errors name the flag or the variable, never a password."""
     raw = args.history_url
-    origin = _origin(raw, str(COLLECTOR_HISTORY_URL.flag))
+    named = origin(raw, str(COLLECTOR_HISTORY_URL.flag))
     if not isinstance(raw, FromEnv) and not raw.strip():
-        raise CliError(f"{origin} is empty: give a database URL")
+        raise CliError(f"{named} is empty: give a database URL")
     try:
-        url = COLLECTOR_HISTORY_URL.parsed(raw, origin)
+        url = COLLECTOR_HISTORY_URL.parsed(raw, named)
     except SettingsError as exc:
         raise CliError(str(exc)) from None
     if url is None:
-        raise CliError(f"{origin}={raw!r}: the history is off: give --history-url")
+        raise CliError(f"{named}={raw!r}: the history is off: give --history-url")
     try:
         str(url).encode("utf-8")
     except UnicodeEncodeError:  # bytes that are not UTF-8 in argv or the environment
-        raise CliError(f"{origin} is not UTF-8 text") from None
-    return durable_history_url(str(url), origin)
+        raise CliError(f"{named} is not UTF-8 text") from None
+    return durable_history_url(str(url), named)
 
 
 def _known(entries: list[Any], ids: list[str]) -> None:

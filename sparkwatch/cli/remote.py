@@ -10,7 +10,7 @@ import urllib.parse
 from sparkwatch.cli.errors import CliError
 from sparkwatch.redact import redact_url
 from sparkwatch.settings.cli import TOKEN
-from sparkwatch.settings.options import FromEnv
+from sparkwatch.settings.options import FromEnv, origin
 from sparkwatch.settings.spec import SettingsError
 
 
@@ -20,9 +20,8 @@ def command_token(args: argparse.Namespace) -> str | None:
     raw = args.token
     if raw is None:
         return None
-    origin = raw.env if isinstance(raw, FromEnv) else str(TOKEN.flag)
     try:
-        token: str | None = TOKEN.parsed(raw, origin)
+        token: str | None = TOKEN.parsed(raw, origin(raw, str(TOKEN.flag)))
     except SettingsError as exc:
         raise CliError(str(exc)) from None
     if not isinstance(raw, FromEnv):

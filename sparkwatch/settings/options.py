@@ -38,6 +38,12 @@ class FromEnv(str):
         return self
 
 
+def origin(value: str | None, flag: str) -> str:
+    """Where an option's value came from, as errors name it: its environment variable, or
+    ``flag``."""
+    return value.env if isinstance(value, FromEnv) else flag
+
+
 def env_help(setting: Setting, text: str | None = None) -> str:
     return f"{text or setting.help} (env {setting.env})"
 

@@ -42,8 +42,9 @@ def chosen(all_targets: list[Target], req: Request) -> list[Target]:
     if not all_targets and (req.operator is not None or req.store is not None):
         # A stateless query's checkpoint: the filter answered with an empty report, as if the
         # operator or store were there and empty.
-        raise StateError(f"no operator/store matches --operator {req.operator} --store "
-                         f"{req.store}; the checkpoint has no state stores")
+        given = " ".join(f"--{flag} {value}" for flag, value in
+                         (("operator", req.operator), ("store", req.store)) if value is not None)
+        raise StateError(f"nothing matches {given}: the checkpoint has no state stores")
     picked = [t for t in all_targets
               if (req.operator is None or t.operator_id == req.operator)
               and (req.store is None or req.store in (t.store_name, t.state_var))]
@@ -54,10 +55,10 @@ def chosen(all_targets: list[Target], req: Request) -> list[Target]:
     return picked
 
 
-def check_batches(found: list[Target], req: Request) -> None:
-    """Refuse ``--batch-id`` or ``--changes`` past the latest committed batch, naming the flag;
-    Spark's own refusal (STDS_COMMITTED_BATCH_UNAVAILABLE) named neither it nor the latest."""
-    latest = max((t.max_batch for t in found), default=None)
+def check_batches(latest: int | None, req: Request) -> None:
+    """Refuse ``--batch-id`` or ``--changes`` past the ``latest`` committed batch, naming the
+    flag; Spark's own refusal (STDS_COMMITTED_BATCH_UNAVAILABLE) named neither it nor the
+    latest."""
     if latest is None:
         return
     if req.batch_id is not None and req.batch_id > latest:
@@ -80,9 +81,9 @@ def inspect(spark: SparkSession, req: Request, reporter: Reporter | None = None)
     if not found and not is_checkpoint(spark, req.checkpoint):
         raise StateError(f"{req.checkpoint} is not a streaming checkpoint (no offsets log)")
     picked = chosen(found, req)
-    check_batches(found, req)
-    batch = req.batch_id if req.batch_id is not None else max(
-        (t.max_batch for t in found), default=None)
+    latest = max((t.max_batch for t in found), default=None)
+    check_batches(latest, req)
+    batch = req.batch_id if req.batch_id is not None else latest
     mark = watermark_ms(spark, req.checkpoint, batch) if batch is not None else None
     stores = []
     for t in picked:
