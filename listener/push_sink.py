@@ -19,6 +19,7 @@ collector ignores what it already counted.
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import logging
 import queue
@@ -32,7 +33,7 @@ from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any
 
-from sparkwatch.httpopen import open_http
+from sparkwatch.httpopen import read_http, request_failure
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_to_dict
@@ -52,6 +53,10 @@ Wire = dict[str, Any]
 PERMANENT = frozenset({400, 415, 422})
 # "Not now": with a Retry-After, the server says when to send the same batch again.
 COME_BACK = frozenset({429, 503})
+REPLY_LIMIT = 4 << 20
+"""Bytes of a collector's answer read at most: a batch's reply (a count and the refused events'
+reasons) is a few kilobytes; a server answering more is not a collector, and would otherwise
+fill the driver's memory."""
 
 
 class Sent(Enum):
@@ -64,7 +69,8 @@ class Endpoint:
     url: str
     token: str | None
     timeout: float
-    """Seconds to connect, and to wait for each read of the answer (a silent server)."""
+    """Seconds for one whole POST: connecting, sending, and reading the answer to its end (a
+    silent server, and one dripping its answer a byte at a time, are both cut off)."""
 
 
 class PushSink:
@@ -291,12 +297,13 @@ class PushSink:
             headers["Authorization"] = f"Bearer {self._endpoint.token}"
         request = urllib.request.Request(self._endpoint.url, body, headers, method="POST")
         try:
-            with open_http(request, timeout=self._endpoint.timeout) as response:
-                return response.status, _json(response.read()), None
+            # read_http raises HTTPError for every status outside 2xx: any answer is a 2xx here.
+            return 200, _json(read_http(request, self._endpoint.timeout, REPLY_LIMIT)), None
         except urllib.error.HTTPError as exc:
             return exc.code, _json(exc.read()), retry_after_seconds(exc.headers.get("Retry-After"))
-        except (OSError, ValueError) as exc:  # refused, reset, timeout, DNS, bad URL
-            return None, {"detail": str(getattr(exc, "reason", None) or exc)}, None
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            # refused, reset, timed out, DNS, a bad URL, too long an answer, not HTTP at all
+            return None, {"detail": request_failure(exc)}, None
 
     def _delivered(self, events: list[Wire], reply: dict[str, Any]) -> None:
         rejected = reply.get("rejected") or []

@@ -3,6 +3,11 @@
 ``urllib.request.urlopen`` also opens ``file:``, ``ftp:`` and ``data:`` URLs: a push URL or a
 collector URL set to ``file:///etc/passwd`` would read a local file. Every URL a user gives
 (push, collector, /metrics) is opened here instead, and any other scheme is refused.
+
+Redirects are followed only where following cannot lose or leak anything: a GET, to the same
+host and port (or from http up to https on that host). urllib's own handler turns a redirected POST
+into a body-less GET (a push "delivered" to a page that never saw the events), follows ``ftp:``
+targets, and sends the Authorization header on to whatever host the server names.
 """
 
 from __future__ import annotations
@@ -26,6 +31,13 @@ class NotHttpError(ValueError):
     """A URL whose scheme is not http or https (the scheme named, never the URL)."""
 
 
+class ResponseTooLarge(ValueError):
+    """An answer longer than the caller's limit (a server that does not speak our protocol)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"answered with more than {limit} bytes")
+
+
 class DeadlineExceeded(TimeoutError):
     """A whole request (connect, headers, body) took longer than its overall deadline."""
 
@@ -45,15 +57,17 @@ def open_http(request: urllib.request.Request, timeout: float) -> HTTPResponse:
     """``urlopen(request)`` once its URL is checked to be http(s); raises :class:`NotHttpError`
     (a ValueError) otherwise, HTTPError/URLError/OSError as urlopen does."""
     check_http_url(request.full_url)
-    response: HTTPResponse = urllib.request.urlopen(  # nosec B310 - scheme checked just above
-        request, timeout=timeout)
+    opener = urllib.request.build_opener(_SafeRedirects)
+    response: HTTPResponse = opener.open(request, timeout=timeout)  # nosec B310 - checked
     return response
 
 
-def read_http(request: urllib.request.Request, timeout: float) -> bytes:
+def read_http(request: urllib.request.Request, timeout: float,
+              limit: int | None = None) -> bytes:
     """The body of ``request``, the whole exchange within ``timeout`` seconds; raises
-    :class:`DeadlineExceeded` past it, otherwise as :func:`open_http` (an HTTPError's body is
-    read within the deadline too, and kept for ``exc.read()``).
+    :class:`DeadlineExceeded` past it, :class:`ResponseTooLarge` past ``limit`` bytes of body,
+    otherwise as :func:`open_http` (an HTTPError's body, up to ``limit``, is read within the
+    deadline too, and kept for ``exc.read()``).
 
     urlopen's timeout holds for each socket operation alone: a server sending a byte every few
     seconds kept a command waiting for as long as it liked. Past the deadline the connection's
@@ -61,14 +75,15 @@ def read_http(request: urllib.request.Request, timeout: float) -> bytes:
     check_http_url(request.full_url)
     with _Deadline(timeout) as deadline:
         opener = urllib.request.build_opener(
-            *(_watched_handler(base, deadline)
-              for base in (urllib.request.HTTPHandler, urllib.request.HTTPSHandler)))
+            _SafeRedirects, *(_watched_handler(base, deadline)
+                              for base in (urllib.request.HTTPHandler,
+                                           urllib.request.HTTPSHandler)))
         try:
             try:
                 with opener.open(request, timeout=timeout) as response:  # nosec B310 - checked
-                    body: bytes = response.read()
+                    body: bytes = _read_within(response, limit)
             except urllib.error.HTTPError as exc:
-                error_body = exc.read()
+                error_body = exc.read() if limit is None else exc.read(limit)
                 deadline.check()
                 raise urllib.error.HTTPError(exc.url, exc.code, exc.msg, exc.hdrs,
                                              io.BytesIO(error_body)) from None
@@ -77,6 +92,41 @@ def read_http(request: urllib.request.Request, timeout: float) -> bytes:
             raise
         deadline.check()  # a body read to the end of a shut-down socket is cut short
         return body
+
+
+def _read_within(response: HTTPResponse, limit: int | None) -> bytes:
+    if limit is None:
+        return response.read()
+    body = response.read(limit + 1)
+    if len(body) > limit:
+        raise ResponseTooLarge(limit)
+    return body
+
+
+class _SafeRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only for a GET to the same server (see :func:`_same_server`);
+    otherwise the 3xx is the answer (an HTTPError naming its status)."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> urllib.request.Request | None:
+        if req.get_method() != "GET" or not _same_server(req.full_url, newurl):
+            return None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _same_server(url: str, target: str) -> bool:
+    """Whether ``target`` is served where ``url`` is: the same host and port, or the same host
+    over https where ``url`` was http (an upgrade, its port changing with it)."""
+    old, new = urllib.parse.urlsplit(url), urllib.parse.urlsplit(target)
+    schemes = old.scheme.lower(), new.scheme.lower()
+    try:
+        ports = [u.port or (443 if scheme == "https" else 80) for u, scheme in
+                 zip((old, new), schemes, strict=True)]
+    except ValueError:  # a port that is no number
+        return False
+    if new.hostname != old.hostname or schemes[1] not in SCHEMES:
+        return False
+    return ports[0] == ports[1] if schemes[0] == schemes[1] else schemes == ("http", "https")
 
 
 class _Deadline:
@@ -167,8 +217,8 @@ def request_failure(exc: BaseException) -> str:
         reason = exc.reason
         # A string reason is urllib's own ("no host given"), never the URL.
         return request_failure(reason) if isinstance(reason, BaseException) else str(reason)
-    if isinstance(exc, DeadlineExceeded):
-        return str(exc)  # the deadline's words, never the URL
+    if isinstance(exc, (DeadlineExceeded, ResponseTooLarge)):
+        return str(exc)  # our own words, never the URL
     if isinstance(exc, TimeoutError):
         return "timed out"
     if isinstance(exc, OSError) and exc.strerror:

@@ -220,8 +220,8 @@ LISTENER_FIELDS: tuple[Setting, ...] = (
         "push_timeout_seconds",
         "push.timeoutSeconds",
         positive_float,
-        "Timeout to connect and for each read of a push request (a collector that never answers); "
-        "a failed push is retried with backoff.",
+        "Seconds for a whole push request, connecting to the end of the answer (a collector that "
+        "never answers, or drips its answer); a failed push is retried with backoff.",
     ),
     _field(
         "push_retry_max_seconds",
