@@ -92,7 +92,10 @@ def test_state_as_json_since_a_time(url: str, capsys) -> None:
 
 def test_state_with_nothing_in_range_says_so(url: str, capsys) -> None:
     code, out, _ = run(capsys, "history", "state", "window_agg", "--since", "1h", "--url", url)
-    assert (code, out) == (0, "nothing recorded yet\n")
+    assert (code, out) == (0, "nothing recorded matches --since\n")
+    code, out, _ = run(capsys, "history", "state", "window_agg", "--operator", "0", "--until",
+                       "2000-01-01", "--url", url)
+    assert (code, out) == (0, "nothing recorded matches --operator and --until\n")
     code, out, _ = run(capsys, "history", "state", "window_agg", "--since", "1h", "--format",
                        "json", "--url", url)
     assert (code, out) == (0, "[]\n")
@@ -229,12 +232,9 @@ def test_numbers_out_of_range_are_usage_errors_naming_the_option(
 def test_the_largest_page_numbers_reach_the_database(url: str, capsys) -> None:
     # 10**18 rows skipped plus 10**18 shown: state adds the two, still inside 64 bits.
     page = ["--limit", "1000000000000000000", "--offset", "1000000000000000000"]
-    assert run(capsys, "history", "queries", *page, "--url", url) == (
-        0, "nothing recorded yet\n", ""
-    )
-    assert run(capsys, "history", "state", "window_agg", *page, "--url", url) == (
-        0, "nothing recorded yet\n", ""
-    )
+    past = "nothing past the first 1000000000000000000 (--offset): fewer are recorded\n"
+    assert run(capsys, "history", "queries", *page, "--url", url) == (0, past, "")
+    assert run(capsys, "history", "state", "window_agg", *page, "--url", url) == (0, past, "")
 
 
 @pytest.mark.parametrize(

@@ -128,10 +128,22 @@ def _emit(args: argparse.Namespace, items: Sequence[Any], as_table: Callable[[],
     if args.format == "json":
         print(to_json([to_dict(item) for item in items]))
     elif not items:
-        print("nothing recorded yet")
+        print(_nothing(args))
     else:
         print(as_table())
     return 0
+
+
+def _nothing(args: argparse.Namespace) -> str:
+    """Why the answer is empty: "nothing recorded yet" alone sent a user whose page or window
+    was past what is recorded looking for a gap in the history."""
+    if getattr(args, "offset", 0):
+        return f"nothing past the first {args.offset} (--offset): fewer are recorded"
+    given = [f"--{name}" for name in ("operator", "since", "until")
+             if getattr(args, name, None) is not None]
+    if given:
+        return f"nothing recorded matches {' and '.join(given)}"
+    return "nothing recorded yet"
 
 
 def run_queries(args: argparse.Namespace) -> int:
