@@ -120,3 +120,25 @@ def test_a_collector_url_holding_a_user_and_password_is_refused_without_the_pass
     assert line == (f"sparkwatch {command}: error: --collector http://reader:***@127.0.0.1:9: a "
                     "user or password in the URL is not sent; give the collector's read token "
                     "as SPARKWATCH_TOKEN")
+
+
+@pytest.mark.parametrize("argv", [["doctor"], ["doctor", "--inspect-state", "/nowhere"],
+                                  ["top", "--once"]])
+def test_a_token_flag_with_nothing_to_send_it_to_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+) -> None:
+    """Before, the token was ignored and the history database's answer taken for the
+    collector's."""
+    line = _error(capsys, *argv, "--token", "t0ken", "--url", f"sqlite:///{tmp_path}/h.db")
+    assert line.startswith(f"sparkwatch {argv[0]}: error: --token is sent only with --collector")
+    assert "t0ken" not in line
+
+
+def test_a_token_in_the_environment_serves_commands_that_do_not_use_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = f"sqlite:///{tmp_path}/h.db"
+    assert run_cli(capsys, "db", "upgrade", "--url", url)[0] == 0
+    monkeypatch.setenv("SPARKWATCH_TOKEN", "t0ken")
+    assert run_cli(capsys, "doctor", "--url", url) == (
+        0, "nothing recorded yet: no query has a batch in the history\n", "")

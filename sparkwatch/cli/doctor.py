@@ -13,7 +13,7 @@ from sparkwatch.cli.db import add_url_argument, command_url, user_errors
 from sparkwatch.cli.history import query_text
 from sparkwatch.cli.numbers import MAX_ROWS, int_between
 from sparkwatch.cli.output import print_answer
-from sparkwatch.cli.remote import checked_url, command_token
+from sparkwatch.cli.remote import checked_url, command_token, refuse_unused_token
 from sparkwatch.settings.cli import TOKEN
 from sparkwatch.settings.options import add_option
 
@@ -82,6 +82,8 @@ def run_doctor(args: argparse.Namespace) -> int:
     from sparkwatch.doctor.model import Severity
     from sparkwatch.doctor.render import to_json, to_text
 
+    if args.collector is None:
+        refuse_unused_token(args, "--collector")
     records = _records(args) if _history_wanted(args) else []
     inspected = _inspected(args)
     findings = diagnose(records) + [f for i in inspected for f in check_contents(i)]

@@ -31,6 +31,15 @@ def command_token(args: argparse.Namespace) -> str | None:
     return token
 
 
+def refuse_unused_token(args: argparse.Namespace, used_with: str) -> None:
+    """A ``--token`` on a command line that reads the history database instead: it was ignored
+    without a word, and the user took the answer for the collector's. (``SPARKWATCH_TOKEN`` in
+    the environment serves every command, so it is not an error where unused.)"""
+    if args.token is not None and not isinstance(args.token, FromEnv):
+        raise CliError(f"{TOKEN.flag} is sent only with {used_with}; without it this command "
+                       "reads the history database (--url)")
+
+
 def checked_url(url: str, option: str) -> str:
     """``url`` once it is an http(s) URL with a host; the error names ``option``, not the URL
     (it may hold a password). Without this an unclosed IPv6 bracket or a port that is not a

@@ -16,7 +16,7 @@ from typing import Any
 
 from sparkwatch.cli.db import add_url_argument, command_url
 from sparkwatch.cli.errors import CliError
-from sparkwatch.cli.remote import checked_url, command_token
+from sparkwatch.cli.remote import checked_url, command_token, refuse_unused_token
 from sparkwatch.settings.cli import TOKEN
 from sparkwatch.settings.options import add_option
 
@@ -64,6 +64,7 @@ def _reader(args: argparse.Namespace) -> tuple[str, Callable[[], Any]]:
         return url, lambda: metrics_source.read_metrics(url, token)
     from sparkwatch.top.history_source import read_history
 
+    refuse_unused_token(args, "--collector or --metrics")
     history_url = command_url(args)
     return history_url, lambda: read_history(history_url)
 
