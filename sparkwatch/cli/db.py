@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_url_argument(parser: argparse.ArgumentParser) -> None:
-    add_option(parser, HISTORY_URL, dest="url", metavar="URL")
+    add_option(parser, HISTORY_URL, dest="url")
 
 
 @contextmanager

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="stop after this many seconds (default: run until Ctrl-C)")
     parser.add_argument("--port", type=_port, default=DEFAULT_METRICS_PORT,
                         help=f"port of /metrics (default {DEFAULT_METRICS_PORT}; 0: any free port)")
-    add_option(parser, DEMO_HISTORY_URL, metavar="URL")
+    add_option(parser, DEMO_HISTORY_URL)
     parser.add_argument("--state-store", choices=("rocksdb", "hdfs"), default="rocksdb",
                         help="state store provider (default rocksdb: it reports RocksDB metrics)")
     parser.add_argument("--rows-per-second", type=_rows_per_second, default=10, metavar="N",

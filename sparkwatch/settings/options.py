@@ -63,6 +63,7 @@ def add_option(
     ``required`` options may come from either."""
     source = os.environ if env is None else env
     default = FromEnv(source[setting.env], setting.env) if setting.env in source else None
+    kwargs.setdefault("metavar", metavar(setting))
     action = parser.add_argument(
         flag or _flag(setting), dest=kwargs.pop("dest", setting.name), default=default,
         required=required and default is None, help=env_help(setting, help), **kwargs)
@@ -103,6 +104,7 @@ def metavar(setting: Setting) -> str:
 _METAVAR_SUFFIXES = (
     ("_url", "URL"), ("_dir", "DIR"), ("_bytes", "BYTES"), ("_seconds", "SECONDS"),
     ("_days", "DAYS"), ("_per_second", "RATE"), ("host", "HOST"), ("replica", "NAME"),
+    ("token", "TOKEN"),
 )
 """By name first: the unit a name ends in says more than its parser (a float of seconds)."""
 _METAVAR_PARSERS = {
