@@ -304,9 +304,37 @@ def test_demo_collector_works_with_the_readme_install_and_token_example(clone: C
         "SPARKWATCH_PUSH_URL": "http://collector:9751/api/v1/events",
         "SPARKWATCH_PUSH_TOKEN": "s3cret-1",
     }
+    history = f"sqlite:///{clone.root / 'sparkwatch.db'}"  # the README's default, in its cwd
+    before = _queries_with_operator_batches(history)
     demo = clone.start(f"sparkwatch demo --collector --duration {DEMO_SECONDS}", env=readme_env)
-    out = stop_once(demo, every_query_holds_state(COLLECTOR_METRICS),
-                    "every demo query's state on the collector's /metrics")
+    every_query = every_query_holds_state(COLLECTOR_METRICS)
+    out = stop_once(demo, lambda: every_query() and _labelled_by_app(COLLECTOR_METRICS),
+                    "every demo query's state on the collector's /metrics, app-labelled")
     assert "collector: http://127.0.0.1:9751/metrics" in out, out[-2000:]
     assert "listener received" in out and "dropped 0" in out, out[-2000:]
     assert "s3cret-1" not in out
+    # The collector wrote each query's operators to the history, and stopped with the demo.
+    assert _queries_with_operator_batches(history) - before >= len(DEMO_QUERIES)
+    assert state_rows(COLLECTOR_METRICS) == {}, "the collector stops with the demo"
+
+
+def _labelled_by_app(metrics_url: str) -> bool:
+    try:
+        text = httpx.get(metrics_url, timeout=5).text
+    except httpx.HTTPError:
+        return False
+    series = [labels for labels, _ in samples(text, "spark_streaming_state_rows")]
+    return bool(series) and all(s.get("app_name") and s.get("app_id") for s in series)
+
+
+def _queries_with_operator_batches(url: str) -> int:
+    """0 before any history exists (this test run on its own, before the other's demos)."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if not sa.inspect(conn).has_table("operator_batches"):
+                return 0
+            return int(conn.scalar(sa.text(
+                "select count(distinct query_id) from operator_batches")) or 0)
+    finally:
+        engine.dispose()
