@@ -4,6 +4,7 @@ InvocationTargetException), which the demo would then show for a query the user 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from sparkwatch.demo.stopping import (
     until_next_trigger,
 )
 from sparkwatch.demo.waiting import wait_until
+from tests.workloads import installed_spark_version
 
 
 @dataclass
@@ -29,6 +31,10 @@ class ScriptedQuery:
     script: list[bool]
     isActive: bool = True  # noqa: N815 - StreamingQuery's own attribute name
     reads: int = 0
+    name: str = "q"
+
+    def stop(self) -> None:
+        self.isActive = False
 
     @property
     def status(self) -> dict[str, Any]:
@@ -83,6 +89,40 @@ def test_a_query_idle_too_close_to_its_next_trigger_is_not_stopped() -> None:
 
 def test_a_query_that_already_ended_needs_no_wait() -> None:
     assert TriggerWait(ScriptedQuery([True], isActive=False), 3.0)()
+
+
+def test_a_query_a_stop_may_interrupt_is_stopped_at_once_in_its_batch() -> None:
+    """Its batches run back to back (the demo's first minute): a wait for a gap would last the
+    whole timeout."""
+    busy = ScriptedQuery([True], name="window_agg")
+    started = time.monotonic()
+    assert stop_all([busy], 3.0, timeout=30, interruptible=frozenset({"window_agg"})) == []
+    assert not busy.isActive and busy.reads == 0
+    assert time.monotonic() - started < 5
+
+
+def test_only_stream_stream_joins_wait_for_a_gap_between_batches() -> None:
+    waiting = {q.name for q in dq.QUERIES} - dq.interruptible(list(dq.QUERIES))
+    assert waiting == {"stream_stream_join", "skewed_keys"}
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_every_query_but_the_joins_stopped_in_a_batch_terminates_cleanly(
+        spark: Any, tmp_path: Path) -> None:
+    """What lets the demo stop them at once: Spark takes the interrupt of their batch (the first
+    one included, when Python workers and state stores start) for the stop."""
+    cfg = dq.DemoConfig(checkpoint_dir=tmp_path, rows_per_second=5, trigger_seconds=1.0)
+    chosen = [q for q in dq.available(installed_spark_version())
+              if q.name in dq.interruptible(list(dq.QUERIES))]
+    queries = [dq.start(spark, q, cfg) for q in chosen]
+    try:
+        for query in queries:
+            assert wait_until(lambda q=query: q.status["isTriggerActive"], 120, 0.01), query.name
+            query.stop()
+    finally:
+        stop_all(queries, cfg.trigger_seconds)
+    assert {q.name: q.exception() for q in queries} == {q.name: None for q in queries}
 
 
 @pytest.mark.spark

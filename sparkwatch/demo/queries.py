@@ -212,6 +212,16 @@ def transform_with_state_in_pandas(spark: SparkSession, cfg: DemoConfig) -> Data
     )
 
 
+UNINTERRUPTIBLE_PLANNING = frozenset({"symmetricHashJoin"})
+"""Operators whose planning Spark 4.x cannot take an interrupt in (see
+:mod:`sparkwatch.demo.stopping`): a query holding one is stopped only between its batches."""
+
+
+def interruptible(queries: list[DemoQuery]) -> frozenset[str]:
+    """The names of the queries a stop may interrupt in a batch."""
+    return frozenset(q.name for q in queries if q.operator not in UNINTERRUPTIBLE_PLANNING)
+
+
 # Started in this order: the slowest first batches go first (transformWithState spawns a Python
 # runner while planning, the pandas queries spawn Python workers, the join reads two sources), so
 # they are not the last to report state.
@@ -273,6 +283,6 @@ def start_all(
         for query in chosen:
             started.append(start(spark, query, cfg))
     except BaseException:
-        stop_all(started, cfg.trigger_seconds)
+        stop_all(started, cfg.trigger_seconds, interruptible=interruptible(chosen))
         raise
     return started

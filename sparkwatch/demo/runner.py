@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 # micro-batch); a 2 s trigger would ask for about 0.9 and leave little for a loaded machine.
 TRIGGER_SECONDS = 3.0
 SHUTDOWN_SECONDS = 10.0
-# How long a query's stop waits for a gap between its batches. On a loaded machine every query
+# How long a stream-stream join's stop waits for a gap between its batches (the other queries
+# are stopped at once, see sparkwatch/demo/stopping.py). On a loaded machine every query
 # overruns its trigger, so batches run back to back until the first queries stop and the rest
 # speed up; a stop that cannot wait interrupts a batch, which Spark 4.x can end with a wrapped
 # interrupt (InvocationTargetException) that it reports as a failed run.
@@ -274,7 +275,8 @@ def shut_down(spark: SparkSession, att: Attachment, supervisor: Supervisor, out:
     # A stop can still catch a batch in flight (one that overran its trigger), which Spark logs as
     # ERRORs with a stack trace per task: noise for a deliberate stop. Real failures show below.
     spark.sparkContext.setLogLevel("OFF")
-    for error in stop_all(started, trigger_seconds, STOP_GAP_SECONDS):
+    for error in stop_all(started, trigger_seconds, STOP_GAP_SECONDS,
+                          supervisor.interruptible):
         print(f"warning: could not stop {error}", file=out, flush=True)
     # stop() returns before Spark's listener bus has delivered the terminations: wait for them,
     # then for the listener to export and write everything.

@@ -38,6 +38,11 @@ class Supervisor:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def interruptible(self) -> frozenset[str]:
+        """The queries a stop may interrupt in a batch (:func:`dq.interruptible`)."""
+        return dq.interruptible(self._chosen)
+
     def finish(self, timeout: float) -> list[StreamingQuery]:
         """Stop starting and restarting; returns the queries started."""
         self._cancel.set()
