@@ -116,7 +116,7 @@ class _SafeRedirects(urllib.request.HTTPRedirectHandler):
 
 def _same_server(url: str, target: str) -> bool:
     """Whether ``target`` is served where ``url`` is: the same host and port, or the same host
-    over https where ``url`` was http (an upgrade, its port changing with it)."""
+    over https where ``url`` was http (an upgrade: on the same port or https's own, 443)."""
     old, new = urllib.parse.urlsplit(url), urllib.parse.urlsplit(target)
     schemes = old.scheme.lower(), new.scheme.lower()
     try:
@@ -126,7 +126,9 @@ def _same_server(url: str, target: str) -> bool:
         return False
     if new.hostname != old.hostname or schemes[1] not in SCHEMES:
         return False
-    return ports[0] == ports[1] if schemes[0] == schemes[1] else schemes == ("http", "https")
+    if schemes[0] == schemes[1]:
+        return ports[0] == ports[1]
+    return schemes == ("http", "https") and ports[1] in (ports[0], 443)
 
 
 class _Deadline:

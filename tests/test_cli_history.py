@@ -96,6 +96,9 @@ def test_state_with_nothing_in_range_says_so(url: str, capsys) -> None:
     code, out, _ = run(capsys, "history", "state", "window_agg", "--operator", "0", "--until",
                        "2000-01-01", "--url", url)
     assert (code, out) == (0, "nothing recorded matches --operator and --until\n")
+    code, out, _ = run(capsys, "history", "state", "window_agg", "--since", "1h", "--offset", "5",
+                       "--url", url)
+    assert (code, out) == (0, "nothing past the first 5 (--offset): fewer match --since\n")
     code, out, _ = run(capsys, "history", "state", "window_agg", "--since", "1h", "--format",
                        "json", "--url", url)
     assert (code, out) == (0, "[]\n")

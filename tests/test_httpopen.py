@@ -82,6 +82,8 @@ def test_open_http_follows_the_same_rules() -> None:
 @pytest.mark.parametrize(("url", "target", "same"), [
     ("http://h:8080/a", "http://h:8080/b", True),
     ("http://h/a", "https://h/b", True),  # an upgrade: port 80 becomes 443
+    ("http://h:8080/a", "https://h:8080/b", True),
+    ("http://h:8080/a", "https://h:9999/b", False),  # another server on the same host
     ("https://h/a", "http://h/b", False),  # a downgrade would send the token in clear
     ("http://h:8080/a", "http://h:9090/b", False),
     ("http://h/a", "http://other/b", False),

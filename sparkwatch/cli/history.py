@@ -137,10 +137,11 @@ def _emit(args: argparse.Namespace, items: Sequence[Any], as_table: Callable[[],
 def _nothing(args: argparse.Namespace) -> str:
     """Why the answer is empty: "nothing recorded yet" alone sent a user whose page or window
     was past what is recorded looking for a gap in the history."""
-    if getattr(args, "offset", 0):
-        return f"nothing past the first {args.offset} (--offset): fewer are recorded"
     given = [f"--{name}" for name in ("operator", "since", "until")
              if getattr(args, name, None) is not None]
+    if getattr(args, "offset", 0):
+        fewer = f"fewer match {' and '.join(given)}" if given else "fewer are recorded"
+        return f"nothing past the first {args.offset} (--offset): {fewer}"
     if given:
         return f"nothing recorded matches {' and '.join(given)}"
     return "nothing recorded yet"

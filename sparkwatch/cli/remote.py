@@ -36,8 +36,7 @@ def refuse_unused_token(args: argparse.Namespace, used_with: str) -> None:
     without a word, and the user took the answer for the collector's. (``SPARKWATCH_TOKEN`` in
     the environment serves every command, so it is not an error where unused.)"""
     if args.token is not None and not isinstance(args.token, FromEnv):
-        raise CliError(f"{TOKEN.flag} is sent only with {used_with}; without it this command "
-                       "reads the history database (--url)")
+        raise CliError(f"{TOKEN.flag} is sent only with {used_with}, which is not given")
 
 
 def checked_url(url: str, option: str) -> str:
