@@ -5,9 +5,10 @@ collector URL set to ``file:///etc/passwd`` would read a local file. Every URL a
 (push, collector, /metrics) is opened here instead, and any other scheme is refused.
 
 Redirects are followed only where following cannot lose or leak anything: a GET, to the same
-host and port (or from http up to https on that host). urllib's own handler turns a redirected POST
-into a body-less GET (a push "delivered" to a page that never saw the events), follows ``ftp:``
-targets, and sends the Authorization header on to whatever host the server names.
+host and port (or from http up to https on that host, on the same port or 443). urllib's own
+handler turns a redirected POST into a body-less GET (a push "delivered" to a page that never saw
+the events), follows ``ftp:`` targets, and sends the Authorization header on to whatever host the
+server names.
 """
 
 from __future__ import annotations
