@@ -173,14 +173,19 @@ def _running(demo: subprocess.Popen[str]) -> bool:
     return True
 
 
-def state_rows(metrics_url: str) -> dict[str, float]:
-    """Query name -> its state rows (all operators) on a /metrics; empty while nothing serves."""
+def state_series(metrics_url: str) -> list[tuple[dict[str, str], float]]:
+    """The state-rows series on a /metrics (labels, value); empty while nothing serves."""
     try:
         text = httpx.get(metrics_url, timeout=5).text
     except httpx.HTTPError:
-        return {}
+        return []
+    return list(samples(text, "spark_streaming_state_rows"))
+
+
+def state_rows(metrics_url: str) -> dict[str, float]:
+    """Query name -> its state rows (all operators) on a /metrics; empty while nothing serves."""
     rows: dict[str, float] = {}
-    for labels, value in samples(text, "spark_streaming_state_rows"):
+    for labels, value in state_series(metrics_url):
         rows[labels["query_name"]] = rows.get(labels["query_name"], 0.0) + value
     return rows
 
@@ -315,16 +320,20 @@ def test_demo_collector_works_with_the_readme_install_and_token_example(clone: C
     assert "s3cret-1" not in out
     # The collector wrote each query's operators to the history, and stopped with the demo.
     assert _queries_with_operator_batches(history) - before >= len(DEMO_QUERIES)
-    assert state_rows(COLLECTOR_METRICS) == {}, "the collector stops with the demo"
+    assert not _serves(COLLECTOR_METRICS), "the collector stops with the demo"
 
 
 def _labelled_by_app(metrics_url: str) -> bool:
-    try:
-        text = httpx.get(metrics_url, timeout=5).text
-    except httpx.HTTPError:
-        return False
-    series = [labels for labels, _ in samples(text, "spark_streaming_state_rows")]
+    series = [labels for labels, _ in state_series(metrics_url)]
     return bool(series) and all(s.get("app_name") and s.get("app_id") for s in series)
+
+
+def _serves(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=5)
+    except httpx.TransportError:
+        return False
+    return True
 
 
 def _queries_with_operator_batches(url: str) -> int:
