@@ -18,7 +18,7 @@ from typing import Any
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.errors import HistoryUnavailable, UnknownQuery
 from sparkwatch.history.views import state_point
-from sparkwatch.httpopen import DeadlineExceeded, read_http, request_failure
+from sparkwatch.httpopen import DeadlineExceeded, ResponseTooLarge, read_http, request_failure
 from sparkwatch.plan.codec import plan_from_dict
 from sparkwatch.plan.model import QueryPlan
 from sparkwatch.redact import redact_url
@@ -26,6 +26,9 @@ from sparkwatch.redact import redact_url
 PAGE = 1000
 """The API's largest page."""
 TIMEOUT = 30.0
+LIMIT = 256 << 20
+"""The longest answer read: 256 MiB, many times a full page of the API. A server answering
+without end is cut off here."""
 
 
 class Api:
@@ -43,14 +46,14 @@ class Api:
             if self._token:
                 request.add_header("Authorization", f"Bearer {self._token}")
             # TIMEOUT for each whole request, not only each wait for a byte.
-            body = read_http(request, timeout=TIMEOUT)
+            body = read_http(request, timeout=TIMEOUT, limit=LIMIT)
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)
             if exc.code == 404:
                 raise UnknownQuery(detail) from None
             message = f"collector at {where} answered {exc.code}: {detail}"
             raise HistoryUnavailable(message) from None
-        except DeadlineExceeded as exc:
+        except (DeadlineExceeded, ResponseTooLarge) as exc:
             raise HistoryUnavailable(f"the collector at {where} {exc}") from None
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
             raise HistoryUnavailable(

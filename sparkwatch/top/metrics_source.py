@@ -17,6 +17,9 @@ from sparkwatch.redact import redact_url
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 
 TIMEOUT = 10.0
+LIMIT = 1 << 30
+"""The longest exposition read: 1 GiB, above the largest a fleet's collector serves (~800 MB for
+3.4 million series, docs/benchmarks.md). A server answering without end is cut off here."""
 
 _QUERY_VALUES = {
     cat.QUERY_BATCH_ID.name: "batch_id",
@@ -44,7 +47,7 @@ def fetch(url: str, token: str | None = None) -> str:
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     # TIMEOUT for the whole read, not only each wait for a byte.
-    return read_http(request, timeout=TIMEOUT).decode("utf-8")
+    return read_http(request, timeout=TIMEOUT, limit=LIMIT).decode("utf-8")
 
 
 def snapshot_from_text(text: str, source: str, now: float | None = None) -> Snapshot:
