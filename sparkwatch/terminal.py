@@ -8,6 +8,7 @@ import shutil
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
@@ -78,9 +79,42 @@ def _escape(c: str) -> str:
 def clip(text: str, width: int) -> str:
     """``text`` made printable and cut to ``width`` columns, an ellipsis marking the cut."""
     text = printable(text)
-    if len(text) <= width:
+    if display_width(text) <= width:
         return text
-    return text[: max(0, width - 1)] + "…" if width > 0 else ""
+    if width <= 0:
+        return ""
+    kept, used = [], 0
+    for c in text:
+        used += _columns(c)
+        if used > width - 1:
+            break
+        kept.append(c)
+    return "".join(kept) + "…"
+
+
+def display_width(text: str) -> int:
+    """How many terminal columns printable ``text`` takes: a wide or fullwidth character (CJK,
+    most emoji) two, a combining mark none. ``len`` counts characters, and a row of Japanese
+    names padded by it ran past the screen's edge and wrapped."""
+    if text.isascii():  # the common case, at C speed
+        return len(text)
+    return sum(_columns(c) for c in text)
+
+
+def _columns(c: str) -> int:
+    if unicodedata.category(c) in ("Mn", "Me"):
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+
+
+def ljust(text: str, width: int) -> str:
+    """``text`` padded on the right to ``width`` columns (``str.ljust`` counts characters)."""
+    return text + " " * (width - display_width(text))
+
+
+def rjust(text: str, width: int) -> str:
+    """``text`` padded on the left to ``width`` columns."""
+    return " " * (width - display_width(text)) + text
 
 
 # --- drawing ------------------------------------------------------------------------------------

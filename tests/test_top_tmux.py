@@ -1,5 +1,6 @@
 """`sparkwatch top` on a real 80×24 terminal (tmux): the mark follows the query through a
-re-sort, Enter opens the marked query, and a frame as tall as the screen never scrolls it."""
+re-sort, Enter opens the marked query, a frame as tall as the screen never scrolls it, and names
+of wide (Japanese) characters keep to their column."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -19,6 +21,7 @@ from sparkwatch.history.writer import HistoryWriter
 from tests.conftest import unavailable
 from tests.doctor_support import SCENARIOS, events_of, load, recorded
 from tests.support import wait_for
+from tests.test_terminal_width import WIDE, end_of
 
 WIDTH, HEIGHT = 80, 24
 
@@ -53,12 +56,18 @@ class Tmux:
 
 @pytest.fixture()
 def top(sqlite_url: str) -> Iterator[Tmux]:
-    if shutil.which("tmux") is None:
-        unavailable("tmux not installed (apt-get install tmux)")
     migrate.upgrade(sqlite_url)
     load(sqlite_url, SCENARIOS)
     load_copies(sqlite_url, 2)
-    session = Tmux([sys.executable, "-m", "sparkwatch.cli.main", "top", "--url", sqlite_url,
+    with top_on(sqlite_url) as session:
+        yield session
+
+
+@contextmanager
+def top_on(url: str) -> Iterator[Tmux]:
+    if shutil.which("tmux") is None:
+        unavailable("tmux not installed (apt-get install tmux)")
+    session = Tmux([sys.executable, "-m", "sparkwatch.cli.main", "top", "--url", url,
                     "--interval", "0.3", "--sort", "name"])
     try:
         yield session
@@ -66,8 +75,9 @@ def top(sqlite_url: str) -> Iterator[Tmux]:
         session.close()
 
 
-def load_copies(url: str, copies: int) -> None:
-    """The recorded runs again as other apps' queries: more rows than an 80×24 screen holds."""
+def load_copies(url: str, copies: int, prefix: str = "") -> None:
+    """The recorded runs again as other apps' queries (named ``prefix``, the run's name, the
+    copy's number): more rows than an 80×24 screen holds."""
     writer = HistoryWriter(url)
     try:
         for copy in range(copies):
@@ -77,7 +87,7 @@ def load_copies(url: str, copies: int) -> None:
                 for event in data["events"]:
                     payload = json.loads(event["json"])
                     fields = payload.get("progress", payload)  # progress comes wrapped
-                    fields.update(ids, name=f"{name}_{copy}")
+                    fields.update(ids, name=f"{prefix}{name}_{copy}")
                     event["json"] = json.dumps(payload)
                 data["app"]["id"] = f"{data['app']['id']}-copy{copy}"
                 writer.write(events_of(data))
@@ -118,3 +128,17 @@ def test_an_80_by_24_screen_is_redrawn_in_place(top: Tmux) -> None:
         wait_for(lambda seen=seen: top.screen()[0] != seen, 30, "the next refresh")
     assert top.screen()[0].startswith("sparkwatch top")
     assert top.scrolled_lines() == 0
+
+
+def test_wide_names_keep_to_their_column_on_a_real_terminal(sqlite_url: str) -> None:
+    migrate.upgrade(sqlite_url)
+    load_copies(sqlite_url, 1, prefix=WIDE)  # 60 columns of Japanese before each run's name
+    with top_on(sqlite_url) as session:
+        wait_for(lambda: shows(session, "注文"), 30, "the queries of wide names")
+        screen = session.screen()
+    header = next(line for line in screen if "STATUS" in line)
+    rows = [line for line in screen if line.startswith(("> 注文", "  注文"))]
+    assert len(rows) == len(SCENARIOS), screen
+    # Cut to the name column, each status ends where the header's title does: no row ran past
+    # the screen's edge into the next line.
+    assert {end_of(row, "terminated") for row in rows} == {end_of(header, "STATUS")}, screen

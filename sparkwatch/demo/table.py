@@ -18,10 +18,14 @@ from sparkwatch.terminal import (
     DIM,
     RESET,
     clip,
+    display_width,
     fmt_bytes,
     fmt_count,
     fmt_rate,
     fmt_seconds,
+    ljust,
+    printable,
+    rjust,
 )
 
 STATUS_COLORS = {"active": "\x1b[32m", "idle": "\x1b[33m", "failed": "\x1b[31m", "terminated": DIM}
@@ -114,7 +118,7 @@ class Layout:
 def layout(names: Iterable[str], width: int) -> Layout:
     """Give the name column what it needs up to what the width leaves, then drop columns from the
     right until the line fits: a line wider than the terminal wraps and breaks in-place redraw."""
-    longest = max((len(n) for n in names), default=MIN_NAME) + 2
+    longest = max((display_width(printable(n)) for n in names), default=MIN_NAME) + 2
     columns = COLUMNS
     while True:
         room = width - sum(c.width for c in columns)
@@ -127,13 +131,13 @@ def layout(names: Iterable[str], width: int) -> Layout:
 def line(
     lay: Layout, name: str, cells: Sequence[str], colors: Sequence[str] = (), query: bool = True
 ) -> str:
-    parts = [clip(name, lay.name_width - 1).ljust(lay.name_width)]
+    parts = [ljust(clip(name, lay.name_width - 1), lay.name_width)]
     for i, (col, cell) in enumerate(zip(lay.columns, cells, strict=False)):
         text = clip(cell, col.width - 1)
         if query and col.query_left:
-            text = " " + text.ljust(col.width - 1)
+            text = " " + ljust(text, col.width - 1)
         else:
-            text = text.rjust(col.width)
+            text = rjust(text, col.width)
         color = colors[i] if i < len(colors) else ""
         parts.append(f"{color}{text}{RESET}" if color else text)
     return "".join(parts).rstrip()

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sparkwatch.terminal import clip
+from sparkwatch.terminal import clip, display_width, ljust, rjust
 
 MISSING = "-"
 CELL_WIDTH = 200
@@ -18,7 +18,8 @@ column. JSON output keeps every value whole."""
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Columns padded to their widest cell; numbers right-aligned, text left-aligned."""
     cells = [[cell_text(v) for v in row] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    widths = [max([display_width(h), *(display_width(r[i]) for r in cells)])
+              for i, h in enumerate(headers)]
     numeric = [bool(rows) and all(_is_number(r[i]) for r in rows) for i in range(len(headers))]
     lines = [_line(headers, widths, numeric)]
     lines.extend(_line(r, widths, numeric) for r in cells)
@@ -27,7 +28,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def _line(cells: Sequence[str], widths: Sequence[int], numeric: Sequence[bool]) -> str:
     parts = [
-        cell.rjust(width) if right else cell.ljust(width)
+        rjust(cell, width) if right else ljust(cell, width)
         for cell, width, right in zip(cells, widths, numeric, strict=True)
     ]
     return "  ".join(parts).rstrip()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from sparkwatch.terminal import clip, fmt_bytes, fmt_count, fmt_rate, fmt_seconds
+from sparkwatch.terminal import clip, fmt_bytes, fmt_count, fmt_rate, fmt_seconds, ljust, rjust
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 from sparkwatch.top.view import KEYS_HELP, View, selected_index, visible
 
@@ -73,8 +73,8 @@ def _columns(width: int) -> tuple[tuple[str, int], ...]:
 def _row(name: str, cells: Sequence[str], width: int) -> str:
     columns = _columns(width)
     name_width = max(NAME_MIN, width - sum(w for _, w in columns))
-    text = clip(name, name_width - 1).ljust(name_width)
-    text += "".join(clip(c, w - 1).rjust(w) for c, (_, w) in zip(cells, columns, strict=False))
+    text = ljust(clip(name, name_width - 1), name_width)
+    text += "".join(rjust(clip(c, w - 1), w) for c, (_, w) in zip(cells, columns, strict=False))
     return clip(text.rstrip(), width)
 
 
