@@ -86,23 +86,31 @@ AHEAD_SECONDS = 86_400.0
 """How far ahead of the collector's clock an event's own time may be. A run's latest event time
 only grows: one event from years ahead (a driver's clock far off, a made-up time) kept its run
 "running" for good, never stalled nor ended by the run that replaced it."""
+EARLIEST = datetime(2016, 1, 1, tzinfo=UTC).timestamp()
+"""The earliest an event's own time may be: Structured Streaming came with Spark 2.0, in 2016.
+An earlier time is a driver's clock that was never set, or a made-up one (a run ended in 1970)."""
 
 
-def _ahead_of_the_clock(parsed: Item, now: float) -> str | None:
-    """Why an event's own time cannot be taken (more than a day ahead), or None."""
+def _outside_the_clock(parsed: Item, now: float) -> str | None:
+    """Why an event's own time cannot be taken (more than a day ahead, or before any Spark
+    could have sent it), or None."""
     if not isinstance(parsed, ParsedEvent):
         return None  # a plan: its time is when it was read, and it moves no run
     when = parsed.happened_at
-    if when <= now + AHEAD_SECONDS:
+    if EARLIEST <= when <= now + AHEAD_SECONDS:
         return None
     field = ("event.received_at" if isinstance(parsed.event, QueryTerminated)
              else f"{parsed.kind.value}.timestamp")
+    if when < EARLIEST:
+        return (f"{field}: {_iso(when)} is before {_iso(EARLIEST)}, before any Spark streaming "
+                "query: is the driver's clock right?")
     return (f"{field}: {_iso(when)} is more than a day ahead of the collector's clock "
             f"({_iso(now)}): is the driver's clock right?")
 
 
 def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # isoformat: strftime's %Y writes the year 1 as "1", not "0001"
+    return datetime.fromtimestamp(epoch, UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 class Ingestor:
@@ -210,9 +218,9 @@ class Ingestor:
                     f"event.app.name {parsed.app.name!r} is not the app this token pushes for",
                 ))
                 continue
-            ahead = _ahead_of_the_clock(parsed, now)
-            if ahead is not None:
-                outcome.rejected.append(Rejection(index, INVALID, ahead))
+            untimely = _outside_the_clock(parsed, now)
+            if untimely is not None:
+                outcome.rejected.append(Rejection(index, INVALID, untimely))
                 continue
             valid.append((index, parsed, encoded))
         return valid

@@ -159,6 +159,23 @@ def test_an_event_from_more_than_a_day_ahead_is_refused_naming_its_time(
     assert {r["reason"] for r in body["rejected"]} == {"invalid"}
 
 
+def test_an_event_from_before_any_spark_streaming_query_is_refused_naming_its_time(
+        collector: Collector) -> None:
+    """A clock never set, or a made-up time: a run stored as ended in 1970, years before it
+    started."""
+    run = fresh_run(terminated=True)
+    started, progress, ended = run[0], run[1], run[-1]
+    old = {**progress, "payload": {**progress["payload"], "timestamp": "2015-12-31T23:59:59Z"}}
+    body = collector.post([started, old, {**ended, "received_at": 0}]).json()
+    assert body["accepted"] == 1
+    assert {r["index"]: r["error"] for r in body["rejected"]} == {
+        1: "progress.timestamp: 2015-12-31T23:59:59Z is before 2016-01-01T00:00:00Z, before any "
+           "Spark streaming query: is the driver's clock right?",
+        2: "event.received_at: 1970-01-01T00:00:00Z is before 2016-01-01T00:00:00Z, before any "
+           "Spark streaming query: is the driver's clock right?",
+    }
+
+
 def test_an_oversized_body_is_413_before_and_after_gzip(collector: Collector) -> None:
     big = [envelope("idle", {"id": "q", "runId": "r", "timestamp": "2026-11-21T10:00:00.000Z",
                              "pad": "x" * MAX_BODY})]

@@ -113,6 +113,29 @@ def test_replayed_start_and_progress_do_not_reopen_a_terminated_run(history_url:
     assert run["last_event_at"] == utc("2026-11-21T09:35:00.000Z")
 
 
+@pytest.mark.parametrize("separately", [False, True], ids=["one-write", "a-write-each"])
+def test_an_end_stamped_before_the_run_s_events_ends_it_at_its_latest(
+        history_url: str, separately: bool) -> None:
+    """A driver's clock stepping back between a progress (Spark's time) and the end (the
+    listener's), or a made-up time: never a run that ends before it ran."""
+    events = [started(QUERY, RUN, "window_agg", "2026-11-21T09:33:00.000Z"),
+              progress(batch_of(RAW, 7, "2026-11-21T09:33:50.000Z")),
+              terminated(QUERY, RUN, "2026-11-21T09:00:00.000Z")]
+    for write_of in ([[e] for e in events] if separately else [events]):
+        write(history_url, *write_of)
+    [run] = fetch(history_url, "query_runs")
+    assert run["status"] == "terminated"
+    assert run["ended_at"] == run["last_event_at"] == utc("2026-11-21T09:33:50.000Z")
+
+
+def test_a_start_stored_after_the_end_moves_the_end_to_it(history_url: str) -> None:
+    write(history_url, terminated(QUERY, RUN, "2026-11-21T09:35:00.000Z"))
+    write(history_url, started(QUERY, RUN, "window_agg", "2026-11-21T09:36:00.000Z"))
+    [run] = fetch(history_url, "query_runs")
+    assert run["status"] == "terminated"
+    assert run["started_at"] == run["ended_at"] == utc("2026-11-21T09:36:00.000Z")
+
+
 def test_clean_stop_is_terminated_without_error(history_url: str) -> None:
     write(history_url, progress(RAW), terminated(QUERY, RUN, "2026-11-21T09:40:00.000Z"))
     [run] = fetch(history_url, "query_runs")

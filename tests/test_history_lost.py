@@ -150,10 +150,12 @@ def test_a_late_batch_of_a_replaced_run_is_stored_but_does_not_revive_it(db_url:
     write(db_url, started(query_id, second, "orders", ago(10)),
           *batches(query_id, second, {0: 8, 1: 6, 2: 4, 3: 2}))
     assert run_of(db_url, first)["status"] == "lost"
-    # Batch 5 of the first run, stamped before the second run started, arrives only now.
+    # Batch 5 of the first run, stamped before the second run started, arrives only now: the
+    # run is still lost, last seen (its end) at that batch, as a run ends no earlier than its
+    # latest event.
     write(db_url, *batches(query_id, first, {5: 20}))
     assert (run_of(db_url, first)["status"], run_of(db_url, first)["ended_at"]) == (
-        "lost", NOW - timedelta(seconds=22))
+        "lost", NOW - timedelta(seconds=20))
     assert [b["batch_id"] for b in fetch(db_url, "batches", first)] == [0, 1, 2, 3, 4, 5]
     assert (run_of(db_url, second)["status"], run_of(db_url, second)["ended_at"]) == (
         "running", None)

@@ -122,6 +122,11 @@ def merge_run(old: Row, new: Row) -> Row:
         for key in ("ended_at", "exception", "error_class", "status"):
             merged[key] = old[key]
     merged["last_event_at"] = max(old["last_event_at"], new["last_event_at"])
+    # A run ends no earlier than its latest event: a driver's clock stepping back between a
+    # progress and the end (its time is the listener's) or a made-up end would make a negative
+    # run. The writer's upsert does the same against what is stored.
+    if merged["ended_at"] is not None:
+        merged["ended_at"] = max(merged["ended_at"], merged["last_event_at"])
     return merged
 
 

@@ -281,6 +281,10 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
         "last_event_at": sa.case((newer, new.last_event_at), else_=old.last_event_at),
         "batches": old.batches + new.batches,
     }
+    # A run ends no earlier than its latest event (as in rows.merge_run): an end stamped by a
+    # clock that stepped back, or a start arriving after the end, made a negative run.
+    end, latest = values["ended_at"], values["last_event_at"]
+    values["ended_at"] = sa.case((end < latest, latest), else_=end)
     # A run is only ever updated by its own tenant (tenancy.owned leaves the others out first;
     # this holds even against a writer racing it).
     conn.execute(stmt.on_conflict_do_update(index_elements=["run_id"], set_=values,
