@@ -25,6 +25,10 @@ from sparkwatch.redact import redact_url
 
 PAGE = 1000
 """The API's largest page."""
+MAX_PAGES = 1000
+"""The most pages one listing may take (a million items: a fleet's queries are a hundred pages).
+A server that ignores ``offset`` and answers full pages for ever is cut off here, or sooner, at
+its first repeated page."""
 TIMEOUT = 30.0
 LIMIT = 256 << 20
 """The longest answer read: 256 MiB, many times a full page of the API. A server answering
@@ -60,17 +64,32 @@ class Api:
                 f"cannot reach the collector at {where}: {request_failure(exc)}") from None
         try:
             return json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python goes
             raise HistoryUnavailable(f"the collector at {where} answered something other than "
                                      "JSON") from None
 
     def pages(self, path: str, **params: Any) -> list[Any]:
         out: list[Any] = []
-        while True:
+        previous: Any = None
+        for _ in range(MAX_PAGES):
             page = self.get(path, limit=PAGE, offset=len(out), **params)
+            if not isinstance(page, list):
+                raise NotTheReadApi(f"{path} answered no list")
+            if page and page == previous:
+                raise NotTheReadApi(f"{path} answered the same page at offset {len(out)}")
             out.extend(page)
             if len(page) < PAGE:
                 return out
+            previous = page
+        raise NotTheReadApi(f"{path} answered more than {MAX_PAGES} full pages")
+
+    def unexpected(self, why: str) -> HistoryUnavailable:
+        return HistoryUnavailable(f"the collector at {redact_url(self._base)} answered what "
+                                  f"its read API never does ({why}): is it a sparkwatch collector?")
+
+
+class NotTheReadApi(Exception):
+    """An answer whose shape is not the read API's."""
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:
@@ -84,11 +103,20 @@ def load_from_collector(
     base_url: str, token: str | None, query: str | None, batches: int
 ) -> list[QueryRecord]:
     api = Api(base_url, token)
-    if query:
-        ids = [api.get(f"/api/v1/queries/{_quote(query)}/runs", limit=1)[0]["query_id"]]
-    else:
-        ids = [q["query_id"] for q in api.pages("/api/v1/queries")]
-    records = [_record(api, query_id, batches) for query_id in ids]
+    try:
+        if query:
+            ids = [api.get(f"/api/v1/queries/{_quote(query)}/runs", limit=1)[0]["query_id"]]
+        else:
+            ids = [q["query_id"] for q in api.pages("/api/v1/queries")]
+        records = [_record(api, query_id, batches) for query_id in ids]
+    except NotTheReadApi as exc:
+        raise api.unexpected(str(exc)) from None
+    except LookupError:
+        raise api.unexpected("an item without a field it always has") from None
+    except (TypeError, AttributeError):
+        raise api.unexpected("a value of another type") from None
+    except ValueError:
+        raise api.unexpected("a time or number that is none") from None
     return [r for r in records if r is not None]
 
 
