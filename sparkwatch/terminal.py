@@ -4,6 +4,7 @@ spaced snapshots to a pipe."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 import threading
@@ -19,7 +20,7 @@ RESET, BOLD, DIM = "\x1b[0m", "\x1b[1m", "\x1b[2m"
 
 
 def fmt_count(n: float | None) -> str:
-    if n is None:
+    if n is None or not math.isfinite(n):
         return "-"
     if abs(n) < 1_000_000:
         return str(int(n))
@@ -30,13 +31,13 @@ def fmt_count(n: float | None) -> str:
 
 
 def fmt_rate(r: float | None) -> str:
-    if r is None:
+    if r is None or not math.isfinite(r):
         return "-"
     return f"{r:.1f}" if r < 10_000 else fmt_count(r)
 
 
 def fmt_bytes(n: float | None) -> str:
-    if n is None or n < 0:
+    if n is None or not 0 <= n < math.inf:  # NaN fails it too
         return "-"
     value, unit = float(n), "B"
     for next_unit in ("KiB", "MiB", "GiB", "TiB"):
@@ -49,8 +50,12 @@ def fmt_bytes(n: float | None) -> str:
 
 
 def fmt_seconds(s: float | None) -> str:
-    if s is None:
+    """A duration in a few characters; None, NaN and infinities (values that come from other
+    servers' expositions) as "-", a negative one (a clock stepped back) signed."""
+    if s is None or not math.isfinite(s):
         return "-"
+    if s < 0:
+        return "-" + fmt_seconds(-s)
     if s < 1:
         return f"{s * 1000:.0f}ms"
     if s < 60:

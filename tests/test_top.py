@@ -4,16 +4,21 @@ pseudo-terminal and --once."""
 
 from __future__ import annotations
 
+import threading
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from bench.local import QuietHandler
 from sparkwatch.cli.main import main
 from sparkwatch.history import migrate
+from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.model.events import AppInfo
+from sparkwatch.terminal import fmt_seconds
 from sparkwatch.top.history_source import read_history
 from sparkwatch.top.metrics_source import read_metrics, snapshot_from_text
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
@@ -257,3 +262,52 @@ def test_a_failed_read_is_shown_without_the_exceptions_text() -> None:
     assert snap.error == "not a valid URL or header"
     refused = read_metrics("http://127.0.0.1:9/metrics", CANARY_TOKEN)
     assert refused.error == "Connection refused"
+
+
+def test_nan_and_infinite_values_show_as_no_value_in_the_frame() -> None:
+    """NaN is a legal exposition value ("unknown"): it and the infinities traced back in top's
+    number formats (int(NaN), inf // 3600)."""
+    text = exposition(["late_data"])
+    lines = text.splitlines()
+    odd = {cat.QUERY_BATCH_ID.name: "NaN", cat.STATE_ROWS.name: "+Inf",
+           cat.QUERY_WATERMARK_LAG.name: "-Inf", cat.QUERY_EVENT_TIME_LAG.name: "NaN"}
+    for i, line in enumerate(lines):
+        name = line.split("{")[0]
+        if name in odd:
+            lines[i] = line.rsplit(" ", 1)[0] + " " + odd[name]
+    snap = snapshot_from_text("\n".join(lines) + "\n", "test", now=100.0)
+    [late] = snap.queries
+    assert (late.batch_id, late.lag_seconds, late.operators[0].rows) == (None, None, None)
+    row = next(r for r in query_rows(frame(snap, View(), 120)) if r[0] == "late_data")
+    assert row[1:5] == ["terminated", "-", row[3], "-"], row
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (float("nan"), "-"), (float("inf"), "-"), (-5.0, "-5.0s"), (-3700.0, "-1h01m"),
+])
+def test_a_duration_that_is_no_number_or_negative_is_shown_as_such(value: float,
+                                                                   shown: str) -> None:
+    assert fmt_seconds(value) == shown
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    (b"\xff\xfe\x00", "bytes that are no UTF-8 text"),
+    (b"{}", "a line that is no sample"),
+])
+def test_an_answer_that_is_no_exposition_is_named_as_such(body: bytes, why: str,
+                                                           capsys) -> None:
+    class Handler(QuietHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.answer(200, body, "text/plain")
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/metrics"
+        assert main(["top", "--metrics", url, "--once"]) == 2
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    # It was "not a valid URL or header" for the one, "ValueError: " for the other.
+    assert capsys.readouterr().err == (f"sparkwatch top: error: cannot read {url}: answered "
+                                       f"something other than a Prometheus exposition ({why})\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import urllib.request
 from collections.abc import Iterable
@@ -14,6 +15,7 @@ from sparkwatch.metrics import catalogue as cat
 from sparkwatch.plan.describe import summary
 from sparkwatch.plan.model import OperatorIdentity, Watermark
 from sparkwatch.redact import redact_url
+from sparkwatch.terminal import printable
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 
 TIMEOUT = 10.0
@@ -65,9 +67,12 @@ def snapshot_from_text(text: str, source: str, now: float | None = None) -> Snap
 
 
 def _samples(text: str) -> Iterable[tuple[str, dict[str, str], float]]:
+    """Every sample with a finite value: NaN (a legal value, "unknown") or an infinity shows as
+    no value, as a series that is not there does."""
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            yield s.name, s.labels, s.value
+            if math.isfinite(s.value):
+                yield s.name, s.labels, s.value
 
 
 def _query(queries: dict[tuple[str, str], TopQuery], labels: dict[str, str]) -> TopQuery:
@@ -145,11 +150,19 @@ def read_metrics(url: str, token: str | None = None) -> Snapshot:
     source = redact_url(url)
     try:
         text = fetch(url, token)
+    except UnicodeDecodeError:
+        return Snapshot(source=source, taken_at=time.time(), error=NOT_AN_EXPOSITION.format(
+            "bytes that are no UTF-8 text"))
     except Exception as exc:  # noqa: BLE001 - show why on screen and keep polling
         # Not the exception's text: it may quote the Authorization header (the token).
         return Snapshot(source=source, taken_at=time.time(), error=request_failure(exc))
     try:
         return snapshot_from_text(text, source)
     except Exception as exc:  # noqa: BLE001 - an exposition top cannot parse; keep polling
+        # The parser's own words where it has some ("Invalid line: ..."), else what it is.
+        why = printable(str(exc).strip())[:200] or "a line that is no sample"
         return Snapshot(source=source, taken_at=time.time(),
-                        error=f"{type(exc).__name__}: {exc}")
+                        error=NOT_AN_EXPOSITION.format(why))
+
+
+NOT_AN_EXPOSITION = "answered something other than a Prometheus exposition ({})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 
@@ -17,7 +18,7 @@ COLUMNS = (
 
 
 def fmt_growth(g: float | None) -> str:
-    if g is None:
+    if g is None or not math.isfinite(g):
         return "-"
     return f"{g:+.1f}" if abs(g) < 10_000 else ("+" if g > 0 else "-") + fmt_count(abs(g))
 
