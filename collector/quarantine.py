@@ -133,7 +133,9 @@ class Quarantine:
                 d = json.loads(line)
                 out.append(Entry(str(d["id"]), _time(d["at"]), str(d["reason"]), d["event"],
                                  str(d.get("tenant") or DEFAULT_TENANT)))
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
+                # RecursionError: a line nested deeper than Python reads (written by hand, not
+                # by a collector, whose events hold 32 levels at most) is no entry either.
                 continue
         return out
 
@@ -185,7 +187,7 @@ def _line_id(line: bytes) -> str | None:
     """The id of one line of the file, or None for a line that is not an entry (torn)."""
     try:  # decoded as entries() decodes, so that every id it lists can be removed
         d = json.loads(line.decode("ascii", errors="replace"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     found = d.get("id") if isinstance(d, dict) else None
     return found if isinstance(found, str) else None

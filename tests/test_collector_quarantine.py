@@ -120,6 +120,25 @@ def test_a_torn_last_line_costs_only_itself(tmp_path: Path) -> None:
     assert listed.returncode == 0 and "1 quarantined event" in listed.stdout
 
 
+def test_a_line_nested_past_python_s_limit_costs_only_itself(tmp_path: Path) -> None:
+    """Written by hand (a collector's events hold 32 levels): its RecursionError traced back in
+    `quarantine list` and `drop`, and failed every later quarantine of the collector."""
+    quarantine = Quarantine(tmp_path)
+    event = {"kind": "idle", "payload": {"id": "q"}}
+    quarantine.add([(event, "refused")])
+    with open(quarantine.path, "a") as f:
+        f.write('{"id": "deep", "at": 1, "reason": "r", "event": ' + "[" * 200_000 + "\n")
+    later = {"kind": "idle", "payload": {"id": "q2"}}
+    assert quarantine.add([(later, "refused")]) == 1
+    assert [e.event for e in quarantine.entries()] == [event, later]
+    listed = _cli("list", "--spool-dir", str(tmp_path))
+    assert listed.returncode == 0 and "2 quarantined events" in listed.stdout, listed.stderr
+    first = quarantine.entries()[0].id
+    dropped = _cli("drop", "--spool-dir", str(tmp_path), first)
+    assert dropped.returncode == 0 and "Traceback" not in dropped.stderr, dropped.stderr
+    assert [e.event for e in quarantine.entries()] == [later]
+
+
 def test_a_quarantined_event_keeps_the_tenant_that_pushed_it(tmp_path: Path) -> None:
     quarantine = Quarantine(tmp_path, 1 << 20)
     quarantine.add([({"kind": "progress", "n": 1}, "refused")], ["alpha"])
