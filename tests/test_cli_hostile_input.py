@@ -5,6 +5,7 @@ traceback or as a silent fall-back to something the user did not ask for."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,33 @@ def test_a_collector_host_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> N
     assert result.stderr.splitlines()[-1] == (
         "sparkwatch collector: error: --host: not a host name or address (expected e.g. "
         "0.0.0.0, 127.0.0.1 or a DNS name)")
+
+
+@pytest.mark.parametrize(("flags", "env", "error"), [
+    (["--host", ""], {}, "--host='': empty: give an address (0.0.0.0 for every interface, "
+     "127.0.0.1 for this machine only) or a host name"),
+    ([], {"SPARKWATCH_COLLECTOR_HOST": ""}, "SPARKWATCH_COLLECTOR_HOST='': empty: give an "
+     "address (0.0.0.0 for every interface, 127.0.0.1 for this machine only) or a host name"),
+    (["--host", "256.1.1.1"], {}, "--host: '256.1.1.1' resolves to no address to listen on"),
+    (["--spool-dir", ""], {}, "--spool-dir='': empty: give a directory"),
+    ([], {"SPARKWATCH_COLLECTOR_SPOOL_DIR": ""},
+     "SPARKWATCH_COLLECTOR_SPOOL_DIR='': empty: give a directory"),
+])
+def test_an_empty_or_unresolvable_collector_host_or_spool_is_a_usage_error(
+        tmp_path: Path, flags: list[str], env: dict[str, str], error: str) -> None:
+    """An empty host listened on every interface, an empty spool directory was the current
+    one, and a host that resolves to nothing failed in uvicorn's log, naming neither."""
+    pytest.importorskip("uvicorn")
+    code = "import sys; from sparkwatch.cli.main import main; sys.exit(main())"
+    defaults = {"--spool-dir": str(tmp_path / "spool"), "--host": "127.0.0.1"}
+    given = [a for name, value in defaults.items() if name not in flags
+             and name.replace("--", "SPARKWATCH_COLLECTOR_").replace("-", "_").upper() not in env
+             for a in (name, value)]
+    result = subprocess.run(
+        [sys.executable, "-c", code, "collector", "--no-auth", "--port", "0",
+         "--history-url", "off", *given, *flags],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**os.environ, **env},
+    )
+    assert (result.returncode, "Traceback" in result.stderr) == (2, False), result.stderr
+    assert result.stderr.splitlines()[-1].startswith(f"sparkwatch collector: error: {error}")
+    assert list(tmp_path.iterdir()) == []  # no spool made anywhere

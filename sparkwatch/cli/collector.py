@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -28,6 +29,7 @@ from sparkwatch.settings.collector import (
 )
 from sparkwatch.settings.options import add_loader_option
 from sparkwatch.spool import SpoolBusy
+from sparkwatch.terminal import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = load_collector_settings(env, flags, args.tokens_file)
         _check_history_url(settings.history_url, *_history_origin(args, env))
+        _check_host(settings.host, _origin(args, "host"))
         service = build_service(settings, _otlp_config(settings.otlp, env))
     except (SettingsError, HistoryUrlError) as exc:
         raise CliError(str(exc)) from None
@@ -91,7 +94,6 @@ def run(args: argparse.Namespace) -> int:
                        "directory of its own)") from None
     except OSError as exc:
         raise CliError(f"cannot open the spool in {exc.filename}: {exc.strerror}") from None
-    _check_host(settings.host, _origin(args, "host"))
     tune_gc()
     log_with_request_ids(LOG_FORMAT)
     reload_tokens_on_sighup(service, args.tokens_file, env_tokens(env))
@@ -129,12 +131,20 @@ def _check_history_url(url: str | None, origin: str, raw: str | None) -> None:
 
 def _check_host(host: str, origin: str) -> None:
     """Refuse a host no resolver takes (bytes that are not UTF-8, a label over 63 characters):
-    the server's bind raised UnicodeError from deep in asyncio, a traceback, once started."""
+    the server's bind raised UnicodeError from deep in asyncio, a traceback, once started; and
+    one that resolves to no address (256.1.1.1, a name no DNS knows), which the server's log
+    told without naming the host or where it was set."""
     try:
         host.encode("idna")
     except UnicodeError:
         raise CliError(f"{origin}: not a host name or address (expected e.g. 0.0.0.0, "
                        "127.0.0.1 or a DNS name)") from None
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:  # socket.gaierror is an OSError
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "no address"
+        raise CliError(f"{origin}: {printable(host)!r} resolves to no address to listen on "
+                       f"({reason})") from None
 
 
 def serve(config: Any) -> None:

@@ -20,6 +20,8 @@ from sparkwatch.settings.parsers import (
     boolean,
     buckets,
     days,
+    directory,
+    listen_host,
     metrics_profile,
     non_negative_float,
     optional_url,
@@ -185,13 +187,13 @@ def parse_tenant_tokens(raw: str) -> tuple[tuple[str, str], ...]:
 
 _S = collector_setting  # the table below, one row per setting
 SETTINGS: tuple[Setting, ...] = (
-    _S("host", str, "address to listen on"),
+    _S("host", listen_host, "address to listen on"),
     _S("port", port, "port to listen on"),
     _S("history_url", optional_url,
        "SQLAlchemy URL of the history (postgresql+psycopg://... in production); 'off' "
        "keeps only /metrics"),
     _S("history_migrate", boolean, "upgrade the history schema on the first write"),
-    _S("spool_dir", Path, "directory of the write-ahead spool (accepted events not yet "
+    _S("spool_dir", directory, "directory of the write-ahead spool (accepted events not yet "
        "in the database); must survive restarts"),
     _S("spool_max_bytes", positive_int,
        "spool bound; when full, ingest answers 503 and clients keep their events"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 OFF_WORDS = {"", "off", "none", "false", "0", "disabled"}
 METRICS_PROFILES = ("default", "full")
@@ -25,6 +26,23 @@ def port(raw: str) -> int:
     if not 0 <= number <= 65535:
         raise ValueError("expected a port number 0-65535")
     return number
+
+
+def listen_host(raw: str) -> str:
+    """An address or name to listen on. '' is refused: the server then listens on every
+    interface, which an empty variable must not decide."""
+    if not raw.strip():
+        raise ValueError("empty: give an address (0.0.0.0 for every interface, 127.0.0.1 for "
+                         "this machine only) or a host name")
+    return raw
+
+
+def directory(raw: str) -> Path:
+    """A directory's path. '' is refused: Path('') is '.', whatever directory the command ran
+    in."""
+    if not raw:
+        raise ValueError("empty: give a directory")
+    return Path(raw)
 
 
 def positive_int(raw: str) -> int:
