@@ -9,7 +9,7 @@ past it. A connection or server failure is never a reason to quarantine: those s
 The quarantine is a JSON-lines file beside the spool (``quarantine.jsonl``), not a table: the
 database may be what refuses the record. Appends are fsynced under an exclusive lock, entries are
 keyed by a digest of the event (a replayed span does not add them twice), and ``sparkwatch
-collector quarantine`` lists, replays (writes to the history, removing what was written) or drops
+quarantine`` lists, replays (writes to the history, removing what was written) or drops
 them.
 """
 

@@ -46,7 +46,7 @@ class SelfMetrics:
                                       "Failed history write attempts (each is retried).")
         self.quarantined = counter(
             "events_quarantined", "Events the history could not store, set aside in the "
-            "quarantine file beside the spool (sparkwatch collector quarantine list).")
+            "quarantine file beside the spool (sparkwatch quarantine list).")
         self.history_up = gauge("history_up", "1 when the last history write succeeded.")
         self.spool_bytes = gauge("spool_bytes", "Bytes in the spool not yet in the history.")
         self.spool_capacity = gauge("spool_capacity_bytes", "Bound of the spool.")
