@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from sparkwatch.collector.auth import AuthError
+from sparkwatch.collector.head import HeadAsGet
 from sparkwatch.collector.reads import Withheld
 from sparkwatch.collector.request_context import RequestContext
 from sparkwatch.collector.routes import apidocs, console, ingest, operations, reads
@@ -62,6 +63,7 @@ def create_app(service: Service) -> FastAPI:
         return error(401, str(exc))
 
     app.add_middleware(RequestContext)
+    app.add_middleware(HeadAsGet)  # outermost: every route, the console's included
     app.include_router(ingest.router(service))
     app.include_router(operations.router(service, scrape_auth(service)))
     if service.reads is not None:

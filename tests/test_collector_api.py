@@ -319,3 +319,23 @@ def test_a_body_with_nan_literals_is_accepted_and_reaches_the_history(
     wait_for(lambda: rows(collector, "select count(*) from batches where run_id = :r "
                           "and input_rows_per_second is null", r=run_id) == 1,
              30, "the NaN-rate batch in the history")
+
+
+def test_every_get_answers_head_with_its_status_and_headers_and_no_body(
+        collector: Collector) -> None:
+    """Load balancers and uptime checks probe with HEAD: /healthz, /readyz, /metrics and the read
+    API answered 405."""
+    run = fresh_run()
+    assert collector.post(run).status_code == 200
+    query = run[0]["payload"]["id"]
+    read = {"Authorization": f"Bearer {READ_TOKEN}"}
+    for path, headers in [("/healthz", {}), ("/readyz", {}), ("/metrics", read),
+                          ("/api/v1/queries", read), (f"/api/v1/queries/{query}/runs", read),
+                          ("/openapi.json", {})]:
+        get = httpx.get(collector.url + path, headers=headers, timeout=30)
+        head = httpx.head(collector.url + path, headers=headers, timeout=30)
+        assert (head.status_code, head.content) == (get.status_code, b""), path
+        assert head.headers["content-type"] == get.headers["content-type"], path
+    # HEAD goes through the GET's auth, and a route without GET answers GET's 405.
+    assert httpx.head(collector.url + "/api/v1/queries", timeout=30).status_code == 401
+    assert httpx.head(collector.ingest_url, timeout=30).status_code == 405
