@@ -209,7 +209,9 @@ def test_once_on_an_unreadable_history_is_an_error_on_stderr(tmp_path, capsys) -
     assert main(["top", "--url", f"sqlite:///{tmp_path}/absent.db", "--once"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
-    assert err.startswith(f"sparkwatch top: error: cannot read sqlite:///{tmp_path}/absent.db: ")
+    assert err == (f"sparkwatch top: error: cannot read sqlite:///{tmp_path}/absent.db: no "
+                   f"history database at {tmp_path}/absent.db (set --url or "
+                   "SPARKWATCH_HISTORY_URL, or create it with `sparkwatch db upgrade`)\n")
 
 
 def test_history_in_a_pseudo_terminal(sqlite_url: str) -> None:

@@ -6,6 +6,7 @@ import time
 
 from sparkwatch.doctor.history_source import load_records
 from sparkwatch.doctor.model import QueryRecord
+from sparkwatch.history.errors import HistoryError
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.views import StatePoint
 from sparkwatch.plan.describe import summary
@@ -18,6 +19,8 @@ def read_history(url: str) -> Snapshot:
         with HistoryReader(url) as reader:
             status = reader.statuses()
         records = load_records(url, batches=2)
+    except HistoryError as exc:  # our own words, the URL redacted: no class name needed
+        return Snapshot(source=redact_url(url), taken_at=time.time(), error=str(exc))
     except Exception as exc:  # noqa: BLE001 - show why on screen and keep polling
         return Snapshot(source=redact_url(url), taken_at=time.time(),
                         error=f"{type(exc).__name__}: {exc}")
