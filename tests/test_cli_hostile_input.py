@@ -148,3 +148,17 @@ def test_an_empty_or_unresolvable_collector_host_or_spool_is_a_usage_error(
     assert (result.returncode, "Traceback" in result.stderr) == (2, False), result.stderr
     assert result.stderr.splitlines()[-1].startswith(f"sparkwatch collector: error: {error}")
     assert list(tmp_path.iterdir()) == []  # no spool made anywhere
+
+
+@pytest.mark.parametrize(("argv", "prefix"), [
+    (["history", "runs", ""], "sparkwatch history runs: error: argument QUERY"),
+    (["history", "state", " "], "sparkwatch history state: error: argument QUERY"),
+    (["history", "operators", "q", "--run", ""], "sparkwatch history operators: error: "
+                                                  "argument --run"),
+    (["doctor", ""], "sparkwatch doctor: error: argument QUERY"),
+])
+def test_an_empty_query_or_run_is_a_usage_error_naming_it(
+        capsys: pytest.CaptureFixture[str], argv: list[str], prefix: str) -> None:
+    """'' is the start of every id: it was 'the start of the ids of more than one query'."""
+    line = _usage_error(capsys, argv)
+    assert line == f"{prefix}: empty: give an id, a name or the start of an id"

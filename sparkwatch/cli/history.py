@@ -104,6 +104,9 @@ def query_text(text: str) -> str:
     Bytes that are not UTF-8 in argv arrive as lone surrogates, which no database driver encodes
     (UnicodeEncodeError); no id or name in the history can hold them.
     """
+    if not text.strip():
+        # '' is the start of every id: it was "the start of the ids of more than one query".
+        raise argparse.ArgumentTypeError("empty: give an id, a name or the start of an id")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
