@@ -146,7 +146,12 @@ class Service:
                 return
             except Exception as exc:  # noqa: BLE001 - the database may be down: retry
                 delay = backoff.failed()
-                log.info("%s failed, retrying in %.0f s: %s", what, delay, one_line(exc))
+                # A warning: the history takes nothing until it succeeds (a database down at the
+                # start, or one that will never do: another file, a newer schema). Each attempt
+                # is a line, at info between the first and every 20th.
+                level = logging.WARNING if backoff.failures % 20 == 1 else logging.INFO
+                log.log(level, "%s failed (attempt %d), retrying in %.0f s: %s", what,
+                        backoff.failures, delay, one_line(exc))
             self._stop.wait(delay)
 
 

@@ -121,3 +121,21 @@ def test_sigkill_with_events_in_the_spool_replays_them_after_restart(
         assert batches(private_url, ids["run_id"]) == n_batches
     finally:
         collector.stop()
+
+
+def test_a_history_that_is_no_database_is_a_warning_and_ingest_goes_on(tmp_path: Path) -> None:
+    """Another file at the history's path (or a newer schema) never takes the schema: each
+    attempt was logged at info, so nothing in a warnings-only log said the history was off."""
+    history = tmp_path / "history.db"
+    history.write_text("not a database\n")
+    collector = Collector(f"sqlite:///{history}", tmp_path / "spool")
+    with running(collector):
+        wait_for(lambda: "schema upgrade failed (attempt 2)" in collector.log_text(), 30,
+                 "two attempts at the schema")
+        attempts = [line for line in collector.log_text().splitlines()
+                    if "history schema upgrade failed" in line]
+        assert " WARNING " in attempts[0] and "(attempt 1)" in attempts[0], attempts
+        assert "file is not a database" in attempts[0]
+        assert " INFO " in attempts[1], attempts
+        assert collector.post(run_events(**fresh_ids())).status_code == 200
+    assert history.read_text() == "not a database\n"
