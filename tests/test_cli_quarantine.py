@@ -253,3 +253,20 @@ def test_a_replayed_entry_naming_another_tenants_run_is_kept_not_counted_replaye
     assert "still refused, kept: left out: names a run or query of another tenant" in out, out
     assert "replayed 0 of 1" in out
     assert quarantine.path.read_bytes() == line
+
+
+def test_replay_into_a_file_that_is_no_database_says_so_once_and_keeps_every_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It printed 'still refused, kept: file is not a database' for each entry, and exit 1."""
+    quarantine = Quarantine(tmp_path)
+    quarantine.add([(event, "refused") for event in run_events()[:2]])
+    held = quarantine.path.read_bytes()
+    history = tmp_path / "history.db"
+    history.write_text("not a database\n")
+    line = _usage_error(capsys, ["quarantine", "replay", "--spool-dir", str(tmp_path),
+                                 "--history-url", f"sqlite:///{history}"])
+    assert line == ("sparkwatch quarantine: error: the history refuses every write (file is not "
+                    "a database): replayed 0 of 2, the rest kept")
+    assert quarantine.path.read_bytes() == held
+    assert history.read_text() == "not a database\n"

@@ -150,7 +150,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_replay(args: argparse.Namespace) -> int:
     quiet_alembic(args)  # before the imports below: Alembic logs its plugins at INFO
     from sparkwatch.collector.history_process import decode_records
-    from sparkwatch.history.errors import HistoryError
+    from sparkwatch.history.errors import HistoryError, is_database_fault
     from sparkwatch.history.tenancy import FOREIGN
     from sparkwatch.history.writer import HistoryWriter
 
@@ -161,6 +161,7 @@ def run_replay(args: argparse.Namespace) -> int:
     _known(entries, args.ids)
     chosen = [e for e in entries if not args.ids or e.id in args.ids]
     written: set[str] = set()
+    fault: str | None = None
     writer = HistoryWriter(url)
     try:
         for entry in chosen:
@@ -173,6 +174,11 @@ def run_replay(args: argparse.Namespace) -> int:
             except HistoryError as exc:
                 raise CliError(str(exc)) from None
             except Exception as exc:  # noqa: BLE001 - the database still refuses this one
+                if is_database_fault(exc):
+                    # Refuses any write (another file, down, read-only): said once, not once
+                    # an entry; what was written before it leaves the quarantine still.
+                    fault = one_line(exc)
+                    break
                 print(printable(f"{entry.id}: still refused, kept: {one_line(exc)}"))
                 continue
             if left_out:  # its run or query is another tenant's: written nowhere, so kept
@@ -183,6 +189,9 @@ def run_replay(args: argparse.Namespace) -> int:
         writer.close()
     with _file_errors(args, "rewrite"):
         quarantine.remove(written)
+    if fault is not None:
+        raise CliError(printable(f"the history refuses every write ({fault}): replayed "
+                                 f"{len(written)} of {len(chosen)}, the rest kept"))
     print(f"replayed {len(written)} of {len(chosen)}")
     return 0 if len(written) == len(chosen) else 1
 
