@@ -59,8 +59,12 @@ def decompress(body: bytes | bytearray, encoding: str | None, limit: int) -> byt
                 if not out.add(inflater.decompress(data, OUT_CHUNK)):
                     if cap == limit:
                         raise too_large(limit, "decompressed request body")
+                    # The last four bytes are the trailer only when nothing follows the stream:
+                    # zeros after it read as "0 bytes", which was all the message said.
                     raise BodyError(400, "Content-Encoding is gzip but the body inflates past "
-                                    f"the size its gzip trailer declares ({declared} bytes)")
+                                    f"the size its last four bytes declare ({declared} bytes): "
+                                    "a gzip trailer that is wrong, or bytes after the gzip "
+                                    "stream; send the body as one gzip member")
                 data = inflater.unconsumed_tail
     except zlib.error as exc:
         raise BodyError(400, f"Content-Encoding is gzip but the body is not valid gzip: {exc}") \

@@ -218,7 +218,10 @@ def test_too_many_queries_for_one_app_is_429_naming_the_limit(collector: Collect
         (b'{"events": {}}', {}, 400, '"events" must be a JSON array'),
         (b"\x1f\x8b\x08garbage", {"Content-Encoding": "gzip"}, 400, "not valid gzip"),
         (LYING_GZIP, {"Content-Encoding": "gzip"}, 400,
-         "past the size its gzip trailer declares (3 bytes)"),
+         "past the size its last four bytes declare (3 bytes): a gzip trailer that is wrong, or "
+         "bytes after the gzip stream; send the body as one gzip member"),
+        (gzip.compress(b'{"events": []}', mtime=0) + bytes(8), {"Content-Encoding": "gzip"}, 400,
+         "(0 bytes): a gzip trailer that is wrong, or bytes after the gzip stream"),
         (gzip.compress(b'{"events": []}' * 50, mtime=0)[:30], {"Content-Encoding": "gzip"}, 400,
          "truncated gzip"),
         (gzip.compress(b'{"events": []}', mtime=0) + b"garbage!", {"Content-Encoding": "gzip"},
