@@ -138,7 +138,12 @@ class Reads:
         order = [t.bucket_start]
         if operator is not None:
             stmt = stmt.where(t.operator_index == operator)
-        return self._range(stmt, t.bucket_start, order, since, until, limit, offset)
+        rows = self._range(stmt, t.bucket_start, order, since, until, limit, offset)
+        if not rows and operator is not None:
+            # An operator the query never had is a 404 naming its operators, as for /state
+            # (which raises UnknownOperator then); it was an empty 200.
+            self.state(query, operator, None, None, 1, 0, tenant)
+        return rows
 
     def stalls(self, open_only: bool, limit: int, offset: int,
                tenant: str | None = None) -> list[dict[str, Any]]:

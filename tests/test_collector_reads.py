@@ -62,6 +62,20 @@ def test_a_query_named_with_a_slash_is_read_by_its_name(sqlite_collector: Collec
     assert runs[0]["name"] == SLASHED
 
 
+def test_an_operator_the_query_never_had_is_a_404_for_rollups_as_for_state(
+        sqlite_collector: Collector) -> None:
+    """Rollups of operator 5 of a one-operator query were an empty 200, state's a 404."""
+    query_id = _named(sqlite_collector, "one-operator")
+    for part in ("state", "rollups"):
+        response = sqlite_collector.get(f"/api/v1/queries/{query_id}/{part}", A_READ,
+                                        operator=5)
+        assert response.status_code == 404, (part, response.text)
+        assert response.json()["detail"].startswith(
+            f"query {query_id} has no state operator 5 (operators: 0 "), part
+        known = sqlite_collector.get(f"/api/v1/queries/{query_id}/{part}", A_READ, operator=0)
+        assert known.status_code == 200, (part, known.text)
+
+
 def test_an_over_long_or_empty_query_name_is_refused_naming_the_parameter_not_echoing_it(
         sqlite_collector: Collector) -> None:
     long_name = "x" * 7000
