@@ -140,6 +140,12 @@ MUTATIONS: list[tuple[str, Callable[[Event], None], str]] = [
      "progress.timestamp: '9999-12-31T23:59:59-01:00' is out of range"),
     ("a batch time in the history's last days", _mutated(["timestamp"], "9999-12-28T00:00:00Z"),
      "progress.timestamp: '9999-12-28T00:00:00Z' is out of range (years 0001 to 9998, in UTC)"),
+    # Read in the parsing process's own zone, it was stored hours apart on two hosts.
+    ("a batch time without a zone", _mutated(["timestamp"], "2026-11-21 10:18:00"),
+     "progress.timestamp: an ISO-8601 timestamp without a zone: '2026-11-21 10:18:00' (Spark "
+     "writes UTC, ending in Z)"),
+    ("an event time without a zone", _mutated(["eventTime", "max"], "2026-11-21T10:18:00.000"),
+     "eventTime.max: an ISO-8601 timestamp without a zone"),
     ("an event time before year 1 in UTC",
      _mutated(["eventTime", "watermark"], "0001-01-01T00:00:00+01:00"),
      "eventTime.watermark: '0001-01-01T00:00:00+01:00' is out of range (years 0001 to 9999"),

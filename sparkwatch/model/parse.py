@@ -70,9 +70,16 @@ def parse_timestamp(value: Any, where: str, end: float = TIME_END) -> float:
     if len(value) > _TIMESTAMP_CHARS:
         raise EventParseError(f"{where}: not an ISO-8601 timestamp ({len(value)} characters)")
     try:
-        epoch = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        # A time without a zone would be read in the local zone of whichever process parses
+        # it (the collector's, the driver's): the same event stored hours apart.
+        zoned = parsed.tzinfo is not None
+        epoch = parsed.timestamp()
     except (ValueError, OverflowError):
         raise EventParseError(f"{where}: not an ISO-8601 timestamp: {value!r}") from None
+    if not zoned:
+        raise EventParseError(f"{where}: an ISO-8601 timestamp without a zone: {value!r} "
+                              "(Spark writes UTC, ending in Z)")
     try:
         return check_time(epoch, where, value, end)
     except ContractViolation as exc:
