@@ -47,6 +47,113 @@ def test_downgrade_needs_a_revision(sqlite_url: str, capsys) -> None:
     assert "--revision" in capsys.readouterr().err
 
 
+def missing_file_urls(tmp_path: Path) -> list[str]:
+    """A missing file, as a path and in SQLite's URI forms (percent-encoded, with an authority)."""
+    return [f"sqlite:///{tmp_path / 'never.db'}",
+            f"sqlite:///file:{tmp_path / 'never.db'}?uri=true",
+            f"sqlite:///file://localhost{tmp_path / 'never%20here.db'}?uri=true&mode=rw"]
+
+
+@pytest.mark.parametrize("revision", ["base", "-1", "0009"])
+def test_downgrade_of_a_missing_sqlite_file_refuses_it_and_creates_nothing(
+    revision: str, tmp_path: Path, capsys
+) -> None:
+    """Was "history schema at base" (exit 0) with a new empty file at the mistyped path, or a
+    revision error that left the file behind all the same."""
+    for url in missing_file_urls(tmp_path):
+        code, out, err = run(capsys, "db", "downgrade", "--revision", revision, "--url", url)
+        assert (code, out) == (2, ""), url
+        assert err.startswith("sparkwatch db: error: no history database at "), err
+        assert "create it with `sparkwatch db upgrade`" in err and err.count("\n") == 1
+        assert list(tmp_path.iterdir()) == [], url
+
+
+def test_current_of_a_missing_sqlite_uri_refuses_it_and_creates_nothing(
+    tmp_path: Path, capsys
+) -> None:
+    """A ``file:`` path was taken for an in-memory database and not checked: SQLite created it."""
+    for url in missing_file_urls(tmp_path):
+        code, _, err = run(capsys, "db", "current", "--url", url)
+        assert code == 2 and "no history database at " in err, url
+        assert list(tmp_path.iterdir()) == [], url
+
+
+def test_upgrade_creates_a_new_history_at_a_uri_path_which_the_others_then_use(
+    tmp_path: Path, capsys
+) -> None:
+    url = f"sqlite:///file:{tmp_path / 'h.db'}?uri=true"
+    assert run(capsys, "db", "upgrade", "--url", url)[0] == 0
+    assert (tmp_path / "h.db").is_file()
+    assert run(capsys, "db", "current", "--url", url)[1] == f"{SCHEMA_REVISION} (head)\n"
+    assert run(capsys, "db", "downgrade", "--revision", "base", "--url", url)[0] == 0
+    assert migrate.current(url) is None
+
+
+AT_IN_PASSWORD = "postgresql://owner-u7:my@pass-9z@db-host-4k.invalid/hist"
+"""'@' in the password, not percent-encoded: SQLAlchemy reads password "my", host
+"pass-9z@db-host-4k.invalid", and the driver's "failed to resolve host" showed it."""
+AT_REFUSED = ("database URL refused: an '@' follows its credentials and would be read as part of "
+              "the host: percent-encode '@' in the password as %40 "
+              "(postgresql://USER:MY%40PASS@HOST/DB)")
+
+
+@pytest.mark.parametrize("action", [("upgrade",), ("downgrade", "--revision", "base"),
+                                    ("current",)])
+def test_an_at_in_the_password_is_refused_without_any_of_the_url(
+    action: tuple[str, ...], capsys, monkeypatch
+) -> None:
+    code, out, err = run(capsys, "db", *action, "--url", AT_IN_PASSWORD)
+    assert (code, out, err) == (2, "", f"sparkwatch db: error: --url: {AT_REFUSED}\n")
+    monkeypatch.setenv("SPARKWATCH_HISTORY_URL", AT_IN_PASSWORD)
+    code, out, err = run(capsys, "db", *action)
+    assert (code, err) == (2, f"sparkwatch db: error: SPARKWATCH_HISTORY_URL: {AT_REFUSED}\n")
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://u:my@pass@h/db",
+    "postgresql://:my@pass@h/db",
+    "postgresql+psycopg://u:my@pass@h:5432/db?sslmode=require",
+    "postgresql://u:p@h:54@32/db",
+    "postgresql://u:a/b@c@h/db",
+    "postgresql://u:my@pass@[::1]:5432/db",
+])
+def test_parse_url_refuses_an_at_after_the_credentials(url: str) -> None:
+    from sparkwatch.history.engine import parse_url
+    from sparkwatch.history.errors import HistoryUrlError
+
+    with pytest.raises(HistoryUrlError) as refused:
+        parse_url(url)
+    assert str(refused.value) == AT_REFUSED
+
+
+@pytest.mark.parametrize(("url", "user", "password", "host"), [
+    ("postgresql://u:my%40pass@h/db", "u", "my@pass", "h"),
+    ("postgresql://user@corp@h/db", "user@corp", None, "h"),  # '@' in a name without password
+    ("postgresql://u@h/db?application_name=a@b", "u", None, "h"),
+    ("sqlite:///dir@x/h.db", None, None, None),
+])
+def test_parse_url_keeps_an_at_that_is_not_after_the_credentials(
+    url: str, user: str | None, password: str | None, host: str | None
+) -> None:
+    from sparkwatch.history.engine import parse_url
+
+    parsed = parse_url(url)
+    assert (parsed.username, parsed.password, parsed.host) == (user, password, host)
+
+
+@pytest.mark.postgres
+def test_a_percent_encoded_at_in_the_password_works_on_postgresql(pg_url: str, capsys) -> None:
+    url = sa.engine.make_url(pg_url)
+    encoded = url.set(password="my@pass").render_as_string(hide_password=False)
+    assert "my%40pass@" in encoded
+    assert run(capsys, "db", "upgrade", "--url", encoded)[0] == 0
+    assert migrate.current(pg_url) == SCHEMA_REVISION
+    raw = encoded.replace("%40", "@")
+    code, _, err = run(capsys, "db", "downgrade", "--revision", "base", "--url", raw)
+    assert (code, err) == (2, f"sparkwatch db: error: --url: {AT_REFUSED}\n")
+    assert migrate.current(pg_url) == SCHEMA_REVISION
+
+
 def test_db_commands_on_postgresql(pg_url: str, capsys) -> None:
     assert run(capsys, "db", "upgrade", "--url", pg_url)[0] == 0
     assert run(capsys, "db", "current", "--url", pg_url)[1] == f"{SCHEMA_REVISION} (head)\n"
@@ -107,6 +214,8 @@ def test_errors_are_one_clear_line(
     argv: list[str], message: str, sqlite_url: str, capsys, monkeypatch
 ) -> None:
     monkeypatch.setenv("SPARKWATCH_HISTORY_URL", sqlite_url)
+    # An empty database: a downgrade refuses a missing file before it reads --revision.
+    Path(sqlite_url.removeprefix("sqlite:///")).touch()
     code, out, err = run(capsys, *argv)
     assert (code, out) == (2, "")
     assert err.startswith("sparkwatch db: error: ")

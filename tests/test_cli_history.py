@@ -179,6 +179,21 @@ def test_database_errors_are_one_clear_line(url_arg: str, message: str, tmp_path
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize("argv", [("history", "queries"), ("history", "runs", "q"),
+                                  ("doctor",), ("top", "--once")])
+@pytest.mark.parametrize("url", ["sqlite:///{tmp}/absent.db",
+                                 "sqlite:///file:{tmp}/absent.db?uri=true",
+                                 "sqlite:///file://localhost{tmp}/absent.db?uri=true&mode=rwc"])
+def test_reading_a_missing_sqlite_file_in_any_url_form_creates_nothing(
+    argv: tuple[str, ...], url: str, tmp_path, capsys
+) -> None:
+    """A ``file:`` URI was taken for an in-memory database and not checked: SQLite created it."""
+    code, out, err = run(capsys, *argv, "--url", url.format(tmp=tmp_path))
+    assert (code, out) == (2, "")
+    assert f"no history database at {tmp_path / 'absent.db'} " in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bad_since_is_a_usage_error(capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["history", "state", "q", "--since", "yesterday"])

@@ -189,10 +189,20 @@ def test_reading_a_database_without_the_schema_asks_to_migrate(sqlite_url: str) 
         history.queries()
 
 
-def test_reading_a_missing_sqlite_file_does_not_create_it(tmp_path) -> None:
+@pytest.mark.parametrize("url", ["sqlite:///{}", "sqlite:///file:{}?uri=true"])
+def test_reading_a_missing_sqlite_file_does_not_create_it(url: str, tmp_path) -> None:
     with pytest.raises(HistoryUnavailable, match="no history database"):
-        HistoryReader(f"sqlite:///{tmp_path / 'absent.db'}")
+        HistoryReader(url.format(tmp_path / "absent.db"))
     assert not (tmp_path / "absent.db").exists()
+
+
+@pytest.mark.parametrize("url", ["sqlite:///file::memory:?uri=true",
+                                 "sqlite:///file::memory:?cache=shared&uri=true"])
+def test_an_in_memory_uri_is_not_a_missing_file(url: str, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with HistoryReader(url) as history, pytest.raises(SchemaNotMigrated):
+        history.queries()
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.postgres

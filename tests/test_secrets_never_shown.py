@@ -60,6 +60,59 @@ def test_cli_commands_name_a_bad_source_without_its_secrets(args: tuple[str, ...
         result.stdout + result.stderr or "?…" in result.stdout + result.stderr
 
 
+AT_USER, AT_HOST = "owner-u7", "127.0.0.1"
+AT_URL = f"postgresql://{AT_USER}:my@{PW}@{DEAD}/hist"
+"""'@' in the password, not percent-encoded: SQLAlchemy read password "my" and host
+"<canary>@127.0.0.1", and the driver's "failed to resolve host" showed the canary (so did the
+collector's repeated "history schema upgrade failed" log lines)."""
+
+
+@pytest.mark.parametrize(("args", "env"), [
+    (("db", "upgrade", "--url", AT_URL), {}),
+    (("db", "downgrade", "--revision", "base", "--url", AT_URL), {}),
+    (("db", "current"), {"SPARKWATCH_HISTORY_URL": AT_URL}),
+    (("history", "queries", "--url", AT_URL), {}),
+    (("doctor", "--url", AT_URL), {}),
+    (("top", "--once"), {"SPARKWATCH_HISTORY_URL": AT_URL}),
+    (("demo", "--history-url", AT_URL), {}),
+    (("collector", "--no-auth", "--spool-dir", "SPOOL", "--history-url", AT_URL), {}),
+    (("collector", "--no-auth", "--spool-dir", "SPOOL"),
+     {"SPARKWATCH_COLLECTOR_HISTORY_URL": AT_URL}),
+    (("quarantine", "replay", "--spool-dir", "SPOOL", "--history-url", AT_URL), {}),
+], ids=lambda v: " ".join(v[:2]) if isinstance(v, tuple) else "env" if v else "flag")
+def test_an_at_in_a_password_is_refused_at_once_showing_no_part_of_the_url(
+    args: tuple[str, ...], env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "spool").mkdir()
+    result = _sparkwatch(*(str(tmp_path / "spool") if a == "SPOOL" else a for a in args), env=env)
+    _assert_not_shown(result)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "percent-encode '@' in the password as %40" in result.stderr
+    assert AT_USER not in result.stderr and AT_HOST not in result.stderr
+    assert "my@" not in result.stderr
+
+
+def test_the_listener_gives_up_an_at_in_a_password_in_one_line_showing_none_of_it(
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    from sparkwatch.listener.attach import _history_sink
+    from sparkwatch.settings import load_listener_settings
+    from tests.test_history_sink import events
+
+    settings = load_listener_settings({"SPARKWATCH_HISTORY_URL": AT_URL})
+    counters = ListenerCounters()
+    with caplog.at_level(logging.INFO, logger="sparkwatch"):
+        sink = _history_sink(settings, counters)
+        for event in events()[:3]:
+            sink(event)
+        wait_for(lambda: counters.dropped.get("history", 0) == 3, 10, "the events dropped")
+        sink.stop(2)
+    refused = [r.getMessage() for r in caplog.records if "%40" in r.getMessage()]
+    assert len(refused) == 1 and "history disabled: database URL refused" in refused[0]
+    assert not [r for r in caplog.records if AT_HOST in r.getMessage()]
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("args", [
     ("-v", "db", "upgrade"), ("-v", "db", "current"), ("-v", "history", "queries"),

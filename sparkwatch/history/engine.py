@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import urllib.parse
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -25,8 +27,23 @@ thread of its own and may wait, and must not fail a write for a read. Readers ke
 5 s: a command in that wait hears Ctrl-C only once SQLite returns."""
 
 
+# What SQLAlchemy's URL grammar reads as the host and port: everything after the credentials (a
+# password ends at its first '@') up to the path or query.
+_AFTER_CREDENTIALS = re.compile(r"[\w+]+://(?:[^:/]*(?::[^@]*)?@)?(?P<host>[^/?]*)")
+AT_IN_HOST = (
+    "database URL refused: an '@' follows its credentials and would be read as part of the "
+    "host: percent-encode '@' in the password as %40 (postgresql://USER:MY%40PASS@HOST/DB)"
+)
+"""Said in place of the URL, which a message cannot show: the host SQLAlchemy would read is the
+tail of the password (``user:my@pass@host`` is password ``my``, host ``pass@host``), and the
+driver's "failed to resolve host" then showed it."""
+
+
 def parse_url(url: str) -> URL:
     """Parse and check a history URL; bare ``postgresql://`` means psycopg 3 (our dependency)."""
+    after = _AFTER_CREDENTIALS.match(url)
+    if after is not None and "@" in after["host"]:
+        raise HistoryUrlError(AT_IN_HOST)
     try:
         parsed = sa.engine.make_url(url)
         parsed.port  # noqa: B018 - a port that is not a number fails here, not deep in a driver
@@ -114,9 +131,31 @@ def _is_pg(url: URL) -> bool:
 
 
 def _check_sqlite_file(url: URL) -> None:
-    database = url.database or ""
-    in_memory = database in ("", ":memory:") or database.startswith("file:")
-    if url.get_backend_name() == "sqlite" and not in_memory and not Path(database).exists():
+    """Refuse a SQLite file that does not exist: SQLite would create it, empty."""
+    path = sqlite_file(url)
+    if path is not None and not Path(path).exists():
         raise HistoryUnavailable(
-            f"no history database at {database}",
+            f"no history database at {path}",
             "set --url or SPARKWATCH_HISTORY_URL, or create it with `sparkwatch db upgrade`")
+
+
+def sqlite_file(url: URL) -> str | None:
+    """The file a SQLite URL opens (as SQLite reads it, a URI's path included:
+    ``sqlite:///file:/tmp/h.db?uri=true``); None for an in-memory database or another backend."""
+    if url.get_backend_name() != "sqlite":
+        return None
+    database = url.database or ""
+    try:
+        uri = sa.util.asbool(url.query.get("uri", False))
+    except ValueError:
+        uri = False  # the driver refuses it when it connects
+    if uri and database.startswith("file:"):
+        # SQLite's URI: file:PATH or file://[localhost]/PATH, percent-encoded, up to a '#'.
+        # SQLAlchemy passes the URL's query on to it (mode=memory among it).
+        if url.query.get("mode") == "memory":
+            return None
+        rest = database.removeprefix("file:").partition("#")[0]
+        if rest.startswith("//"):
+            rest = "/" + rest[2:].partition("/")[2]
+        database = urllib.parse.unquote(rest)
+    return None if database in ("", ":memory:") else database

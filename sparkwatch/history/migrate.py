@@ -83,11 +83,12 @@ def _connection(target: Target, must_exist: bool = False) -> Iterator[sa.Connect
 _IN_PROCESS = threading.Lock()
 
 
-def _run(target: Target, revision: str, alembic_command: Callable[[Config], None]) -> None:
+def _run(target: Target, revision: str, alembic_command: Callable[[Config], None],
+         must_exist: bool = False) -> None:
     if not revision.strip():
         # Alembic fails an empty revision with a bare AssertionError.
         raise BadRevision("no revision given (e.g. head, base, -1 or 0005)")
-    with _IN_PROCESS, _connection(target) as conn:
+    with _IN_PROCESS, _connection(target, must_exist=must_exist) as conn:
         current = _check_not_newer(conn)
         if revision == "head" and current == head():
             # Every history writer upgrades on its first write: at head, that must not take
@@ -132,7 +133,9 @@ def upgrade(url: Target, revision: str = "head") -> None:
 
 
 def downgrade(url: Target, revision: str) -> None:
-    _run(url, revision, lambda config: command.downgrade(config, revision))
+    """Only :func:`upgrade` creates a missing SQLite file: a downgrade of a mistyped path
+    refuses it, as :func:`current` does, instead of leaving an empty file there."""
+    _run(url, revision, lambda config: command.downgrade(config, revision), must_exist=True)
 
 
 def current(url: Target) -> str | None:
