@@ -15,7 +15,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy.schema import CreateIndex
 
 from sparkwatch.history import migrate, partitions
-from sparkwatch.history.errors import MigrationError
+from sparkwatch.history.errors import MigrationError, SchemaNotMigrated
+from sparkwatch.history.revision import check_schema, is_older
 from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE, in_comparison, metadata
 from tests.test_history_support import TABLES, counts, engine_for, load_sample, progress, write
 
@@ -65,6 +66,10 @@ def test_upgrade_downgrade_upgrade_round_trip(history_url: str) -> None:
 
 def test_models_state_the_revision_of_the_newest_migration() -> None:
     assert migrate.head() == SCHEMA_REVISION
+    # Numbered one after another: revision.is_older tells an older schema by its number.
+    known = sorted(migrate.known_revisions())
+    assert known == [f"{n:04d}" for n in range(1, int(SCHEMA_REVISION) + 1)]
+    assert all(is_older(r) for r in known[:-1]) and not is_older(SCHEMA_REVISION)
 
 
 def test_upgrading_twice_changes_nothing(sqlite_url: str) -> None:
@@ -251,6 +256,12 @@ def test_a_newer_database_is_refused_with_the_advice_to_upgrade_sparkwatch(
     with pytest.raises(MigrationError, match=newer):
         migrate.downgrade(sqlite_url, "-1")
     assert migrate.current(sqlite_url) == "0099"
+    # A reader says the same, not "run `sparkwatch db upgrade`", which refuses it.
+    with engine_for(sqlite_url).connect() as conn, pytest.raises(
+            SchemaNotMigrated, match=f"has history schema 0099, newer than this sparkwatch's "
+                                     f"{SCHEMA_REVISION} \\(or not one of ours\\): upgrade "
+                                     "sparkwatch$"):
+        check_schema(conn)
 
 
 @pytest.mark.parametrize(

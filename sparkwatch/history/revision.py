@@ -25,7 +25,18 @@ def check_schema(conn: sa.Connection) -> None:
     where = describe_url(conn.engine.url)
     if revision is None:
         raise SchemaNotMigrated(f"{where} has no sparkwatch history schema: {UPGRADE_HINT}")
+    if is_older(revision):
+        raise SchemaNotMigrated(f"{where} has history schema {revision}, this sparkwatch reads "
+                                f"{SCHEMA_REVISION}: {UPGRADE_HINT}")
+    # `db upgrade` refuses a newer schema: advising it here sent the reader round in circles.
     raise SchemaNotMigrated(
-        f"{where} has history schema {revision}, this sparkwatch reads {SCHEMA_REVISION}: "
-        f"{UPGRADE_HINT} (or upgrade sparkwatch if the database is newer)"
+        f"{where} has history schema {revision}, newer than this sparkwatch's "
+        f"{SCHEMA_REVISION} (or not one of ours): upgrade sparkwatch"
     )
+
+
+def is_older(revision: str) -> bool:
+    """Whether ``revision`` is one this sparkwatch's migrations go past: they are numbered
+    0001, 0002, ... up to :data:`SCHEMA_REVISION` (tests/test_migrations.py holds them to it)."""
+    return len(revision) == len(SCHEMA_REVISION) and revision.isdigit() \
+        and revision < SCHEMA_REVISION
