@@ -8,6 +8,7 @@ so a typo in a values file fails the build instead of silently keeping a default
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -27,7 +28,53 @@ DURATION_KEYS = frozenset({"for", "window", "horizon"})
 # error. A window must also hold two scrapes for rate() to give a value, but the scrape interval
 # is Prometheus' setting, not ours (a 30s window is right at a 10s scrape): runbooks say so.
 MIN_SECONDS = {"window": 0.001, "horizon": 0.001}
-# Numbers a rule multiplies or divides by: 0 would make the rule meaningless.
+
+
+@dataclass(frozen=True, slots=True)
+class NumberRange:
+    """What a numeric key accepts (always finite): from ``least`` (above it when ``above``) up
+    to ``most``, whole numbers only when ``whole``. ``what`` says why, in the error."""
+
+    least: float
+    above: bool = False
+    most: float | None = None
+    whole: bool = False
+    what: str = ""
+
+    def problem(self, value: float) -> str | None:
+        """Why ``value`` does not fit, or None."""
+        if self.whole and value != int(value):
+            return "must be a whole number"
+        low = value < self.least or (self.above and value == self.least)
+        if self.most is not None and (low or value > self.most):
+            return f"must be from {self.least:g} to {self.most:g}{self.what}"
+        if low:
+            return f"must be {'above' if self.above else 'at least'} {self.least:g}{self.what}"
+        return None
+
+
+# Every numeric key of the defaults (tests check that none is missing), by its name under an
+# alert; `per_query` values are trigger intervals in seconds (PER_QUERY_SECONDS). 0 is allowed
+# where the rule still means something (min_rows 0: any state; max_ratio 0: any late row;
+# min_offsets 0: any growing backlog); thresholds in seconds or bytes of 0 or less would fire on
+# every sample. The ratios are factors of a rate (min_ratio) or of the real-time interval
+# (real_time_max_ratio), below 1 the alert fires on healthy queries; max_ratio is a share.
+_SECONDS = NumberRange(0, above=True)
+NUMBER_KEYS: Mapping[str, NumberRange] = {
+    "min_rows": NumberRange(0, whole=True, what=" rows"),
+    "limit_bytes": NumberRange(0, above=True, whole=True, what=" bytes"),
+    "max_seconds": _SECONDS,
+    "max_silence_seconds": _SECONDS,
+    "max_ratio": NumberRange(0, most=1, what=" (a share of the input rows: 0.01 is 1%)"),
+    "min_ratio": NumberRange(1, what=" (input rate over processing rate)"),
+    "real_time_max_ratio": NumberRange(1, what=" (times the real-time batch duration)"),
+    "min_offsets": NumberRange(0, whole=True, what=" offsets"),
+    # Multiplies the trigger interval: 0 would make the rule meaningless.
+    "max_silence_trigger_intervals": NumberRange(0, above=True),
+}
+PER_QUERY_SECONDS = _SECONDS
+# The chart's schema (scripts/sync_chart.py) marks these exclusiveMinimum 0, the other numbers
+# minimum 0; the build checks every number against NUMBER_KEYS.
 POSITIVE_NUMBER_KEYS = frozenset({"max_silence_trigger_intervals"})
 
 # Prometheus' own duration syntax: units from the largest down, each at most once. As a JSON
@@ -157,13 +204,14 @@ def _merge_value(default: Any, value: Any, where: str, dotted: str) -> Any:
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: {dotted} must be a mapping")
         return {**default, **value} if leaf in FREE_MAPS else merge(default, value, where, dotted)
-    if isinstance(default, bool) or isinstance(value, bool):
-        if type(value) is not type(default):
+    # By the default's type: a bool given for a number must say "a number".
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
             raise ConfigError(f"{where}: {dotted} must be true or false")
         return value
     if isinstance(default, int | float):
-        if not isinstance(value, int | float):
-            raise ConfigError(f"{where}: {dotted} must be a number")
+        if not is_number(value):
+            raise ConfigError(f"{where}: {dotted} must be a number, got {_shown(value)}")
         return value
     if not isinstance(value, str):
         raise ConfigError(f"{where}: {dotted} must be a string")
@@ -191,16 +239,44 @@ def _alert(key: str, body: dict[str, Any]) -> AlertConfig:
         raise ConfigError(f"alerts.{key}.severity must be one of {', '.join(SEVERITIES)}")
     for name in sorted(DURATION_KEYS & body.keys()):
         _check_duration(f"alerts.{key}.{name}", str(body[name]), MIN_SECONDS.get(name, 0.0))
-    for name in sorted(POSITIVE_NUMBER_KEYS & body.keys()):
-        if not body[name] > 0:
-            raise ConfigError(f"alerts.{key}.{name} must be above 0")
+    for name in sorted(NUMBER_KEYS.keys() & body.keys()):
+        check_number(f"alerts.{key}.{name}", body[name], NUMBER_KEYS[name])
     for query, seconds in body.get("per_query", {}).items():
-        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
-            raise ConfigError(f"alerts.{key}.per_query.{query} must be a number of seconds")
+        if not is_number(seconds):
+            raise ConfigError(
+                f"alerts.{key}.per_query.{query} must be a number of seconds, got {_shown(seconds)}"
+            )
+        check_number(f"alerts.{key}.per_query.{query}", seconds, PER_QUERY_SECONDS)
     params = {k: v for k, v in body.items() if k not in ("enabled", "severity", "for", "window")}
     return AlertConfig(
         key, bool(body["enabled"]), body["severity"], body["for"], body.get("window"), params
     )
+
+
+def is_number(value: Any) -> bool:
+    """An int or float, not a bool (YAML's true is an int to Python)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_number(dotted: str, value: float, limits: NumberRange) -> None:
+    """``value`` finite and within ``limits``; a one-line ConfigError naming ``dotted``."""
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int too large for a float: PromQL would read it as +Inf
+        finite = False
+    problem = limits.problem(value) if finite else "must be a finite number"
+    if problem:
+        raise ConfigError(f"{dotted} {problem}, got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    """``value`` as the user wrote it in YAML (.nan, .inf, true), short."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_duration(dotted: str, text: str, least: float) -> None:
