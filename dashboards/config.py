@@ -73,9 +73,7 @@ NUMBER_KEYS: Mapping[str, NumberRange] = {
     "max_silence_trigger_intervals": NumberRange(0, above=True),
 }
 PER_QUERY_SECONDS = _SECONDS
-# The chart's schema (scripts/sync_chart.py) marks these exclusiveMinimum 0, the other numbers
-# minimum 0; the build checks every number against NUMBER_KEYS.
-POSITIVE_NUMBER_KEYS = frozenset({"max_silence_trigger_intervals"})
+# The chart's values schema (scripts/sync_chart.py) is made from NUMBER_KEYS too.
 
 # Prometheus' own duration syntax: units from the largest down, each at most once. As a JSON
 # Schema pattern too (Go's RE2 has no look-ahead: the chart's schema adds minLength 1).

@@ -44,12 +44,13 @@ from sparkwatch.dashboards.config import (
     FREE_MAPS,
     LABEL_NAME,
     MIN_SECONDS,
-    POSITIVE_NUMBER_KEYS,
+    NUMBER_KEYS,
     SELECTOR_PATTERN,
     SEVERITIES,
     ZERO_DURATION_PATTERN,
     AlertConfig,
     Config,
+    NumberRange,
     duration_seconds,
     read_yaml,
     to_config,
@@ -272,10 +273,19 @@ def _leaf_schema(name: str, value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
         return {"type": "boolean"}
     if isinstance(value, int | float):
-        if name in POSITIVE_NUMBER_KEYS:
-            return {"type": "number", "exclusiveMinimum": 0}
-        return {"type": "number", "minimum": 0}
+        return _number_schema(NUMBER_KEYS[name])
     return {"type": "string"}
+
+
+def _number_schema(limits: NumberRange) -> dict[str, Any]:
+    """What the build accepts of a number (dashboards/config.py NUMBER_KEYS), as JSON Schema:
+    values Helm takes are the values the rules are built from."""
+    schema: dict[str, Any] = {"type": "integer" if limits.whole else "number"}
+    least = int(limits.least) if limits.least == int(limits.least) else limits.least
+    schema["exclusiveMinimum" if limits.above else "minimum"] = least
+    if limits.most is not None:
+        schema["maximum"] = limits.most
+    return schema
 
 
 def rules_schema() -> dict[str, Any]:

@@ -167,6 +167,11 @@ REFUSED_BY_THE_BUILD: dict[str, dict[str, Any]] = {
     "an empty duration": {"alerts": {"watermark_lag": {"for": ""}}},
     "label name with a dash": {"extra_labels": {"team-name": "x"}},
     "label name with a leading digit": {"extra_labels": {"1team": "x"}},
+    # The numbers, by what each is (NUMBER_KEYS): the schema was "a number of 0 or more".
+    "a share above 1": {"alerts": {"rows_dropped_by_watermark": {"max_ratio": 5}}},
+    "a rate factor below 1": {"alerts": {"processing_slower_than_input": {"min_ratio": 0.5}}},
+    "a lag threshold of zero": {"alerts": {"watermark_lag": {"max_seconds": 0}}},
+    "fractional rows": {"alerts": {"state_unbounded": {"min_rows": 0.5}}},
 }
 
 
@@ -192,6 +197,10 @@ ACCEPTED_BY_BOTH: dict[str, dict[str, Any]] = {
                                                                   "for": "0s"}}},
     "milliseconds": {"alerts": {"state_memory_filling_up": {"horizon": "1500ms"}}},
     "label names": {"extra_labels": {"_team": "x", "Team2": "y"}},
+    "numbers at the ends of their ranges": {"alerts": {
+        "rows_dropped_by_watermark": {"max_ratio": 1},
+        "processing_slower_than_input": {"min_ratio": 1},
+        "state_unbounded": {"min_rows": 0}}},
 }
 
 
