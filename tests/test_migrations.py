@@ -270,6 +270,7 @@ def test_a_newer_database_is_refused_with_the_advice_to_upgrade_sparkwatch(
         ("", "no revision given"),
         ("0005@", "cannot resolve revision '0005@'"),
         ("0042", "Can't locate revision identified by '0042'"),
+        ("0009:0011", "^a range is not a revision: give one"),  # was a MigrationError
     ],
 )
 def test_an_empty_or_unknown_revision_is_a_bad_revision(

@@ -88,6 +88,9 @@ def _run(target: Target, revision: str, alembic_command: Callable[[Config], None
     if not revision.strip():
         # Alembic fails an empty revision with a bare AssertionError.
         raise BadRevision("no revision given (e.g. head, base, -1 or 0005)")
+    if ":" in revision:
+        # Alembic's start:end (for offline SQL): it said only "Range revision not allowed".
+        raise BadRevision("a range is not a revision: give one (e.g. head, base, -1 or 0005)")
     with _IN_PROCESS, _connection(target, must_exist=must_exist) as conn:
         current = _check_not_newer(conn)
         if revision == "head" and current == head():
