@@ -133,16 +133,17 @@ class Reads:
                 tenant: str | None = None) -> list[dict[str, Any]]:
         model = QueryRollup if operator is None else OperatorRollup
         t = model.__table__.c
-        stmt = sa.select(model.__table__).where(
-            t.query_id == self.resolve(query, tenant), t.resolution == resolution)
+        query_id = self.resolve(query, tenant)
+        stmt = sa.select(model.__table__).where(t.query_id == query_id,
+                                                t.resolution == resolution)
         order = [t.bucket_start]
         if operator is not None:
             stmt = stmt.where(t.operator_index == operator)
         rows = self._range(stmt, t.bucket_start, order, since, until, limit, offset)
         if not rows and operator is not None:
-            # An operator the query never had is a 404 naming its operators, as for /state
-            # (which raises UnknownOperator then); it was an empty 200.
-            self.state(query, operator, None, None, 1, 0, tenant)
+            # An operator the query never had is a 404 naming its operators, as /state's is (it
+            # was an empty 200).
+            self._with(lambda r: r.check_operator(query_id, operator))
         return rows
 
     def stalls(self, open_only: bool, limit: int, offset: int,

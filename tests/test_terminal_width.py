@@ -34,7 +34,7 @@ def test_a_wide_character_takes_two_columns_and_a_combining_mark_none() -> None:
     assert ljust("注文", 6) == "注文  " and rjust("注文", 6) == "  注文"
 
 
-@pytest.mark.parametrize("width", range(0, 14))
+@pytest.mark.parametrize("width", range(0, 16))
 def test_clip_cuts_wide_text_to_the_columns_it_is_given(width: int) -> None:
     cut = clip("注文の集計注文", width)
     assert display_width(cut) <= width

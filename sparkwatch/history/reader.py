@@ -137,6 +137,11 @@ class HistoryReader:
         with self._connection() as conn:
             return _resolve(conn, query, self._notes(), tenant)
 
+    def check_operator(self, query_id: str, operator: int) -> None:
+        """:class:`UnknownOperator`, naming the query's operators, unless it has ``operator``."""
+        with self._connection() as conn:
+            _check_operator(conn, query_id, operator)
+
 
 def _in_tenant(tenant: str | None) -> sa.ColumnElement[bool]:
     """The runs of ``tenant`` (every run for None)."""

@@ -22,6 +22,7 @@ TIMEOUT = 10.0
 LIMIT = 1 << 30
 """The longest exposition read: 1 GiB, above the largest a fleet's collector serves (~800 MB for
 3.4 million series, docs/benchmarks.md). A server answering without end is cut off here."""
+NOT_AN_EXPOSITION = "answered something other than a Prometheus exposition ({})"
 
 _QUERY_VALUES = {
     cat.QUERY_BATCH_ID.name: "batch_id",
@@ -164,5 +165,3 @@ def read_metrics(url: str, token: str | None = None) -> Snapshot:
         return Snapshot(source=source, taken_at=time.time(),
                         error=NOT_AN_EXPOSITION.format(why))
 
-
-NOT_AN_EXPOSITION = "answered something other than a Prometheus exposition ({})"
