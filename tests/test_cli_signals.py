@@ -61,8 +61,9 @@ class Command:
     out: Path
     err: Path
 
-    def send(self, sig: signal.Signals) -> None:
-        if sig == signal.SIGINT:
+    def send(self, sig: signal.Signals, *, group: bool = False) -> None:
+        """``group``: to the whole process group, as ``timeout`` or ``kill -- -PGID`` send."""
+        if sig == signal.SIGINT or group:
             os.killpg(self.proc.pid, sig)  # Ctrl-C: the terminal signals the foreground group
         else:
             self.proc.send_signal(sig)
@@ -330,6 +331,28 @@ def test_demo_stopped_by_ctrl_c_and_again_by_sigterm_while_stopping(tmp_path: Pa
     statuses = history_statuses(history)
     assert statuses and "running" not in statuses, statuses
     assert "final state:" in demo.out.read_text()
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_demo_stopped_by_sigterm_to_its_process_group_stops_its_queries_in_order(
+    tmp_path: Path
+) -> None:
+    """``timeout``, ``kill -- -PGID`` and service managers signal the whole group: Spark's JVM
+    got the SIGTERM too and ended at once, every running query was shown failed ("SparkContext
+    was shut down") and the demo's own stop traced back on the dead gateway."""
+    history = tmp_path / "history.db"
+    with sparkwatch(tmp_path, "demo", "--port", str(free_port()),
+                    "--history-url", f"sqlite:///{history}") as demo:
+        wait_for(lambda: "running" in history_statuses(history), 180,
+                 "a demo run recorded as running")
+        demo.send(signal.SIGTERM, group=True)
+        demo.ends_cleanly(signal.SIGTERM, DEMO_EXIT_SECONDS)
+    out = demo.out.read_text()
+    final = out.split("final state:", 1)[-1]
+    assert "final state:" in out and "terminated" in final, out[-3000:]
+    assert "failed" not in final and "SparkContext was shut down" not in out, final
+    assert "running" not in history_statuses(history)
 
 
 # --- state ------------------------------------------------------------------------------------

@@ -45,8 +45,13 @@ def build_session(state_store: str = "rocksdb", app_name: str = "sparkwatch-demo
     # interpreter, the one that has pandas and pyarrow.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    builder = SparkSession.builder.master("local[2]").appName(app_name)
-    for key, value in {**DEMO_CONF, PROVIDER_CONF: STATE_STORES[state_store]}.items():
+    from sparkwatch.jvm import launch_alone
+
+    conf = {**DEMO_CONF, PROVIDER_CONF: STATE_STORES[state_store], "spark.master": "local[2]",
+            "spark.app.name": app_name}
+    launch_alone(conf)
+    builder = SparkSession.builder
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     # The live table owns the terminal; Spark's WARNs (e.g. "falling behind") would tear it.

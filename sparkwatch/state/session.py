@@ -23,8 +23,12 @@ def build_session(master: str = "local[*]") -> SparkSession:
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.master(master).appName("sparkwatch-state")
-    for key, value in STATE_CONF.items():
+    from sparkwatch.jvm import launch_alone
+
+    conf = {**STATE_CONF, "spark.master": master, "spark.app.name": "sparkwatch-state"}
+    launch_alone(conf)
+    builder = SparkSession.builder
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -1,0 +1,31 @@
+"""Start the JVM of the Spark sessions our commands own (the demo's, ``state``'s) in a process
+session of its own, so that a signal to the command's process group reaches the command only.
+
+A SIGTERM sent to a whole group (``timeout``, ``kill -- -PGID``, a service manager stopping the
+group it started) used to reach PySpark's JVM too: it ended at once and took the queries with it,
+the demo's final table showed them failed ("SparkContext was shut down"), and the command's own
+orderly stop then met a dead gateway and traced back. PySpark keeps only Ctrl-C's SIGINT out of
+its JVM. Alone in its session, the JVM hears no signal of the group and is stopped by the command,
+in order; it still never outlives the command: it exits at its stdin's end of file, which comes
+however the command ends, SIGKILL included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def launch_alone(conf: Mapping[str, str]) -> None:
+    """Start PySpark's gateway JVM with ``conf`` in a session of its own, where none runs yet in
+    this process; a session builder started afterwards uses it. ``conf`` is the builder's: what
+    only takes effect at launch (driver memory, JVM options) must be given here. A process that
+    already has a gateway (Spark started before, by the user or a test) keeps it."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return
+        spark_conf = SparkConf().setAll(list(conf.items()))
+        gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+        SparkContext._ensure_initialized(gateway=gateway)
