@@ -110,6 +110,47 @@ def test_a_demo_duration_that_is_no_time_span_is_a_usage_error(
             f"{duration!r}") in capsys.readouterr().err
 
 
+def test_an_empty_demo_checkpoint_dir_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """'' was the current directory: the demo wrote its nine checkpoints wherever it ran."""
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", "--checkpoint-dir", ""])
+    assert exited.value.code == 2
+    assert "argument --checkpoint-dir: empty: give a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, argument", [
+    (["state", ""], "CHECKPOINT"),
+    (["state", "  "], "CHECKPOINT"),
+    (["doctor", "--inspect-state", ""], "--inspect-state"),
+])
+def test_an_empty_checkpoint_location_is_a_usage_error_before_spark_starts(
+    capsys: pytest.CaptureFixture[str], argv: list[str], argument: str,
+) -> None:
+    """Spark was started (seconds) to say it 'can not create a Path from an empty string'."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert (f"argument {argument}: empty: give a checkpoint's directory or URI"
+            in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("below, said", [
+    ("", "exists and is not a directory"),
+    ("x", "cannot make {file}/x: Not a directory"),
+])
+def test_a_demo_checkpoint_dir_that_cannot_be_a_directory_is_refused_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], below: str, said: str,
+) -> None:
+    """A file there failed once Spark and the queries were up, with a traceback."""
+    file = tmp_path / "a-file"
+    file.write_text("")
+    given = file / below if below else file
+    line = _error(capsys, "demo", "--port", "0", "--history-url", "off",
+                  "--checkpoint-dir", str(given))
+    assert line.startswith("sparkwatch demo: error: --checkpoint-dir: "), line
+    assert said.format(file=file) in line, line
+
+
 @pytest.mark.parametrize("command", ["doctor", "top"])
 def test_a_collector_url_holding_a_user_and_password_is_refused_without_the_password(
     capsys: pytest.CaptureFixture[str], command: str,

@@ -30,6 +30,7 @@ from sparkwatch.settings import (
 from sparkwatch.settings.cli import DEMO_HISTORY_URL
 from sparkwatch.settings.listener import BY_NAME as LISTENER
 from sparkwatch.settings.options import add_option, origin
+from sparkwatch.settings.parsers import directory
 
 if TYPE_CHECKING:
     from sparkwatch.demo.runner import DemoOptions
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="state store provider (default rocksdb: it reports RocksDB metrics)")
     parser.add_argument("--rows-per-second", type=_rows_per_second, default=10, metavar="N",
                         help="rows per second of each rate source (default 10)")
-    parser.add_argument("--checkpoint-dir", type=Path, metavar="DIR",
+    parser.add_argument("--checkpoint-dir", type=_directory, metavar="DIR",
                         help="keep checkpoints here, to resume (default: a temporary directory)")
     parser.add_argument("--collector", action="store_true",
                         help="push the events to a local collector (started for the demo on "
@@ -88,6 +89,26 @@ def _rows_per_second(raw: str) -> int:
             f"expected 1-{MAX_ROWS_PER_SECOND} (two cores run eight queries): {raw!r}"
         )
     return int(raw)
+
+
+def _directory(raw: str) -> Path:
+    try:
+        return directory(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def make_checkpoint_dir(path: Path) -> None:
+    """Made (or found) before Spark starts: a file in its place, or a directory that cannot be
+    made or written, failed once the queries started, with a traceback."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CliError(f"--checkpoint-dir: {path} exists and is not a directory") from None
+    except OSError as exc:
+        raise CliError(f"--checkpoint-dir: cannot make {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise CliError(f"--checkpoint-dir: {path} is not writable")
 
 
 def history_url(given: str | None) -> str | None:
@@ -158,6 +179,8 @@ def preflight(args: argparse.Namespace, env: Mapping[str, str]) -> DemoOptions:
     if url is not None:
         named = origin(args.history_url, str(DEMO_HISTORY_URL.flag))
         check_history(durable_history_url(url, named), named)
+    if args.checkpoint_dir is not None:
+        make_checkpoint_dir(args.checkpoint_dir)
     wildcard = settings.metrics_address in ("0.0.0.0", "::", "")  # nosec B104 - a test, no bind
     return DemoOptions(
         port=args.port, history_url=url, state_store=args.state_store,

@@ -14,6 +14,7 @@ from sparkwatch.cli.history import query_text
 from sparkwatch.cli.numbers import MAX_ROWS, int_between
 from sparkwatch.cli.output import print_answer
 from sparkwatch.cli.remote import checked_url, command_token, refuse_unused_token
+from sparkwatch.cli.state import checkpoint_location
 from sparkwatch.settings.cli import TOKEN
 from sparkwatch.settings.options import add_option
 
@@ -39,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--batches", type=int_between(1, MAX_ROWS), default=200, metavar="N",
                         help="newest batches of each query's latest run to examine (default 200)")
     parser.add_argument("--inspect-state", action="append", default=[], metavar="CHECKPOINT",
+                        type=checkpoint_location,
                         help="also read this checkpoint's state (Spark 4.0+): partition skew, hot "
                         "keys, rows behind the watermark, growth in the change feed; repeatable. "
                         "Alone (no QUERY, --url or --collector) it checks only the checkpoints")

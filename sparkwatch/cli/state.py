@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Read a streaming checkpoint's state with Spark's State Data Source "
         "(Spark 4.0+), read-only. Aggregates run in Spark; only the results reach this process.",
     )
-    parser.add_argument("checkpoint", metavar="CHECKPOINT",
+    parser.add_argument("checkpoint", type=checkpoint_location, metavar="CHECKPOINT",
                         help="checkpoint location: a local path or any Hadoop-compatible URI")
     # Spark's operator ids and limit() are 32-bit ints, batch ids 64-bit longs: a number past
     # them came back as a JVM error that named neither the option nor the number's fault.
@@ -46,6 +46,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--changes", type=batch_window, metavar="FROM..TO",
                         help="keys put and removed in batches FROM..TO (needs changelogs)")
     parser.set_defaults(func=run_state)
+
+
+def checkpoint_location(text: str) -> str:
+    """A checkpoint's path or URI, an argparse ``type``: '' was handed to Spark, which started
+    (seconds) to say it "can not create a Path from an empty string"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: give a checkpoint's directory or URI")
+    return text
 
 
 def batch_window(text: str) -> tuple[int, int]:
