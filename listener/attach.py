@@ -39,6 +39,7 @@ from sparkwatch.metrics.exposition import SparkwatchCollector
 from sparkwatch.metrics.state import MetricState
 from sparkwatch.metrics.stats import ListenerCounters, ListenerStats
 from sparkwatch.model.events import AppInfo
+from sparkwatch.model.parse import fitted_app
 from sparkwatch.plan.model import QueryPlan
 from sparkwatch.plan.wire import plan_to_wire
 from sparkwatch.settings import LISTENER_FIELDS, ListenerSettings, load_listener_settings
@@ -429,4 +430,7 @@ def _app_info(spark: Any, settings: ListenerSettings) -> AppInfo:
     app_id = conf("spark.app.id", "")
     if not app_id and not _is_connect(spark):
         app_id = spark.sparkContext.applicationId
-    return AppInfo(name=name, id=app_id or name, spark_version=str(getattr(spark, "version", "")))
+    # Cut as every event's app is: the listener's own series (and OTLP's service.name) carry it
+    # too, and a 100,000-character app name made every scrape megabytes.
+    return fitted_app(AppInfo(name=name, id=app_id or name,
+                              spark_version=str(getattr(spark, "version", ""))))

@@ -123,3 +123,23 @@ def test_detach_returns_within_its_deadline_though_metrics_were_just_scraped(
         wait_for(lambda: not push.worker.is_alive(), 10, "the push thread ended")
     # A server polling every 0.5 s from the scrape on would have needed ~0.4 s more.
     assert detached_in < 0.6 + 0.2, detached_in
+
+
+def test_an_app_name_past_the_name_limit_is_cut_on_the_listeners_own_series(spark: Any) -> None:
+    """Events cut the app name to 256 characters, the listener's own series took it whole: a
+    100,000-character name made every scrape megabytes."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from sparkwatch.model.contract import LIMITS
+
+    att = sparkwatch.attach(spark, metrics_port=0, history_url="off", app_name="A" * 100_000)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{att.metrics_port}/metrics",
+                                    timeout=5) as response:
+            text = response.read().decode()
+    finally:
+        att.detach(5)
+    names = {sample.labels["app_name"] for family in text_string_to_metric_families(text)
+             for sample in family.samples if "app_name" in sample.labels}
+    assert names and all(len(name) <= LIMITS.name_chars for name in names), sorted(map(len, names))
+    assert len(att.app.name) <= LIMITS.name_chars and att.app.name.startswith("AAAA")

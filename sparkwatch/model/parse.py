@@ -484,7 +484,7 @@ def listener_event(
     (:func:`~sparkwatch.model.contract.conform`: a long name is cut, a NaN becomes null)
     rather than refused; what still cannot be read raises :class:`EventParseError`."""
     doc = _loads(kind, raw_json)
-    envelope = Envelope(EventKind(kind), _fitted(app), received_at, _unwrapped(kind, doc))
+    envelope = Envelope(EventKind(kind), fitted_app(app), received_at, _unwrapped(kind, doc))
     normalize_rates(envelope.payload)
     try:
         if not _raw_clean(raw_json):
@@ -538,7 +538,8 @@ def _raw_clean(raw_json: str) -> bool:
     return not (any(marker in raw for marker in _UNSTRICT) or has_long_integer(raw))
 
 
-def _fitted(app: AppInfo) -> AppInfo:
+def fitted_app(app: AppInfo) -> AppInfo:
+    """``app`` cut to what every event of it carries (names and ids become label values)."""
     name, app_id = fit(app.name, LIMITS.name_chars), fit(app.id, LIMITS.id_chars)
     version = fit(app.spark_version, LIMITS.name_chars)
     if (name, app_id, version) == (app.name, app.id, app.spark_version):
