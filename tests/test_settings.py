@@ -62,25 +62,28 @@ def test_unknown_override_lists_the_known_settings() -> None:
 # Durations reach timedelta and the collector's scheduler: inf or 1e308 crashed it at start-up,
 # and --retention-days inf failed the stalls and lost-runs jobs on every run.
 TEN_YEARS_MESSAGE = "expected a positive number, at most 315360000 (ten years in seconds)"
+INTERVAL_MESSAGE = "expected a number of seconds from 0.1 to 315360000 (ten years)"
 NO_AUTH = {"SPARKWATCH_COLLECTOR_NO_AUTH": "true"}
 
 
-@pytest.mark.parametrize(("flags", "env", "named"), [
-    ({"retention_interval_seconds": "inf"}, {}, "--retention-interval-seconds='inf'"),
-    ({"evict_interval_seconds": "inf"}, {}, "--evict-interval-seconds='inf'"),
-    ({"stall_check_seconds": "inf"}, {}, "--stall-check-seconds='inf'"),
-    ({"rollup_interval_seconds": "1e308"}, {}, "--rollup-interval-seconds='1e308'"),
-    ({"stale_seconds": "nan"}, {}, "--stale-seconds='nan'"),
+@pytest.mark.parametrize(("flags", "env", "named", "message"), [
+    ({"retention_interval_seconds": "inf"}, {}, "--retention-interval-seconds='inf'",
+     INTERVAL_MESSAGE),
+    ({"evict_interval_seconds": "inf"}, {}, "--evict-interval-seconds='inf'", INTERVAL_MESSAGE),
+    ({"stall_check_seconds": "inf"}, {}, "--stall-check-seconds='inf'", INTERVAL_MESSAGE),
+    ({"rollup_interval_seconds": "1e308"}, {}, "--rollup-interval-seconds='1e308'",
+     INTERVAL_MESSAGE),
+    ({"stale_seconds": "nan"}, {}, "--stale-seconds='nan'", TEN_YEARS_MESSAGE),
     ({}, {"SPARKWATCH_COLLECTOR_RETENTION_INTERVAL_SECONDS": "inf"},
-     "SPARKWATCH_COLLECTOR_RETENTION_INTERVAL_SECONDS='inf'"),
+     "SPARKWATCH_COLLECTOR_RETENTION_INTERVAL_SECONDS='inf'", INTERVAL_MESSAGE),
     ({}, {"SPARKWATCH_COLLECTOR_ROLLUP_INTERVAL_SECONDS": "1e308"},
-     "SPARKWATCH_COLLECTOR_ROLLUP_INTERVAL_SECONDS='1e308'"),
+     "SPARKWATCH_COLLECTOR_ROLLUP_INTERVAL_SECONDS='1e308'", INTERVAL_MESSAGE),
 ])
 def test_a_collector_float_that_is_not_finite_or_beyond_ten_years_is_refused_naming_it(
-        flags: dict[str, str], env: dict[str, str], named: str) -> None:
+        flags: dict[str, str], env: dict[str, str], named: str, message: str) -> None:
     with pytest.raises(SettingsError) as refused:
         load_collector_settings({**NO_AUTH, **env}, flags)
-    assert str(refused.value) == f"{named}: {TEN_YEARS_MESSAGE}"
+    assert str(refused.value) == f"{named}: {message}"
 
 
 @pytest.mark.parametrize(("flags", "named", "expected"), [
@@ -114,8 +117,9 @@ def test_a_duration_of_ten_years_is_taken_and_one_second_more_is_not() -> None:
     (COLLECTOR_SETTINGS, CollectorSettings()), (LISTENER_SETTINGS, ListenerSettings())])
 def test_every_default_float_written_out_is_taken_by_its_parser(
         table: tuple[Setting, ...], defaults: object) -> None:
-    floats = [s for s in table if s.parse in (parsers.positive_float, parsers.non_negative_float,
-                                              parsers.rate, parsers.days)]
+    floats = [s for s in table if s.parse in (
+        parsers.positive_float, parsers.non_negative_float, parsers.rate, parsers.days,
+        parsers.interval, parsers.interval_or_off)]
     assert len(floats) >= 8  # durations, rate quotas (64 MiB/s), days (a 7-day horizon)
     for setting in floats:
         default = getattr(defaults, setting.name)
@@ -126,8 +130,43 @@ def test_every_default_float_written_out_is_taken_by_its_parser(
 def test_a_listener_interval_that_is_not_finite_is_refused(raw: str) -> None:
     with pytest.raises(SettingsError, match=f"SPARKWATCH_HISTORY_FLUSH_SECONDS='{raw}'"):
         load_listener_settings({"SPARKWATCH_HISTORY_FLUSH_SECONDS": raw}, {})
-    with pytest.raises(SettingsError, match="expected a number >= 0, at most 315360000"):
+    with pytest.raises(SettingsError, match=r"expected 0 \(off\) or a number of seconds from "
+                       r"0.1 to 315360000"):
         load_listener_settings({"SPARKWATCH_LISTENER_BUS_SAMPLE_SECONDS": raw}, {})
+
+
+@pytest.mark.parametrize("name", ["SPARKWATCH_HISTORY_ROLLUP_SECONDS",
+                                  "SPARKWATCH_LISTENER_BUS_SAMPLE_SECONDS"])
+@pytest.mark.parametrize("raw", ["1e-9", "0.0001", "0.09"])
+def test_a_driver_interval_so_short_it_would_keep_a_core_busy_is_refused(
+    name: str, raw: str
+) -> None:
+    """1e-9 s rollups took a whole core of an idle driver, and bus sampling a quarter of one."""
+    with pytest.raises(SettingsError, match=f"{name}='{raw}': expected 0 \\(off\\) or a number "
+                       "of seconds from 0.1"):
+        load_listener_settings({name: raw}, {})
+
+
+def test_a_driver_interval_of_0_is_off_and_of_a_tenth_of_a_second_is_taken() -> None:
+    settings = load_listener_settings({"SPARKWATCH_HISTORY_ROLLUP_SECONDS": "0",
+                                       "SPARKWATCH_LISTENER_BUS_SAMPLE_SECONDS": "0.1"}, {})
+    assert (settings.history_rollup_seconds, settings.listener_bus_sample_seconds) == (0.0, 0.1)
+
+
+@pytest.mark.parametrize("flag", ["--retention-interval-seconds", "--rollup-interval-seconds",
+                                  "--stall-check-seconds", "--evict-interval-seconds"])
+def test_a_collector_job_interval_under_a_tenth_of_a_second_is_refused(flag: str) -> None:
+    with pytest.raises(SettingsError, match=f"{flag}='0.001': expected a number of seconds "
+                       "from 0.1"):
+        load_collector_settings(NO_AUTH, {flag[2:].replace("-", "_"): "0.001"})
+
+
+@pytest.mark.parametrize("raw", ["", "  "])
+def test_an_empty_metrics_address_is_refused_naming_the_setting(raw: str) -> None:
+    """It was taken, and the server then failed to bind ':0' with a warning naming no setting."""
+    with pytest.raises(SettingsError, match="SPARKWATCH_METRICS_ADDRESS=.*: empty: give an "
+                       "address"):
+        load_listener_settings({"SPARKWATCH_METRICS_ADDRESS": raw}, {})
 
 
 @pytest.mark.parametrize(("raw", "taken"), [("7", 7.0), ("0.5", 0.5), ("3650", 3650.0)])
@@ -166,7 +205,7 @@ def test_a_collector_with_inf_as_its_eviction_interval_exits_2_in_one_line(
         capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        f"sparkwatch collector: error: --evict-interval-seconds='inf': {TEN_YEARS_MESSAGE}")
+        f"sparkwatch collector: error: --evict-interval-seconds='inf': {INTERVAL_MESSAGE}")
 
 
 @pytest.mark.parametrize(("given", "expected"), [

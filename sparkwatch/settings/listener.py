@@ -14,8 +14,9 @@ from typing import Any
 from sparkwatch.settings.parsers import (
     boolean,
     buckets,
+    interval_or_off,
+    listen_host,
     metrics_profile,
-    non_negative_float,
     optional_url,
     port,
     positive_float,
@@ -91,7 +92,8 @@ LISTENER_FIELDS: tuple[Setting, ...] = (
     ),
     _field("metrics_enabled", "metrics.enabled", boolean,
            "Serve Prometheus /metrics in the driver."),
-    _field("metrics_address", "metrics.address", str, "Address the /metrics endpoint binds."),
+    _field("metrics_address", "metrics.address", listen_host,
+           "Address the /metrics endpoint binds."),
     _field("metrics_port", "metrics.port", port, "Port of /metrics (0 picks a free port)."),
     _field(
         "metrics_port_fallback",
@@ -164,7 +166,7 @@ LISTENER_FIELDS: tuple[Setting, ...] = (
     _field(
         "history_rollup_seconds",
         "history.rollupSeconds",
-        non_negative_float,
+        interval_or_off,
         "How often the history writer recomputes the recent minute/hour rollups the History "
         "dashboard reads (once per interval across drivers and collectors); 0 turns it off.",
     ),
@@ -246,9 +248,10 @@ LISTENER_FIELDS: tuple[Setting, ...] = (
     _field(
         "listener_bus_sample_seconds",
         "listenerBus.sampleSeconds",
-        non_negative_float,
+        interval_or_off,
         "How often Spark's listener bus (events dropped per queue, queue sizes) is sampled for "
-        "the spark_streaming_listener_bus_* series (classic mode); 0 turns it off.",
+        "the spark_streaming_listener_bus_* series (classic mode); 0 turns it off, else at least "
+        "0.1 s.",
     ),
     _field(
         "otlp",

@@ -79,6 +79,31 @@ def non_negative_float(raw: str) -> float:
     return value
 
 
+MIN_INTERVAL = 0.1
+"""The shortest interval :func:`interval` and :func:`interval_or_off` take: a job or sampler
+run every few microseconds kept a core busy (1e-9 s: a whole core in an idle driver)."""
+
+
+def interval(raw: str) -> float:
+    """How often something periodic runs: at least :data:`MIN_INTERVAL` seconds."""
+    value = float(raw)
+    if not MIN_INTERVAL <= value <= MAX_SECONDS:
+        raise ValueError(f"expected a number of seconds from {MIN_INTERVAL:g} to "
+                         f"{MAX_SECONDS:.0f} (ten years)")
+    return value
+
+
+def interval_or_off(raw: str) -> float:
+    """:func:`interval`, or 0 for off."""
+    value = float(raw)
+    if value == 0:
+        return value
+    if not MIN_INTERVAL <= value <= MAX_SECONDS:
+        raise ValueError(f"expected 0 (off) or a number of seconds from {MIN_INTERVAL:g} to "
+                         f"{MAX_SECONDS:.0f} (ten years)")
+    return value
+
+
 MAX_RATE = 1e15
 """The largest per-second quota :func:`rate` takes: far past any collector, yet finite."""
 
