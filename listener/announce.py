@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
+from sparkwatch.httpopen import url_host
 from sparkwatch.redact import redact_url
 
 
@@ -34,8 +35,9 @@ def attach_line(d: Destinations) -> str:
         metrics = "metrics off"
     else:
         # 0.0.0.0 binds every interface; localhost is what a user on the driver can curl.
-        wildcard = d.metrics_address in ("0.0.0.0", "::", "")  # nosec B104 - a test, no bind
-        host = "localhost" if wildcard else d.metrics_address
+        address = d.metrics_address or ""
+        wildcard = address in ("0.0.0.0", "::", "")  # nosec B104 - a test, no bind
+        host = "localhost" if wildcard else url_host(address)
         metrics = f"metrics http://{host}:{d.metrics_port}/metrics"
     history = f"history {redact_url(d.history_url)}" if d.history_url else "history off"
     push = f"push {redact_url(d.push_url)}" if d.push_url else "push off"

@@ -28,6 +28,11 @@ from typing import Any
 SCHEMES = ("http", "https")
 
 
+def url_host(host: str) -> str:
+    """``host`` as a URL writes it: an IPv6 address in brackets (``http://::1:9750/`` is no URL)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 class NotHttpError(ValueError):
     """A URL whose scheme is not http or https (the scheme named, never the URL)."""
 

@@ -61,6 +61,14 @@ def test_a_specific_bind_address_is_shown_and_no_server_says_off() -> None:
     assert off.endswith("metrics off, history off, push off")
 
 
+@pytest.mark.parametrize("address, shown", [("::1", "[::1]"), ("fd00::7", "[fd00::7]"),
+                                             ("10.0.0.7", "10.0.0.7")])
+def test_an_ipv6_bind_address_is_shown_in_brackets_as_a_url_needs(address: str, shown: str) -> None:
+    """``http://::1:9800/metrics`` was printed: no browser or curl takes it."""
+    line = attach_line(destinations(metrics_address=address, metrics_port=9800))
+    assert f"metrics http://{shown}:9800/metrics," in line
+
+
 def test_the_stop_line_counts_received_and_dropped_and_spark_s_own_drops() -> None:
     assert stop_line("app-1", 120, 0) == (
         "sparkwatch stopped for app-1: 120 events received, 0 dropped"

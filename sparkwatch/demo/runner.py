@@ -19,6 +19,7 @@ from sparkwatch.demo.stopping import stop_all
 from sparkwatch.demo.supervisor import Supervisor
 from sparkwatch.demo.table import render
 from sparkwatch.demo.waiting import wait_until
+from sparkwatch.httpopen import url_host
 from sparkwatch.summary import one_line
 from sparkwatch.terminal import Screen, clip, fmt_seconds, run_live
 
@@ -105,12 +106,12 @@ def header(opts: DemoOptions, att: Attachment, progress: Progress, reporting: in
 def console_url(opts: DemoOptions, att: Attachment) -> str:
     """The browser console, served beside /metrics (sparkwatch/console)."""
     port = att.metrics_port
-    return f"http://{opts.metrics_host}:{port}/" if port else "off"
+    return f"http://{url_host(opts.metrics_host)}:{port}/" if port else "off"
 
 
 def metrics_url(opts: DemoOptions, att: Attachment) -> str:
     port = att.metrics_port
-    return f"http://{opts.metrics_host}:{port}/metrics" if port else "off"
+    return f"http://{url_host(opts.metrics_host)}:{port}/metrics" if port else "off"
 
 
 def history_text(url: str | None) -> str:
