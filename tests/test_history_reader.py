@@ -261,3 +261,30 @@ def test_the_collectors_long_lived_reads_keep_no_note_of_the_names_they_resolve(
         assert reader.notes == []
     finally:
         reads.close()
+
+
+def test_a_query_named_past_the_name_limit_is_found_by_the_name_it_was_given(
+    history_url: str,
+) -> None:
+    """The history keeps a name cut to 256 characters, as every event carries it: the name as
+    given in Spark found nothing, and past 50,000 characters SQLite refused the id-prefix LIKE
+    ('LIKE or GLOB pattern too complex')."""
+    from sparkwatch.model.contract import LIMITS
+    from sparkwatch.model.events import AppInfo, EventKind
+    from sparkwatch.model.parse import listener_event
+
+    migrate.upgrade(history_url)
+    app = AppInfo("app", "app-1", "4.3.0")
+    names = {"C" * 300 + "A": "c0000000-0000-4000-8000-00000000000c",
+             "M" * 99_999 + "é": "e0000000-0000-4000-8000-00000000000e"}
+    write(history_url, *(listener_event(EventKind.STARTED, json.dumps(
+        {"id": query_id, "runId": query_id, "name": name, "timestamp": "2026-11-21T08:00:00Z"}),
+        app, 1_795_000_000.0) for name, query_id in names.items()))
+    with HistoryReader(history_url) as history:
+        for name, query_id in names.items():
+            assert history.resolve_query(name) == query_id
+            [run] = history.runs(name)
+            assert len(run.name) == LIMITS.name_chars and name.startswith(run.name[:-1])
+        with pytest.raises(UnknownQuery) as refused:
+            history.runs("Z" * 100_000)
+    assert len(refused.value.message) < 300, len(refused.value.message)

@@ -20,6 +20,7 @@ from sparkwatch.history.revision import check_schema
 from sparkwatch.history.schema import Batch, OperatorBatch, OperatorPlan, QueryRun, RunTrigger
 from sparkwatch.history.series import operator_indexes
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
+from sparkwatch.model.contract import LIMITS, fit
 from sparkwatch.plan.codec import identity_from_dict
 from sparkwatch.plan.model import QueryPlan, Source
 
@@ -153,30 +154,39 @@ def _resolve(conn: sa.Connection, query: str, notes: list[str] | None,
              tenant: str | None = None) -> str:
     runs = QueryRun.__table__.c
     mine = _in_tenant(tenant)
-    if conn.execute(sa.select(runs.query_id).where(runs.query_id == query, mine).limit(1)).first():
+    if len(query) <= LIMITS.id_chars and conn.execute(
+            sa.select(runs.query_id).where(runs.query_id == query, mine).limit(1)).first():
         return query
-    by_name = _latest_first(conn, sa.and_(runs.name == query, mine))
+    # A name is stored as the contract fits it (cut to name_chars): the name the query was given
+    # in Spark finds it however long it was.
+    name = fit(query, LIMITS.name_chars)
+    by_name = _latest_first(conn, sa.and_(runs.name == name, mine))
     if len(by_name) > 1 and notes is not None:
         # A name reused by a later run of the app (a second demo, a redeploy with a new
         # checkpoint) is a new query id: the user means the latest one.
         others = ", ".join(by_name[1:])
-        notes.append(f"name {query!r} matches {len(by_name)} queries; showing the most recently "
+        notes.append(f"name {name!r} matches {len(by_name)} queries; showing the most recently "
                      f"active, {by_name[0]} (others: {others}; pass an id to choose)")
     if by_name:
         return by_name[0]
-    escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    by_prefix = _distinct_ids(conn, sa.and_(runs.query_id.like(escaped + "%", escape="\\"),
-                                            mine))
+    where = describe_url(conn.engine.url)
+    # No id is longer than id_chars; and SQLite refuses a LIKE pattern past 50,000 bytes.
+    by_prefix = _ids_starting(conn, query, mine) if len(query) <= LIMITS.id_chars else []
     if len(by_prefix) == 1:
         return by_prefix[0]
-    where = describe_url(conn.engine.url)
     if by_prefix:  # "no query" would send the user looking for one that is there, twice
         more = ", ..." if len(by_prefix) > _SHOWN_MATCHES else ""
         shown = ", ".join(by_prefix[:_SHOWN_MATCHES]) + more
         raise UnknownQuery(f"{query!r} is the start of the ids of more than one query "
                            f"({shown})", where, "give more of the id, or the name")
-    raise UnknownQuery(f"no query with id or name {query!r}", where,
+    raise UnknownQuery(f"no query with id or name {name!r}", where,
                        "see `sparkwatch history queries`")
+
+
+def _ids_starting(conn: sa.Connection, prefix: str, mine: sa.ColumnElement[bool]) -> list[str]:
+    runs = QueryRun.__table__.c
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return _distinct_ids(conn, sa.and_(runs.query_id.like(escaped + "%", escape="\\"), mine))
 
 
 _SHOWN_MATCHES = 3
