@@ -2,6 +2,11 @@
 
 When the database is slow or down the batch being written is retried with exponential backoff and
 jitter while new events wait in a bounded queue; past its capacity they are dropped and counted.
+A failed attempt is logged when it is the first of an outage, every 20th, or when its message is
+not the previous attempt's (the database went from refusing connections to missing its schema).
+The writer starts each attempt after a failure afresh (new connections, the schema checked and,
+when it may migrate, created again), so a database replaced meanwhile takes the batch held for
+retry and everything queued behind it once it is back.
 When the database refuses the data itself (a value it cannot store), the batch is written again
 event by event and the events it still refuses are dropped, counted and logged: retrying them
 would hold up every event after them for good.
@@ -71,6 +76,8 @@ class HistorySink:
         self._batch_size = batch_size
         self._flush_seconds = flush_seconds
         self._backoff = Backoff(*backoff)
+        self._last_failure: str | None = None
+        """The message of the last failed attempt of the outage in progress (None: none)."""
         self._queue: BoundedQueue[ParsedEvent | None] = BoundedQueue(capacity)
         # Runs written as started or progressing and not yet as terminated: at a stop they are
         # ended as lost, as nothing will write their end (see sparkwatch.history.lost).
@@ -174,6 +181,7 @@ class HistorySink:
             try:
                 self._writer.write(events)
                 self._track_runs(events)
+                self._last_failure = None
                 if failures := self._backoff.succeeded():
                     log.info(
                         "sparkwatch: history writes resumed after %d failed attempts", failures
@@ -193,10 +201,12 @@ class HistorySink:
                     return
                 wait = self._backoff.failed()
                 self._counters.count_delivery_failure(self.QUEUE)
-                if self._backoff.loud:
-                    # One line: SQLAlchemy's message carries the whole statement and its rows.
+                # One line: SQLAlchemy's message carries the whole statement and its rows.
+                message = one_line(exc)
+                changed, self._last_failure = message != self._last_failure, message
+                if self._backoff.loud or changed:
                     log.warning("sparkwatch: history write failed (attempt %d): %s",
-                                self._backoff.failures, one_line(exc))
+                                self._backoff.failures, message)
             if self.worker.wait(wait, self._abort):
                 self._counters.count_dropped(self.QUEUE, len(events))
                 return

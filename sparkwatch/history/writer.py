@@ -11,7 +11,8 @@ import logging
 import os
 import socket
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +22,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sparkwatch.history import counts, lost, migrate, partitions, rollups, tenancy
 from sparkwatch.history.copy import copy_statements, is_duplicate, supports_copy
 from sparkwatch.history.copyrows import copy_rows
-from sparkwatch.history.engine import SQLITE_WRITER_BUSY_SECONDS, create_engine
+from sparkwatch.history.engine import SQLITE_WRITER_BUSY_SECONDS, create_engine, describe_url
+from sparkwatch.history.errors import (
+    UPGRADE_HINT,
+    HistoryUrlError,
+    SchemaNotMigrated,
+    is_data_error,
+)
 from sparkwatch.history.rows import Row, plan_rows, rows_for, run_rows, trigger_rows
 from sparkwatch.history.schema import (
     LOST,
@@ -45,7 +52,11 @@ class HistoryWriter:
     """Writes events to the SQL history at ``url``.
 
     Nothing touches the database before the first :meth:`write`; with ``migrate`` that write first
-    upgrades the schema to head (once per writer). Not thread-safe: one writer thread owns it.
+    upgrades the schema to head (once per writer). Any failure but one of the data starts the next
+    attempt afresh (:meth:`_start_afresh`): new connections, and the schema upgraded again (with
+    ``migrate``) or checked to exist (without), so that a database replaced while the writer runs
+    (dropped and recreated empty, a SQLite file moved away) is written again once it is back, or
+    said to need its schema. Not thread-safe: one writer thread owns it.
     """
 
     def __init__(self, url: str, migrate: bool = True,
@@ -55,6 +66,9 @@ class HistoryWriter:
         self._lost_after_seconds = lost_after_seconds
         self._engine: sa.Engine | None = None
         self._migrated = False
+        """With ``migrate``: the schema was upgraded to head on this engine."""
+        self._check_schema = False
+        """Without ``migrate``: look for the schema before the next write (after a failure)."""
         self._partitions_until: datetime | None = None
         """The last day this writer made sure has its partitions (PostgreSQL, migration 0010)."""
         self._copy: bool | None = None
@@ -75,6 +89,10 @@ class HistoryWriter:
         """
         if not events:
             return []
+        with self._afresh_after_failure():
+            return self._write(events, tenants)
+
+    def _write(self, events: Sequence[ParsedEvent], tenants: Sequence[str] | None) -> list[int]:
         engine = self._ready_engine()
         with engine.connect() as conn:
             events, run_tenants, foreign = tenancy.owned(
@@ -175,6 +193,11 @@ class HistoryWriter:
         Returns the indexes (in ``plans``) of those left out (:data:`.tenancy.FOREIGN_PLAN`)."""
         if not plans:
             return []
+        with self._afresh_after_failure():
+            return self._write_plans(plans, tenants)
+
+    def _write_plans(self, plans: Sequence[QueryPlan], tenants: Sequence[str] | None
+                     ) -> list[int]:
         engine = self._ready_engine()
         foreign: list[int] = []
         if tenants is not None:
@@ -193,9 +216,9 @@ class HistoryWriter:
         """Recompute the recent rollups (:mod:`sparkwatch.history.rollups`) and end the runs
         silent too long (:mod:`.lost`), unless a collector or another driver did for this slot;
         nothing before this writer's first write."""
-        if self._engine is None or not self._migrated and self._migrate:
+        if self._engine is None or self._check_schema or not self._migrated and self._migrate:
             return False
-        with self._engine.begin() as conn:
+        with self._afresh_after_failure(), self._engine.begin() as conn:
             if not rollups.recompute_once_per_slot(conn, now, interval_seconds, self._replica):
                 return False
             lost.end_silent(conn, now, self._lost_after_seconds)
@@ -205,7 +228,7 @@ class HistoryWriter:
         """End as lost the runs of ``run_ids`` still running (:func:`.lost.end_abandoned`)."""
         if not run_ids:
             return 0
-        with self._ready_engine().begin() as conn:
+        with self._afresh_after_failure(), self._ready_engine().begin() as conn:
             return lost.end_abandoned(conn, run_ids)
 
     def close(self) -> None:
@@ -220,7 +243,50 @@ class HistoryWriter:
             migrate.upgrade(self._engine)
             self._migrated = True
             log.info("history schema at %s", migrate.head())
+        elif not self._migrate and self._check_schema:
+            self._check_has_schema(self._engine)
+        self._check_schema = False
         return self._engine
+
+    def _check_has_schema(self, engine: sa.Engine) -> None:
+        """Without ``migrate``, after a failure: raise :class:`SchemaNotMigrated` when the
+        history has none of its tables (a database recreated empty, a new SQLite file), which
+        this writer may not create: the message says what to run, where the INSERTs would only
+        say a table is missing, on every attempt. A schema of another revision is not checked
+        here (a write it cannot take fails as it did)."""
+        with engine.connect() as conn:
+            found = sa.inspect(conn).has_table(QueryRun.__tablename__)
+        if not found:
+            raise SchemaNotMigrated(
+                f"{describe_url(engine.url)} has no sparkwatch history schema, and this writer "
+                f"does not migrate (history migrate is off): {UPGRADE_HINT} against it")
+
+    @contextmanager
+    def _afresh_after_failure(self) -> Iterator[None]:
+        """Start the next attempt afresh when this one fails for another reason than its data
+        (a data error is the events', and the same connection takes the others)."""
+        try:
+            yield
+        except Exception as exc:
+            if not isinstance(exc, HistoryUrlError) and not is_data_error(exc):
+                self._start_afresh()
+            raise
+
+    def _start_afresh(self) -> None:
+        """Forget the engine and what was checked on it: the next attempt opens new connections
+        (SQLite opens its path again, where a new file may stand) and checks the schema again
+        (and creates it, with ``migrate``), as the database may have been replaced. Its
+        partitions too are made sure of again."""
+        engine, self._engine = self._engine, None
+        self._migrated = False
+        self._check_schema = True
+        self._partitions_until = None
+        if engine is None:
+            return
+        try:
+            engine.dispose()
+        except Exception as exc:  # noqa: BLE001 - closing a connection already lost
+            log.debug("history engine disposed with an error: %s", exc)
 
 
 def _insert(conn: sa.Connection, model: type[Any]) -> Any:
