@@ -1,0 +1,177 @@
+"""The driver's /metrics and console port as a hostile client sees it, with real sockets: it runs
+inside the monitored app, so a silent or trickling client is closed at the request deadline,
+connections past the cap are answered 503 without a thread each, stopping the server closes every
+connection it holds, and HEAD is answered as GET without the body."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry, Gauge
+
+from sparkwatch.console.app import Console
+from sparkwatch.listener.exporter import MetricsServer, serve_metrics
+from sparkwatch.metrics.state import MetricState
+from tests.support import wait_for
+
+DEADLINE = 0.5
+"""The request deadline the tests give the server (the real one is 10 s)."""
+
+SILENT = b"GET /metrics HTTP/1.1\r\nX-a: "
+"""A request that never ends: the head of a slow-loris client."""
+
+
+def _serve(request_timeout: float = DEADLINE, max_connections: int = 64) -> MetricsServer:
+    registry = CollectorRegistry()
+    Gauge("limits_test_gauge", "a gauge", registry=registry).set(7)
+    console = Console(None, lambda _tenant: [MetricState()])
+    return serve_metrics(registry, "127.0.0.1", 0, console, request_timeout=request_timeout,
+                         max_connections=max_connections)
+
+
+@pytest.fixture()
+def server() -> Iterator[MetricsServer]:
+    s = _serve()
+    yield s
+    s.stop()
+
+
+def _connect(server: MetricsServer) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.port), timeout=5)
+
+
+def _exchange(server: MetricsServer, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-case names) and body of one request, read to the server's close."""
+    with _connect(server) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.strip().lower(): value.strip()
+               for name, _, value in (line.partition(":") for line in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def _scrape(server: MetricsServer) -> int:
+    return _exchange(server, b"GET /metrics HTTP/1.0\r\n\r\n")[0]
+
+
+def _closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> float:
+    """Seconds until the server closes ``sock`` (sending ``trickle`` a byte every 0.05 s)."""
+    start = time.monotonic()
+    sock.settimeout(0.05)
+    sent = 0
+    while time.monotonic() - start < seconds:
+        if sent < len(trickle):
+            try:
+                sock.send(trickle[sent:sent + 1])
+            except OSError:
+                return time.monotonic() - start
+            sent += 1
+        try:
+            data = sock.recv(4096)
+        except TimeoutError:
+            continue
+        except OSError:
+            return time.monotonic() - start
+        if data == b"":
+            return time.monotonic() - start
+    raise AssertionError(f"connection still open after {seconds} s")
+
+
+def _handler_threads() -> int:
+    return sum(1 for t in threading.enumerate() if "process_request_thread" in t.name)
+
+
+def test_a_silent_connection_is_closed_by_the_driver_within_the_request_deadline(
+        server: MetricsServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(SILENT)
+        assert _scrape(server) == 200  # served meanwhile
+        took = _closed_within(sock, DEADLINE + 5)
+    assert DEADLINE * 0.8 <= took < DEADLINE + 2, took
+
+
+def test_headers_trickled_a_byte_at_a_time_are_cut_off_at_the_deadline(
+        server: MetricsServer) -> None:
+    # Each byte comes well within any per-read timeout: only a deadline on the whole request
+    # ends it.
+    trickle = b"GET /metrics HTTP/1.1\r\nX-Padding: " + b"a" * 400
+    with _connect(server) as sock:
+        took = _closed_within(sock, DEADLINE + 5, trickle=trickle)
+    assert took < DEADLINE + 2, took
+    assert _scrape(server) == 200
+
+
+def test_connections_past_the_cap_get_503_and_a_scrape_succeeds_once_they_drop() -> None:
+    # A long deadline: the test closes the idle connections, not the server.
+    capped = _serve(request_timeout=30, max_connections=3)
+    threads_before = _handler_threads()
+    idle = [_connect(capped) for _ in range(3)]
+    try:
+        for sock in idle:
+            sock.sendall(SILENT)
+        wait_for(lambda: _scrape(capped) == 503, 10, "503 past the cap")
+        status, headers, body = _exchange(capped, b"GET /metrics HTTP/1.0\r\n\r\n")
+        assert status == 503 and b"at most 3 at once" in body
+        assert headers["content-length"] == str(len(body))
+        # A flood past the cap costs the driver no thread: each is answered and closed at once.
+        flood = [_connect(capped) for _ in range(50)]
+        try:
+            for sock in flood:
+                assert _closed_within(sock, 5) < 5
+        finally:
+            for sock in flood:
+                sock.close()
+        assert _handler_threads() <= threads_before + 3
+    finally:
+        for sock in idle:
+            sock.close()
+    try:
+        wait_for(lambda: _scrape(capped) == 200, 10, "a scrape served once the idle ones dropped")
+    finally:
+        capped.stop()
+
+
+def test_stopping_the_server_closes_every_connection_it_holds() -> None:
+    held_server = _serve(request_timeout=30)
+    threads_before = _handler_threads()
+    held = [_connect(held_server) for _ in range(5)]
+    try:
+        for sock in held:
+            sock.sendall(SILENT)
+        # A thread each: all five accepted and waiting on their clients (none in the backlog).
+        wait_for(lambda: _handler_threads() >= threads_before + 5, 10, "all five connections held")
+        start = time.monotonic()
+        held_server.stop()
+        assert time.monotonic() - start < 1
+        for sock in held:
+            assert _closed_within(sock, 5) < 1
+        wait_for(lambda: _handler_threads() <= threads_before, 5, "the handler threads ended")
+    finally:
+        held_server.stop()
+        for sock in held:
+            sock.close()
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/", "/console.js"])
+def test_head_answers_as_get_with_its_status_and_headers_and_no_body(
+        server: MetricsServer, path: str) -> None:
+    got_status, got_headers, got_body = _exchange(server, f"GET {path} HTTP/1.0\r\n\r\n".encode())
+    status, headers, body = _exchange(server, f"HEAD {path} HTTP/1.0\r\n\r\n".encode())
+    assert got_status == status == 200
+    assert got_body and body == b""
+    assert headers["content-type"] == got_headers["content-type"]
+    assert headers["content-length"] == got_headers["content-length"] == str(len(got_body))
+
+
+def test_the_metrics_path_names_head_among_its_allowed_methods(server: MetricsServer) -> None:
+    status, headers, _ = _exchange(server, b"OPTIONS /metrics HTTP/1.0\r\n\r\n")
+    assert status == 200
+    assert "HEAD" in headers["allow"].split(",")
