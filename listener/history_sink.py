@@ -27,10 +27,14 @@ from typing import Protocol
 from sparkwatch.history.errors import is_data_error
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import EventKind, ParsedEvent
+from sparkwatch.settings.listener import BY_NAME as LISTENER_BY_NAME
 from sparkwatch.summary import one_line
 from sparkwatch.worker import Backoff, BoundedQueue, Worker
 
 log = logging.getLogger(__name__)
+_URL = LISTENER_BY_NAME["history_url"]
+_URL_SETTING = f"{_URL.env} or {_URL.conf_key}"
+"""Named where the URL is refused: it is read as a setting at attach, and found wrong only here."""
 ABORT_RESERVE_SECONDS = 1.0
 """Of a stop's timeout, kept for an aborted write to give up."""
 
@@ -190,7 +194,7 @@ class HistorySink:
             except _PERMANENT as exc:
                 # A URL that can never work (typo, unsupported database, missing driver): say so
                 # once and stop, instead of retrying forever.
-                log.error("sparkwatch: history disabled: %s", exc)
+                log.error("sparkwatch: history disabled (%s): %s", _URL_SETTING, exc)
                 self._counters.count_delivery_failure(self.QUEUE)
                 self._counters.count_dropped(self.QUEUE, len(events))
                 self._abort.set()

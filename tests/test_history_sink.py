@@ -4,6 +4,7 @@ that is down, and gives up cleanly on a URL that can never work."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -99,15 +100,24 @@ def test_a_stop_ends_as_lost_the_runs_it_saw_start_and_never_end(history_url: st
     assert statuses and set(statuses.values()) == {"lost"}
 
 
-def test_an_unusable_url_disables_the_history_and_counts_what_it_could_not_keep() -> None:
+def test_an_unusable_url_disables_the_history_and_counts_what_it_could_not_keep(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     counters = ListenerCounters()
     sink = HistorySink(HistoryWriter("mysql://nobody@127.0.0.1/x"), counters, capacity=10,
                        batch_size=2, flush_seconds=0.01)
-    for e in events()[:5]:
-        sink(e)
-    wait_for(lambda: counters.dropped.get("history", 0) == 5, 10, "all five counted as dropped")
+    with caplog.at_level(logging.ERROR, logger="sparkwatch"):
+        for e in events()[:5]:
+            sink(e)
+        wait_for(lambda: counters.dropped.get("history", 0) == 5, 10,
+                 "all five counted as dropped")
     assert counters.delivery_failures == {"history": 1}
     sink.stop(2)
+    # The URL is found wrong on the writer's thread, long after attach read it: the line names
+    # the setting it came from.
+    [said] = [r.getMessage() for r in caplog.records if "history disabled" in r.getMessage()]
+    assert said.startswith("sparkwatch: history disabled (SPARKWATCH_HISTORY_URL or "
+                           "spark.sparkwatch.history.url): unsupported database 'mysql'"), said
 
 
 def test_a_listener_without_a_collector_keeps_the_rollups_current(history_url: str) -> None:

@@ -109,7 +109,7 @@ def test_the_listener_gives_up_an_at_in_a_password_in_one_line_showing_none_of_i
         wait_for(lambda: counters.dropped.get("history", 0) == 3, 10, "the events dropped")
         sink.stop(2)
     refused = [r.getMessage() for r in caplog.records if "%40" in r.getMessage()]
-    assert len(refused) == 1 and "history disabled: database URL refused" in refused[0]
+    assert len(refused) == 1 and "history.url): database URL refused" in refused[0]
     assert not [r for r in caplog.records if AT_HOST in r.getMessage()]
 
 
