@@ -30,6 +30,9 @@ the line is where the alert starts.
 Several panels read recording rules (`sparkwatch_query:...`, `sparkwatch_operator:...`): load
 `dashboards/generated/prometheus/sparkwatch-recording-rules.yaml` into Prometheus too. What to do
 when an alert fires: [runbooks.md](runbooks.md).
+The config's `selector` (e.g. `job="spark-drivers"`) scopes the rules only: alerts and recording
+rules, so also the panels that read recording rules or `ALERTS`. Panels on raw metrics show every
+scraped job; narrow them with the `tenant` and `app` variables.
 """
 
 

@@ -7,6 +7,7 @@ to whole minutes). A firing case checks the boundary: nothing the minute before,
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkwatch.dashboards.alerts import Alert
-from sparkwatch.dashboards.config import Config
+from sparkwatch.dashboards.config import Config, fit_labels
 from sparkwatch.dashboards.promql import name
 from sparkwatch.metrics.catalogue import MetricDef
 from sparkwatch.model.tenant import DEFAULT_TENANT, TENANT_LABEL
@@ -30,8 +31,13 @@ class Series:
     suffix: str = ""
 
     def to_yaml(self) -> dict[str, str]:
-        pairs = ", ".join(f'{k}="{v}"' for k, v in self.labels.items())
+        pairs = ", ".join(f"{k}={quoted(v)}" for k, v in self.labels.items())
         return {"series": f"{name(self.metric, self.suffix)}{{{pairs}}}", "values": self.values}
+
+
+def quoted(value: str) -> str:
+    """``value`` as a PromQL string: JSON's escapes are a subset of Go's."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +70,50 @@ def scraped_twice(case: Case) -> Case:
                    for s in case.series for target in SCRAPE_TARGETS)
     return replace(case, name=f"{case.name}, scraped from the driver and the collector",
                    series=series, labels=first)
+
+
+# The rules select series with the config's ``selector``: every generated input series (and
+# the labels expected of what fires) is given labels the selector matches. Equality matchers set
+# their value (job="" drops the label); for !=, =~ and !~ a series keeps its value if it matches,
+# else gets one computed to match (a value the matchers name, a sample of the regex, or a plain
+# one, checked against every matcher). config.check_selector refuses selectors no value of a
+# label satisfies, so every case stays valid and no generated test fails for the selector's sake.
+# The twice-scraped case keeps its two targets apart by `instance` when the selector fixes `job`,
+# and is left out when the selector fixes both (scraped_twice_possible).
+
+
+def fit_selector(case: Case, selector: str) -> Case:
+    """``case`` with every series (and the expected labels) matching ``selector``."""
+    if not selector:
+        return case
+    series = tuple(replace(s, labels=fit_labels(selector, s.labels)) for s in case.series)
+    labels = None if case.labels is None else fit_labels(selector, case.labels)
+    return replace(case, series=series, labels=labels)
+
+
+def scraped_twice_possible(selector: str) -> bool:
+    """Whether two scrape targets can both match ``selector`` and stay apart (by labels other
+    than the tenant, which the rules fill in for the driver): not when it fixes `job` and
+    `instance` both. The twice-scraped cases are left out then, as they cannot happen."""
+    apart = [
+        {k: v for k, v in fit_labels(selector, t).items() if k != TENANT_LABEL}
+        for t in SCRAPE_TARGETS
+    ]
+    return apart[0] != apart[1]
+
+
+def fit_expr_selector(case: ExprCase, selector: str) -> ExprCase:
+    """``case`` with every input series matching ``selector``. Expected samples keep only the
+    labels they had: the recording rules aggregate the selector's labels away, but a label the
+    selector changed is changed there too."""
+    if not selector:
+        return case
+    series = tuple(replace(s, labels=fit_labels(selector, s.labels)) for s in case.series)
+    expected = tuple(
+        ({k: v for k, v in fit_labels(selector, labels).items() if k in labels}, value)
+        for labels, value in case.expected
+    )
+    return replace(case, series=series, expected=expected)
 
 
 def case_tenant(case: Case) -> str:

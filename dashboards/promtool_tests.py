@@ -8,7 +8,16 @@ from sparkwatch.dashboards import yamlout
 from sparkwatch.dashboards.alerts import Alert, build_alerts
 from sparkwatch.dashboards.config import Config
 from sparkwatch.dashboards.promtool_cases import cases, sampled
-from sparkwatch.dashboards.promtool_model import Case, ExprCase, scraped_twice, to_test_group
+from sparkwatch.dashboards.promtool_model import (
+    Case,
+    ExprCase,
+    fit_expr_selector,
+    fit_selector,
+    quoted,
+    scraped_twice,
+    scraped_twice_possible,
+    to_test_group,
+)
 from sparkwatch.dashboards.promtool_recording import recording_cases
 from sparkwatch.dashboards.rulefiles import ALERTS_FILE, RECORDING_FILE
 
@@ -41,12 +50,14 @@ def alert_tests(config: Config) -> dict[str, Any]:
     by_key = {a.config.key: a for a in alerts}
     enabled = [c for c in cases(config) if c.alert in by_key]
     check_coverage(alerts, enabled)
+    fit = lambda c: fit_selector(c, config.selector)  # noqa: E731
+    twice = scraped_twice_possible(config.selector)
     return {
         "rule_files": [f"../{ALERTS_FILE}"],
         "evaluation_interval": "1m",
-        "tests": [to_test_group(c, by_key[c.alert], config) for c in enabled]
-        + [to_test_group(scraped_twice(c), by_key[c.alert], config) for c in enabled
-           if c.true_from is not None and by_key[c.alert].per],
+        "tests": [to_test_group(fit(c), by_key[c.alert], config) for c in enabled]
+        + [to_test_group(fit(scraped_twice(c)), by_key[c.alert], config) for c in enabled
+           if twice and c.true_from is not None and by_key[c.alert].per],
     }
 
 
@@ -54,7 +65,8 @@ def recording_tests(config: Config) -> dict[str, Any]:
     return {
         "rule_files": [f"../{RECORDING_FILE}"],
         "evaluation_interval": "1m",
-        "tests": [_expr_group(c) for c in recording_cases(config)],
+        "tests": [_expr_group(fit_expr_selector(c, config.selector))
+                  for c in recording_cases(config)],
     }
 
 
@@ -72,7 +84,7 @@ def _expr_group(case: ExprCase) -> dict[str, Any]:
 
 def _series_text(labels: dict[str, str] | Any) -> str:
     rest = {k: v for k, v in labels.items() if k != "__name__"}
-    pairs = ", ".join(f'{k}="{v}"' for k, v in rest.items())
+    pairs = ", ".join(f"{k}={quoted(v)}" for k, v in rest.items())
     return f"{labels.get('__name__', '')}{{{pairs}}}"
 
 
