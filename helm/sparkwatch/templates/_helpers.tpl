@@ -77,8 +77,8 @@ those override the common ones, never the selector labels.
 Selector labels
 */}}
 {{- define "sparkwatch.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "sparkwatch.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "sparkwatch.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/component: collector
 {{- end }}
 
@@ -94,7 +94,11 @@ Name of the service account to use
 {{- end }}
 
 {{- define "sparkwatch.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/* Secret and key of the ingest tokens file. */}}
@@ -126,8 +130,8 @@ Name of the service account to use
 {{- if eq .Values.history.type "postgresql" }}
   valueFrom:
     secretKeyRef:
-      name: {{ include "sparkwatch.historySecret" . }}
-      key: {{ .Values.history.postgresql.existingSecretKey }}
+      name: {{ include "sparkwatch.historySecret" . | quote }}
+      key: {{ .Values.history.postgresql.existingSecretKey | quote }}
 {{- else }}
   value: sqlite:////var/lib/sparkwatch/history/sparkwatch.db
 {{- end }}

@@ -29,10 +29,17 @@ same layout as dashboards/config.yaml. Filters reproduce the rule builder's form
 {{- end }}
 {{- end }}
 
+{{/*
+One pass over the template text: the text between placeholders is kept and each placeholder is
+replaced by its value, never looked at again, so a value holding @@...@@ (a selector, a label) is
+emitted literally, as `sparkwatch rules build` does.
+*/}}
 {{- define "sparkwatch.rules.fill" -}}
 {{- $text := .text }}
 {{- $values := .values }}
-{{- range $ph := regexFindAll "@@[^@]+@@" $text -1 | uniq }}
+{{- $between := regexSplit "@@[^@]+@@" $text -1 }}
+{{- $out := first $between }}
+{{- range $i, $ph := regexFindAll "@@[^@]+@@" $text -1 }}
 {{- $spec := splitList "|" (trimSuffix "@@" (trimPrefix "@@" $ph)) }}
 {{- $v := $values }}
 {{- range $part := splitList "." (first $spec) }}
@@ -40,9 +47,9 @@ same layout as dashboards/config.yaml. Filters reproduce the rule builder's form
 {{- $v = index $v $part }}
 {{- end }}
 {{- $f := "" }}{{ if gt (len $spec) 1 }}{{ $f = index $spec 1 }}{{ end }}
-{{- $text = replace $ph (include "sparkwatch.rules.format" (dict "v" $v "f" $f)) $text }}
+{{- $out = print $out (include "sparkwatch.rules.format" (dict "v" $v "f" $f)) (index $between (add1 $i)) }}
 {{- end }}
-{{- $text }}
+{{- $out }}
 {{- end }}
 
 {{/* Fill every string of a rule map (expr, for, labels, annotations). */}}
