@@ -4,6 +4,7 @@ in-process."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -78,3 +79,28 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"",
+                  every: float = 0.25) -> float:
+    """Seconds until the server closes ``sock`` (or answers it 408), sending ``trickle`` a byte
+    every ``every`` seconds; fails past ``seconds``."""
+    start = time.monotonic()
+    sock.settimeout(every)
+    sent = 0
+    while time.monotonic() - start < seconds:
+        if sent < len(trickle):
+            try:
+                sock.send(trickle[sent:sent + 1])
+            except OSError:
+                return time.monotonic() - start
+            sent += 1
+        try:
+            data = sock.recv(4096)
+        except TimeoutError:
+            continue
+        except OSError:
+            return time.monotonic() - start
+        if data == b"" or b"408" in data:
+            return time.monotonic() - start
+    raise AssertionError(f"connection still open after {seconds} s")

@@ -23,7 +23,7 @@ import pytest
 
 from tests.browser import chromium, dump_dom
 from tests.conftest import unavailable
-from tests.support import wait_for
+from tests.support import closed_within, wait_for
 from tests.test_collector_support import (
     TOKEN,
     Collector,
@@ -49,29 +49,6 @@ def collector(tmp_path_factory: Any) -> Iterator[Collector]:
     c.stop()
 
 
-def _closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> float:
-    """Seconds until the server closes ``sock`` (sending ``trickle`` a byte every 0.25 s)."""
-    start = time.monotonic()
-    sock.settimeout(0.25)
-    sent = 0
-    while time.monotonic() - start < seconds:
-        if sent < len(trickle):
-            try:
-                sock.send(trickle[sent:sent + 1])
-            except OSError:
-                return time.monotonic() - start
-            sent += 1
-        try:
-            data = sock.recv(4096)
-        except TimeoutError:
-            continue
-        except OSError:
-            return time.monotonic() - start
-        if data == b"" or b"408" in data:
-            return time.monotonic() - start
-    raise AssertionError(f"connection still open after {seconds} s")
-
-
 def _connect(collector: Collector) -> socket.socket:
     return socket.create_connection(("127.0.0.1", collector.port), timeout=5)
 
@@ -84,13 +61,13 @@ def _push_ok(collector: Collector) -> None:
 def test_a_silent_connection_is_closed_within_the_header_deadline(collector: Collector) -> None:
     with _connect(collector) as sock:
         _push_ok(collector)  # served meanwhile
-        assert _closed_within(sock, DEADLINE + 3) < DEADLINE + 2
+        assert closed_within(sock, DEADLINE + 3) < DEADLINE + 2
 
 
 def test_trickled_headers_are_cut_off_at_the_deadline(collector: Collector) -> None:
     headers = b"POST /api/v1/events HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 200
     with _connect(collector) as sock:
-        took = _closed_within(sock, DEADLINE + 3, trickle=headers)
+        took = closed_within(sock, DEADLINE + 3, trickle=headers)
         _push_ok(collector)
     assert took < DEADLINE + 2
 
@@ -100,7 +77,7 @@ def test_a_trickled_body_is_answered_408_and_closed(collector: Collector) -> Non
             b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 1000\r\n\r\n")
     with _connect(collector) as sock:
         sock.sendall(head)
-        took = _closed_within(sock, DEADLINE + 3, trickle=b"{" * 100)
+        took = closed_within(sock, DEADLINE + 3, trickle=b"{" * 100)
         _push_ok(collector)
     assert took < DEADLINE + 2
     text = collector.metrics()
@@ -233,16 +210,16 @@ class Crowd:
 
     def idle(self) -> float:
         with self._open() as sock:
-            return _closed_within(sock, self.deadline + 5)
+            return closed_within(sock, self.deadline + 5)
 
     def trickle_headers(self) -> float:
         with self._open() as sock:
-            return _closed_within(sock, self.deadline + 5, trickle=HEAD)
+            return closed_within(sock, self.deadline + 5, trickle=HEAD)
 
     def trickle_body(self) -> float:
         with self._open() as sock:
             sock.sendall(BODY_HEAD)
-            return _closed_within(sock, self.deadline + 5, trickle=b"{" * 100)
+            return closed_within(sock, self.deadline + 5, trickle=b"{" * 100)
 
     def start(self, pool: ThreadPoolExecutor, each: int,
               bodies: bool = True) -> list[Future[float]]:

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from sparkwatch.console.app import Console
 from sparkwatch.listener.exporter import MetricsServer, serve_metrics
 from sparkwatch.metrics.state import MetricState
-from tests.support import wait_for
+from tests.support import closed_within, wait_for
 
 DEADLINE = 0.5
 """The request deadline the tests give the server (the real one is 10 s)."""
@@ -62,29 +62,6 @@ def _scrape(server: MetricsServer) -> int:
     return _exchange(server, b"GET /metrics HTTP/1.0\r\n\r\n")[0]
 
 
-def _closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> float:
-    """Seconds until the server closes ``sock`` (sending ``trickle`` a byte every 0.05 s)."""
-    start = time.monotonic()
-    sock.settimeout(0.05)
-    sent = 0
-    while time.monotonic() - start < seconds:
-        if sent < len(trickle):
-            try:
-                sock.send(trickle[sent:sent + 1])
-            except OSError:
-                return time.monotonic() - start
-            sent += 1
-        try:
-            data = sock.recv(4096)
-        except TimeoutError:
-            continue
-        except OSError:
-            return time.monotonic() - start
-        if data == b"":
-            return time.monotonic() - start
-    raise AssertionError(f"connection still open after {seconds} s")
-
-
 def _handler_threads() -> int:
     return sum(1 for t in threading.enumerate() if "process_request_thread" in t.name)
 
@@ -94,7 +71,7 @@ def test_a_silent_connection_is_closed_by_the_driver_within_the_request_deadline
     with _connect(server) as sock:
         sock.sendall(SILENT)
         assert _scrape(server) == 200  # served meanwhile
-        took = _closed_within(sock, DEADLINE + 5)
+        took = closed_within(sock, DEADLINE + 5, every=0.05)
     assert DEADLINE * 0.8 <= took < DEADLINE + 2, took
 
 
@@ -104,7 +81,7 @@ def test_headers_trickled_a_byte_at_a_time_are_cut_off_at_the_deadline(
     # ends it.
     trickle = b"GET /metrics HTTP/1.1\r\nX-Padding: " + b"a" * 400
     with _connect(server) as sock:
-        took = _closed_within(sock, DEADLINE + 5, trickle=trickle)
+        took = closed_within(sock, DEADLINE + 5, trickle=trickle, every=0.05)
     assert took < DEADLINE + 2, took
     assert _scrape(server) == 200
 
@@ -125,7 +102,7 @@ def test_connections_past_the_cap_get_503_and_a_scrape_succeeds_once_they_drop()
         flood = [_connect(capped) for _ in range(50)]
         try:
             for sock in flood:
-                assert _closed_within(sock, 5) < 5
+                assert closed_within(sock, 5, every=0.05) < 5
         finally:
             for sock in flood:
                 sock.close()
@@ -152,7 +129,7 @@ def test_stopping_the_server_closes_every_connection_it_holds() -> None:
         held_server.stop()
         assert time.monotonic() - start < 1
         for sock in held:
-            assert _closed_within(sock, 5) < 1
+            assert closed_within(sock, 5, every=0.05) < 1
         wait_for(lambda: _handler_threads() <= threads_before, 5, "the handler threads ended")
     finally:
         held_server.stop()
