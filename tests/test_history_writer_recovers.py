@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -107,20 +108,35 @@ def sink_for(writer: HistoryWriter, counters: ListenerCounters) -> HistorySink:
                        backoff=BACKOFF)
 
 
+BEFORE = 3
+"""Events written before the database is replaced; the rest of :func:`events` come after."""
+
+
+@contextmanager
+def sink_that_wrote_the_first_events(
+    writer: HistoryWriter,
+) -> Iterator[tuple[HistorySink, ListenerCounters, list[ParsedEvent]]]:
+    """A sink that has written the first :data:`BEFORE` events; with its counters and the events
+    still to send. Stopped at the end."""
+    batch = events()
+    counters = ListenerCounters()
+    sink = sink_for(writer, counters)
+    try:
+        for e in batch[:BEFORE]:
+            sink(e)
+        assert sink.flush(60)
+        yield sink, counters, batch[BEFORE:]
+    finally:
+        sink.stop(10)
+
+
 def test_a_postgresql_history_dropped_and_recreated_empty_gets_its_schema_and_the_held_events(
     pg_url: str, admin: Admin, caplog_warnings: pytest.LogCaptureFixture,
 ) -> None:
     """Dropped while the listener writes, recreated empty later: the writer (migrate on)
     creates the schema again and writes every event held or queued since, none dropped."""
-    batch = events()
-    before, after = batch[:3], batch[3:]
-    counters = ListenerCounters()
-    sink = sink_for(HistoryWriter(pg_url), counters)
-    try:
-        for e in before:
-            sink(e)
-        assert sink.flush(60)
-        assert written(pg_url) == keys(before)
+    with sink_that_wrote_the_first_events(HistoryWriter(pg_url)) as (sink, counters, after):
+        assert written(pg_url) == keys(events()[:BEFORE])
 
         admin.drop()
         for e in after:  # more than a batch: some are held for retry, the rest queued behind
@@ -133,8 +149,6 @@ def test_a_postgresql_history_dropped_and_recreated_empty_gets_its_schema_and_th
         assert revision(pg_url) == migrate.head()
         assert counters.dropped == {}
         assert any("history writes resumed" in r.getMessage() for r in caplog_warnings.records)
-    finally:
-        sink.stop(10)
 
 
 def test_a_history_recreated_empty_that_the_writer_may_not_migrate_is_logged_as_schemaless(
@@ -144,15 +158,8 @@ def test_a_history_recreated_empty_that_the_writer_may_not_migrate_is_logged_as_
     it says so, naming `sparkwatch db upgrade`, instead of retrying in silence, and writes the
     held events once someone has run it."""
     migrate.upgrade(pg_url)
-    batch = events()
-    before, after = batch[:3], batch[3:]
-    counters = ListenerCounters()
-    sink = sink_for(HistoryWriter(pg_url, migrate=False), counters)
-    try:
-        for e in before:
-            sink(e)
-        assert sink.flush(60)
-
+    with sink_that_wrote_the_first_events(HistoryWriter(pg_url, migrate=False)) as (
+            sink, counters, after):
         admin.drop()
         for e in after:
             sink(e)
@@ -170,8 +177,6 @@ def test_a_history_recreated_empty_that_the_writer_may_not_migrate_is_logged_as_
         assert sink.flush(60)
         assert written(pg_url) == keys(after)
         assert counters.dropped == {}
-    finally:
-        sink.stop(10)
 
 
 def test_a_sqlite_history_moved_away_is_written_again_in_a_new_file_at_its_path(
@@ -184,15 +189,7 @@ def test_a_sqlite_history_moved_away_is_written_again_in_a_new_file_at_its_path(
     home, moved = tmp_path / "history", tmp_path / "moved"
     home.mkdir()
     url = f"sqlite:///{home / 'history.db'}"
-    batch = events()
-    before, after = batch[:3], batch[3:]
-    counters = ListenerCounters()
-    sink = sink_for(HistoryWriter(url), counters)
-    try:
-        for e in before:
-            sink(e)
-        assert sink.flush(60)
-
+    with sink_that_wrote_the_first_events(HistoryWriter(url)) as (sink, counters, after):
         shutil.move(home, moved)
         for e in after:
             sink(e)
@@ -202,10 +199,8 @@ def test_a_sqlite_history_moved_away_is_written_again_in_a_new_file_at_its_path(
         assert sink.flush(30), ("held events never written", failed_messages(caplog_warnings))
         assert written(url) == keys(after)
         assert revision(url) == migrate.head()
-        assert written(f"sqlite:///{moved / 'history.db'}") == keys(before)
+        assert written(f"sqlite:///{moved / 'history.db'}") == keys(events()[:BEFORE])
         assert counters.dropped == {}
-    finally:
-        sink.stop(10)
 
 
 def test_a_failure_whose_message_changes_is_logged_and_a_repeated_one_is_not(
