@@ -388,20 +388,18 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def safe_yaml(text: str, where: str) -> Any:
-    """``text`` as YAML with ``_StrictLoader``; a ConfigError naming ``where`` and the line."""
+def safe_yaml(text: str) -> Any:
+    """``text`` as YAML read by ``_StrictLoader`` (yaml.safe_load's reading, made stricter); its
+    errors go on as PyYAML raises them, for the caller to name the source, line and column."""
+    loader = _StrictLoader(text)
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{where}:{line}: {exc.problem}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{where}: not valid YAML: {exc}") from None
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    data = safe_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
+    data = safe_yaml(path.read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
@@ -412,7 +410,7 @@ def parse_set(assignment: str) -> dict[str, Any]:
     path, sep, raw = assignment.partition("=")
     if not sep or not path:
         raise ConfigError(f"expected KEY.PATH=VALUE, got {assignment!r}")
-    value: Any = safe_yaml(raw, f"--set {assignment}") if raw else ""
+    value: Any = safe_yaml(raw) if raw else ""
     for part in reversed(path.split(".")):
         value = {part: value}
     return value

@@ -82,6 +82,12 @@ def inspect(spark: SparkSession, req: Request, reporter: Reporter | None = None)
         raise StateError(f"{req.checkpoint} is not a streaming checkpoint (no offsets log)")
     picked = chosen(found, req)
     latest = max((t.max_batch for t in found), default=None)
+    if latest is not None and latest < 0:
+        # Its state metadata is written, no batch committed yet (a query that failed in its
+        # first batch): no state to read, where Spark refused batchId -1 for every store.
+        if req.batch_id is not None or req.changes is not None:
+            raise StateError(f"{req.checkpoint} has no committed batch yet")
+        return StateReport(req.checkpoint, None, None, ())
     check_batches(latest, req)
     batch = req.batch_id if req.batch_id is not None else latest
     mark = watermark_ms(spark, req.checkpoint, batch) if batch is not None else None
