@@ -33,6 +33,7 @@ import pytest
 from bench.local import free_port
 from sparkwatch.demo.runner import STOP_BOUND_SECONDS
 from sparkwatch.terminal import SHOW_CURSOR
+from tests.conftest import DEMOS
 from tests.support import unmeasured, wait_for
 from tests.test_collector_support import run_events
 from tests.top_terminal import FRAME_END
@@ -313,6 +314,7 @@ def test_demo_stopped_while_spark_starts(tmp_path: Path, sig: signal.Signals) ->
     assert "running" not in history_statuses(history)
 
 
+@DEMOS  # nine queries: one after another with the other demos, never beside them
 @pytest.mark.spark
 @pytest.mark.timeout(300)
 def test_demo_stopped_by_ctrl_c_and_again_by_sigterm_while_stopping(tmp_path: Path) -> None:
@@ -333,6 +335,7 @@ def test_demo_stopped_by_ctrl_c_and_again_by_sigterm_while_stopping(tmp_path: Pa
     assert "final state:" in demo.out.read_text()
 
 
+@DEMOS
 @pytest.mark.spark
 @pytest.mark.timeout(300)
 def test_demo_stopped_by_sigterm_to_its_process_group_stops_its_queries_in_order(
