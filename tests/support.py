@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+import httpx
 import pytest
 
 from sparkwatch.cli.main import main
@@ -29,13 +30,15 @@ SPARK_OPERATOR_NUMBERS = {
 spelled out here apart from sparkwatch/model/fields.py so that the tests check the table."""
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until true; fail naming ``what`` after ``timeout`` seconds."""
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, *,
+             every: float = 0.05) -> None:
+    """Poll ``condition`` every ``every`` seconds until true; fail naming ``what`` after
+    ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(every)
 
 
 
@@ -104,3 +107,24 @@ def closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"",
         if data == b"" or b"408" in data:
             return time.monotonic() - start
     raise AssertionError(f"connection still open after {seconds} s")
+
+
+def state_series(metrics_url: str) -> list[tuple[dict[str, str], float]]:
+    """The state-rows series on a /metrics (labels, value); empty while nothing serves."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        text = httpx.get(metrics_url, timeout=5).text
+    except httpx.HTTPError:
+        return []
+    return [(sample.labels, sample.value)
+            for family in text_string_to_metric_families(text)
+            if family.name == "spark_streaming_state_rows" for sample in family.samples]
+
+
+def state_rows(metrics_url: str) -> dict[str, float]:
+    """Query name -> its state rows (all operators) on a /metrics; empty while nothing serves."""
+    rows: dict[str, float] = {}
+    for labels, value in state_series(metrics_url):
+        rows[labels["query_name"]] = rows.get(labels["query_name"], 0.0) + value
+    return rows

@@ -28,8 +28,7 @@ import sqlalchemy as sa
 
 from sparkwatch.demo import queries as dq
 from tests.conftest import DEMOS, ROOT, UNMEASURED
-from tests.support import create_database, drop_database, wait_for
-from tests.test_collector_support import samples
+from tests.support import create_database, drop_database, state_rows, state_series, wait_for
 from tests.workloads import installed_spark_version
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, DEMOS, UNMEASURED]
@@ -171,23 +170,6 @@ def _running(demo: subprocess.Popen[str]) -> bool:
         out, _ = demo.communicate()
         raise AssertionError(f"the demo ended (exit {demo.returncode}) too early:\n{out[-3000:]}")
     return True
-
-
-def state_series(metrics_url: str) -> list[tuple[dict[str, str], float]]:
-    """The state-rows series on a /metrics (labels, value); empty while nothing serves."""
-    try:
-        text = httpx.get(metrics_url, timeout=5).text
-    except httpx.HTTPError:
-        return []
-    return list(samples(text, "spark_streaming_state_rows"))
-
-
-def state_rows(metrics_url: str) -> dict[str, float]:
-    """Query name -> its state rows (all operators) on a /metrics; empty while nothing serves."""
-    rows: dict[str, float] = {}
-    for labels, value in state_series(metrics_url):
-        rows[labels["query_name"]] = rows.get(labels["query_name"], 0.0) + value
-    return rows
 
 
 def every_query_holds_state(metrics_url: str, *holding: str) -> Callable[[], bool]:
