@@ -16,20 +16,24 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import logging
 import selectors
 import socket
 import threading
 import time
 from dataclasses import dataclass
 from socketserver import ThreadingMixIn
+from types import TracebackType
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from sparkwatch.console.app import Console
 from sparkwatch.console.wsgi import console_app
 from sparkwatch.listener.head import head_as_get
+
+log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_SECONDS = 10.0
 """A request's line and headers must have arrived within this many seconds of its connection
@@ -191,6 +195,22 @@ class _ReadDeadline(io.RawIOBase):
         return self._connection.recv_into(buffer)
 
 
+class _ServerHandler(ServerHandler):
+    """The standard library's, but what fails is ours to say through logging: it printed a
+    traceback on the monitored app's stderr, for a page that failed and for a scraper too slow
+    to take its answer (a write past the timeout), which is not news at all."""
+
+    def log_exception(self, exc_info: tuple[type[BaseException], BaseException,
+                                            TracebackType] | Any) -> None:
+        environ = getattr(self, "environ", {})  # set by run() first (not in typeshed)
+        where = f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')}"
+        if isinstance(exc_info[1], OSError):
+            log.debug("sparkwatch: the client of %s went away or was too slow: %s", where,
+                      exc_info[1])
+        else:
+            log.warning("sparkwatch: %s on the metrics port failed", where, exc_info=exc_info)
+
+
 class _QuietHandler(WSGIRequestHandler):
     timeout = REQUEST_TIMEOUT_SECONDS  # see the constant; serve_metrics sets it per server
 
@@ -202,9 +222,21 @@ class _QuietHandler(WSGIRequestHandler):
             _ReadDeadline(self.connection, time.monotonic() + self.timeout))
 
     def handle(self) -> None:
-        """One request; a client that is silent past the deadline, or gone, is closed."""
+        """One request; a client that is silent past the deadline, or gone, is closed. The
+        base's, but for its handler, whose failures go to our log (:class:`_ServerHandler`)."""
         with contextlib.suppress(OSError):  # TimeoutError and ConnectionError among them
-            super().handle()
+            self.raw_requestline = self.rfile.readline(65537)
+            if len(self.raw_requestline) > 65536:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(414)
+                return
+            if not self.parse_request():
+                return
+            handler = _ServerHandler(self.rfile, self.wfile,  # type: ignore[arg-type] # IO
+                                     self.get_stderr(), self.get_environ(), multithread=False)
+            # The base's back-pointer, for the access log (not in typeshed).
+            handler.request_handler = self  # type: ignore[attr-defined]
+            handler.run(self.server.get_app())  # type: ignore[attr-defined] # WSGIServer's
 
     def parse_request(self) -> bool:
         """A request whose connection was shut down by a stop is not answered. Once read, each

@@ -5,6 +5,7 @@ connection it holds, and HEAD is answered as GET without the body."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -152,3 +153,57 @@ def test_the_metrics_path_names_head_among_its_allowed_methods(server: MetricsSe
     status, headers, _ = _exchange(server, b"OPTIONS /metrics HTTP/1.0\r\n\r\n")
     assert status == 200
     assert "HEAD" in headers["allow"].split(",")
+
+
+def _big_registry(series: int) -> CollectorRegistry:
+    """An exposition of several megabytes: more than a socket's buffers take unread."""
+    registry = CollectorRegistry()
+    gauge = Gauge("limits_test_wide", "a wide gauge", ["name"], registry=registry)
+    for i in range(series):
+        gauge.labels(f"query-{i:06d}-{'x' * 40}").set(i)
+    return registry
+
+
+def test_a_client_too_slow_to_take_the_answer_is_dropped_without_a_traceback_on_stderr(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The port runs inside the monitored app: a scraper that stops reading mid-answer costs a
+    debug line, not a traceback in the app's own stderr."""
+    server = serve_metrics(_big_registry(100_000), "127.0.0.1", 0, request_timeout=DEADLINE)
+    try:
+        with _connect(server) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            # Never read: the answer's write times out and the driver lets the connection go.
+            assert server.server.wait_connections_closed(DEADLINE + 20)
+    finally:
+        server.stop()
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_page_that_fails_is_answered_500_and_logged_once_by_the_sparkwatch_logger(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failing page is ours to report, in the app's log through logging, not as a raw
+    traceback the standard library's server prints."""
+
+    class Failing:
+        def collect(self) -> list[object]:
+            raise RuntimeError("a collector that fails")
+
+    registry = CollectorRegistry()
+    registry.register(Failing())  # type: ignore[arg-type]
+    server = serve_metrics(registry, "127.0.0.1", 0, request_timeout=DEADLINE)
+    try:
+        status, _, _ = _exchange(server, b"GET /metrics HTTP/1.0\r\n\r\n")
+    finally:
+        server.stop()
+    assert status == 500
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    failures = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(failures) == 1 and "/metrics" in failures[0].getMessage()
+    exc_info = failures[0].exc_info
+    assert exc_info is not None and "a collector that fails" in str(exc_info[1])
