@@ -13,6 +13,10 @@ however the command ends, SIGKILL included.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def launch_alone(conf: Mapping[str, str]) -> None:
@@ -29,3 +33,17 @@ def launch_alone(conf: Mapping[str, str]) -> None:
         spark_conf = SparkConf().setAll(list(conf.items()))
         gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
         SparkContext._ensure_initialized(gateway=gateway)
+
+
+def session_alone(conf: Mapping[str, str]) -> SparkSession:
+    """A session built with ``conf`` on a JVM of its own (:func:`launch_alone`), quiet but for
+    errors: our commands' own output owns the terminal, and Spark's WARNs would tear it."""
+    from pyspark.sql import SparkSession
+
+    launch_alone(conf)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

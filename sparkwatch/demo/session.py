@@ -38,25 +38,17 @@ DEMO_CONF: dict[str, str] = {
 def build_session(state_store: str = "rocksdb", app_name: str = "sparkwatch-demo") -> SparkSession:
     """A ``local[2]`` session sized for a laptop: 2 shuffle partitions keep every batch at two
     state-store tasks per operator, which is what lets eight stateful queries share two cores."""
-    from pyspark.sql import SparkSession
-
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python UDF workers (applyInPandasWithState, transformWithStateInPandas) must run this
     # interpreter, the one that has pandas and pyarrow.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from sparkwatch.jvm import launch_alone
+    from sparkwatch.jvm import session_alone
 
-    conf = {**DEMO_CONF, PROVIDER_CONF: STATE_STORES[state_store], "spark.master": "local[2]",
-            "spark.app.name": app_name}
-    launch_alone(conf)
-    builder = SparkSession.builder
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    # The live table owns the terminal; Spark's WARNs (e.g. "falling behind") would tear it.
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    # The live table owns the terminal: quiet but for errors (session_alone), as Spark's WARNs
+    # (e.g. "falling behind") would tear it.
+    return session_alone({**DEMO_CONF, PROVIDER_CONF: STATE_STORES[state_store],
+                          "spark.master": "local[2]", "spark.app.name": app_name})
 
 
 @contextlib.contextmanager

@@ -20,16 +20,8 @@ STATE_CONF: dict[str, str] = {
 
 
 def build_session(master: str = "local[*]") -> SparkSession:
-    from pyspark.sql import SparkSession
-
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from sparkwatch.jvm import launch_alone
+    from sparkwatch.jvm import session_alone
 
-    conf = {**STATE_CONF, "spark.master": master, "spark.app.name": "sparkwatch-state"}
-    launch_alone(conf)
-    builder = SparkSession.builder
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    return session_alone({**STATE_CONF, "spark.master": master,
+                          "spark.app.name": "sparkwatch-state"})
