@@ -3,17 +3,22 @@ marked spark) the whole demo as a subprocess with its /metrics scraped while it 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import re
+import signal
 import socket
 import sqlite3
+import subprocess
+import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -428,6 +433,27 @@ E2E_EXIT_SECONDS = STOP_BOUND_SECONDS + 20.0  # the demo's bounded stop, then Sp
 
 
 
+@contextlib.contextmanager
+def demo_process(command: list[str], out: IO[str] | int,
+                 err: IO[str]) -> Iterator[subprocess.Popen[str]]:
+    """The demo ``command`` on a 160-column terminal's width, killed if the test leaves it
+    running."""
+    proc = subprocess.Popen(command, stdout=out, stderr=err, text=True,
+                            env={**os.environ, "COLUMNS": "160"})
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def stop_with_ctrl_c(proc: subprocess.Popen[str], err_path: Path) -> None:
+    proc.send_signal(signal.SIGINT)
+    # 130: stopped by Ctrl-C, cleanly (sparkwatch/cli/signals.py)
+    assert proc.wait(E2E_EXIT_SECONDS) == 130, err_path.read_text()[-3000:]
+
+
 def operators_in_metrics(port: int) -> set[str]:
     """Operator names with a ``spark_streaming_state_rows`` sample; empty while nothing serves."""
     return {labels["operator"]
@@ -440,10 +466,6 @@ def operators_in_metrics(port: int) -> set[str]:
 def test_demo_end_to_end(tmp_path: Path, promtool: str) -> None:
     """The demo serves every operator kind on /metrics while it runs, in an exposition promtool
     accepts, stops cleanly on Ctrl-C and prints every query with its operator."""
-    import os
-    import signal
-    import subprocess
-    import sys
     import time
 
     pyspark = pytest.importorskip("pyspark")
@@ -456,37 +478,29 @@ def test_demo_end_to_end(tmp_path: Path, promtool: str) -> None:
         sys.executable, "-m", "sparkwatch.cli.main", "demo", "--duration", "85",
         "--port", str(port), "--history-url", f"sqlite:///{tmp_path / 'history.db'}",
     ]
-    env = {**os.environ, "COLUMNS": "160"}
     # Files, not pipes: a full pipe would block the demo's writes while the test polls /metrics.
-    with out_path.open("w") as out, err_path.open("w") as err:
-        proc = subprocess.Popen(command, stdout=out, stderr=err, env=env)
-        try:
-            deadline = time.monotonic() + E2E_METRICS_SECONDS
-            seen: set[str] = set()
-            while time.monotonic() < deadline and proc.poll() is None:
-                seen = operators_in_metrics(port)
-                if set(expected.values()) <= seen:
-                    break
-                time.sleep(1.0)
-            assert set(expected.values()) <= seen, (
-                f"/metrics lacks state rows of {sorted(set(expected.values()) - seen)}\n"
-                + err_path.read_text()[-3000:]
-            )
-            url = f"http://127.0.0.1:{port}/metrics"
-            with urllib.request.urlopen(url, timeout=10) as response:
-                exposition = response.read().decode()
-            check = subprocess.run(
-                [promtool, "check", "metrics"], input=exposition, capture_output=True, text=True
-            )
-            problems = (check.stdout + check.stderr).strip()
-            assert check.returncode == 0 and not problems, f"promtool check metrics: {problems}"
-            proc.send_signal(signal.SIGINT)
-            # 130: stopped by Ctrl-C, cleanly (sparkwatch/cli/signals.py)
-            assert proc.wait(E2E_EXIT_SECONDS) == 130, err_path.read_text()[-3000:]
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    with out_path.open("w") as out, err_path.open("w") as err, \
+            demo_process(command, out, err) as proc:
+        deadline = time.monotonic() + E2E_METRICS_SECONDS
+        seen: set[str] = set()
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen = operators_in_metrics(port)
+            if set(expected.values()) <= seen:
+                break
+            time.sleep(1.0)
+        assert set(expected.values()) <= seen, (
+            f"/metrics lacks state rows of {sorted(set(expected.values()) - seen)}\n"
+            + err_path.read_text()[-3000:]
+        )
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            exposition = response.read().decode()
+        check = subprocess.run(
+            [promtool, "check", "metrics"], input=exposition, capture_output=True, text=True
+        )
+        problems = (check.stdout + check.stderr).strip()
+        assert check.returncode == 0 and not problems, f"promtool check metrics: {problems}"
+        stop_with_ctrl_c(proc, err_path)
     output = out_path.read_text()
     final = output[output.index("final state:"):]
     for name, operator in expected.items():

@@ -4,8 +4,6 @@ from the history or from the state contents; the skewed query is reported for it
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +15,7 @@ from sparkwatch.cli.main import main
 from sparkwatch.demo import queries as dq
 from tests.conftest import DEMOS
 from tests.support import state_rows, wait_for
-from tests.test_demo import E2E_EXIT_SECONDS, free_port
+from tests.test_demo import demo_process, free_port, stop_with_ctrl_c
 from tests.workloads import installed_spark_version
 
 SKEW_CODES = {"state-partition-skew", "state-hot-key"}
@@ -52,20 +50,12 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     ]
     names = {q.name for q in dq.available(installed_spark_version())}
     err_path = root / "stderr.txt"
-    with err_path.open("w") as err:
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err,
-                                env={**os.environ, "COLUMNS": "160"})
-        try:
-            wait_for(lambda: _ready(port, names) or proc.poll() is not None, READY_SECONDS,
-                     f"state of every demo query and {SKEWED_ROWS} rows in skewed_keys",
-                     every=1.0)  # a scrape of the demo's driver: not 20 a second
-            assert _ready(port, names), err_path.read_text()[-3000:]
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(E2E_EXIT_SECONDS) == 130, err_path.read_text()[-3000:]
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    with err_path.open("w") as err, demo_process(command, subprocess.DEVNULL, err) as proc:
+        wait_for(lambda: _ready(port, names) or proc.poll() is not None, READY_SECONDS,
+                 f"state of every demo query and {SKEWED_ROWS} rows in skewed_keys",
+                 every=1.0)  # a scrape of the demo's driver: not 20 a second
+        assert _ready(port, names), err_path.read_text()[-3000:]
+        stop_with_ctrl_c(proc, err_path)
     return url, checkpoints
 
 
