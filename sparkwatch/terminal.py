@@ -68,7 +68,9 @@ def fmt_seconds(s: float | None) -> str:
 def printable(text: str) -> str:
     """``text`` with every character a terminal would act on shown as its escape (``\\x1b``,
     ``\\u202e``): names, errors and reasons come from apps and the network, and an ESC, a CR or a
-    bidi override in them would rewrite the screen, forge a line or flip what follows."""
+    bidi override in them would rewrite the screen, forge a line or flip what follows. The one
+    rule of which characters are shown so: the browser console's pages use it too
+    (``sparkwatch/console/markup.py``)."""
     if text.isprintable():  # the common case, at C speed
         return text
     return "".join(c if c.isprintable() else _escape(c) for c in text)

@@ -44,6 +44,8 @@ WIDE_ID = "0b000000-0000-4000-8000-000000000020"
 RTL_ID = "2e000000-0000-4000-8000-00000000202e"
 CAFE_ID = "cafe0000-0000-4000-8000-0000000000e9"
 RTL_NAME = "\u202eevil-name"
+RTL_SHOWN = "\\u202eevil-name"
+"""How the pages show RTL_NAME: the override as its escape, as a terminal shows it."""
 CAFE_NAME = "caf\u00e9-\u00fc-1"
 WIDE_OPERATORS = 20
 
@@ -158,7 +160,10 @@ def test_a_column_sort_orders_the_rows_of_the_page(console: Console) -> None:
     html = _html(console, "/", sort="name", order="desc", page="1")
     names = re.findall(r'<a class="query" href="[^"]+"><bdi>([^<]+)</bdi>', html)
     assert len(names) == ALL - pages.OVERVIEW_PAGE
-    assert names == sorted(names, key=str.lower, reverse=True)
+    # Ordered by the names themselves, not by how they are shown (U+202E as "\\u202e").
+    assert RTL_SHOWN in names
+    assert names == sorted(names, key=lambda n: n.replace(RTL_SHOWN, RTL_NAME).lower(),
+                           reverse=True)
 
 
 # --- the query page: operators by page, a points budget --------------------------------------
@@ -234,17 +239,18 @@ def test_an_unreadable_history_shows_a_generic_note_and_logs_the_detail_once(
 # --- text: right-to-left isolation, non-ASCII names through the driver -----------------------
 
 
-def test_names_are_isolated_so_a_right_to_left_override_stays_inside_them(
+def test_names_are_isolated_and_a_right_to_left_override_in_them_is_shown_inert(
         console: Console) -> None:
     overview = _html(console, "/", sort="name", page="1")
-    assert f"<bdi>{RTL_NAME}</bdi>" in overview
+    assert f"<bdi>{RTL_SHOWN}</bdi>" in overview
     page = _html(console, f"/queries/{RTL_ID}")
-    assert f'<h1><bdi>{RTL_NAME}</bdi> <span class="status status-terminated">' in page
-    assert f"<title>\u2068{RTL_NAME}\u2069 - sparkwatch</title>" in page
+    assert f'<h1><bdi>{RTL_SHOWN}</bdi> <span class="status status-terminated">' in page
+    assert f"<title>\u2068{RTL_SHOWN}\u2069 - sparkwatch</title>" in page
     assert re.search(r"<h2>operator 0: <bdi>[^<]+</bdi></h2>", page)
-    # Every piece of user text outside attributes is isolated: none is left bare after the h1.
-    assert RTL_NAME not in page.replace(f"<bdi>{RTL_NAME}</bdi>", "").replace(
-        f"\u2068{RTL_NAME}\u2069", "")
+    # The override itself is never served: only its escape, isolated wherever it is shown.
+    assert "\u202e" not in overview and "\u202e" not in page
+    assert RTL_SHOWN not in page.replace(f"<bdi>{RTL_SHOWN}</bdi>", "").replace(
+        f"\u2068{RTL_SHOWN}\u2069", "")
 
 
 def test_the_driver_console_opens_a_query_by_a_non_ascii_name(console: Console) -> None:

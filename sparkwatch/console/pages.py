@@ -1,15 +1,16 @@
-"""The console's HTML: every value from Spark or the history is escaped here, at the one place
-text becomes markup (:func:`e`); the pages hold no inline script or style (the CSP forbids both)."""
+"""The console's HTML: every value from Spark or the history goes through :func:`e` (or
+:func:`u`), the one place text becomes markup (``console/markup.py``); the pages hold no inline
+script or style (the CSP forbids both)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from sparkwatch.console.markup import e, u
 from sparkwatch.console.model import (
     OPERATORS_PAGE,
     OVERVIEW_PAGE,
@@ -40,26 +41,18 @@ ROCKSDB_METRICS: dict[str, tuple[str, ...]] = {
 }
 
 
-def e(value: object) -> str:
-    """Text as HTML (quotes too: safe inside attributes)."""
-    return escape("" if value is None else str(value), quote=True)
-
-
-def u(value: object) -> str:
-    """User text (a name, an id, an operator, a message) as HTML, isolated from the text around
-    it: a right-to-left override in a name cannot reorder what follows it."""
-    return f"<bdi>{e(value)}</bdi>"
-
-
 def query_href(query_id: str, **params: object) -> str:
     shown = {k: v for k, v in params.items() if v not in (None, "")}
     return "/queries/" + quote(query_id, safe="") + ("?" + urlencode(shown) if shown else "")
 
 
-def _page(title: str, body: str, refresh: int) -> str:
+def _page(title: str, body: str, refresh: int, isolate: bool = False) -> str:
+    """``isolate``: ``title`` is user text. A title cannot hold markup (no ``<bdi>``): it is
+    isolated by FSI ... PDI instead, added around the text made inert, never escaped with it."""
+    shown = f"\u2068{e(title)}\u2069" if isolate else e(title)
     return (
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{e(title)} - sparkwatch</title>"
+        f"<title>{shown} - sparkwatch</title>"
         "<link rel=\"stylesheet\" href=\"/console.css\">"
         "<script src=\"/console.js\" defer></script></head>"
         f"<body data-refresh=\"{refresh}\"><header><a href=\"/\">sparkwatch console</a>"
@@ -348,8 +341,7 @@ def query_page(d: QueryDetail, range_key: str, page: int, refresh: int, ops_page
             "<th>batch</th><th>run</th><th>when</th><th>duration</th><th>input rows</th>"
             "<th>input rows/s</th><th>processed rows/s</th><th>watermark lag</th></tr></thead>"
             f"<tbody>{rows}</tbody></table><p class=\"pager\">{' '.join(pager)}</p></section>")
-    # The title cannot hold markup: the name isolated by FSI ... PDI instead of <bdi>.
-    return _page(f"\u2068{title}\u2069", body, refresh)
+    return _page(title, body, refresh, isolate=True)
 
 
 def _operators_pager(indexes: Sequence[int], ops_page: int, link: Callable[..., str]) -> str:

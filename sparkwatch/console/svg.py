@@ -3,7 +3,8 @@
 Why our own: the pages are rendered on the server and served by a Spark driver whose import
 budget is the standard library plus prometheus-client and SQLAlchemy; a handful of polylines needs
 no library, no build step and no script (so the Content-Security-Policy can forbid inline code).
-Every text that reaches the SVG goes through :func:`html.escape`.
+Every text that reaches the SVG goes through :func:`sparkwatch.console.markup.e`, as the pages'
+text does.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from html import escape
+
+from sparkwatch.console.markup import e
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2")
 
@@ -67,7 +69,7 @@ def line_chart(title: str, unit: str, series: Sequence[Series], width: int = 560
     plot_w, plot_h = width - left - right, height - top - bottom
     out = [f'<svg class="chart" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img" '
-           f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
+           f'aria-label="{e(title)}"><title>{e(title)}</title>',
            f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" '
            'stroke="#ccc"/>']
     if not drawn:
@@ -90,7 +92,7 @@ def line_chart(title: str, unit: str, series: Sequence[Series], width: int = 560
         out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(value):.1f}" '
                    f'y2="{y(value):.1f}" stroke="#e4e4e4"/>'
                    f'<text x="{left - 4}" y="{y(value) + 4:.1f}" text-anchor="end" '
-                   f'font-size="11" fill="#555">{escape(fmt_unit(value, unit))}</text>')
+                   f'font-size="11" fill="#555">{e(fmt_unit(value, unit))}</text>')
     for t, anchor in ((t0, "start"), (t1, "end")):
         out.append(f'<text x="{x(t):.1f}" y="{height - 6}" text-anchor="{anchor}" '
                    f'font-size="11" fill="#555">{fmt_time(t)}</text>')
@@ -101,14 +103,14 @@ def line_chart(title: str, unit: str, series: Sequence[Series], width: int = 560
         last_t, last_v = s.points[-1]
         label = f"{s.label}: last {fmt_unit(last_v, unit)}"
         out.append(f'<g class="series" data-points="{len(s.points)}">'
-                   f'<title>{escape(label)}</title>'
+                   f'<title>{e(label)}</title>'
                    f'<polyline fill="none" stroke="{colour}" stroke-width="1.6" points="{pts}"/>'
                    f'<circle cx="{x(last_t):.1f}" cy="{y(last_v):.1f}" r="2.5" '
                    f'fill="{colour}"/></g>')
     out.append("</svg>")
     legend = "".join(
         f'<span class="key"><span class="swatch c{i % len(PALETTE)}"></span>'
-        f"{escape(s.label)}</span>" for i, s in enumerate(drawn))
+        f"{e(s.label)}</span>" for i, s in enumerate(drawn))
     return "".join(out) + f'<div class="legend">{legend}</div>'
 
 
