@@ -42,7 +42,13 @@ from sparkwatch.model.events import AppInfo
 from sparkwatch.model.parse import fitted_app
 from sparkwatch.plan.model import QueryPlan
 from sparkwatch.plan.wire import plan_to_wire
-from sparkwatch.settings import LISTENER_FIELDS, ListenerSettings, load_listener_settings
+from sparkwatch.settings import (
+    LISTENER_FIELDS,
+    ListenerSettings,
+    SettingsError,
+    load_listener_settings,
+)
+from sparkwatch.settings.listener import given_at
 from sparkwatch.version import __version__
 
 if TYPE_CHECKING:  # the otlp extra is imported only when OTLP export is switched on
@@ -230,13 +236,17 @@ def _caller() -> str:
 
 
 def _attach(spark: Any, origin: str, overrides: Mapping[str, Any]) -> Attachment:
-    settings = load_listener_settings(os.environ, _spark_conf(spark), **overrides)
+    conf = _spark_conf(spark)
+    settings = load_listener_settings(os.environ, conf, **overrides)
     app = _app_info(spark, settings)
     att = Attachment(settings, app, CollectorRegistry(auto_describe=False), origin)
     if not settings.enabled:
         # Said, not logged: a user who switched it off under spark-submit sees that it is off.
         announce(disabled_line(app.id, __version__))
         return att
+    if settings.history_url:  # past `enabled`: an app that switched sparkwatch off loads no driver
+        _check_history_url(settings.history_url, given_at("history_url", os.environ, conf,
+                                                          overrides))
     collector = SparkwatchCollector(att.state, lambda: [att.stats()], selection=att.selection)
     att.registry.register(collector)
     if settings.metrics_enabled:
@@ -345,6 +355,21 @@ def _register(spark: Any, mode: str, att: Attachment) -> tuple[str, Callable[[],
     listener = make_public_listener(offer, on_error)
     spark.streams.addListener(listener)
     return "public", lambda: spark.streams.removeListener(listener)
+
+
+def _check_history_url(url: str, named: str) -> None:
+    """Refuse a history URL that can never work (not a URL, a database or driver unknown or not
+    installed, an in-memory SQLite) as a bad SPARKWATCH_* value is, instead of the writer's
+    thread finding it once the app runs; nothing is connected to: a database that is down is an
+    outage the writer rides out. ``named``: where the URL was given, as the error names it."""
+    # Here, not in the settings' parser: the settings room may not import the history (pyproject).
+    from sparkwatch.history.errors import HistoryUrlError
+    from sparkwatch.history.urls import writable_url
+
+    try:
+        writable_url(url, "the driver")
+    except HistoryUrlError as exc:
+        raise SettingsError(f"{named}: {exc}") from None
 
 
 def _history_sink(settings: ListenerSettings, counters: ListenerCounters) -> HistorySink:

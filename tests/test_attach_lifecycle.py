@@ -1,6 +1,6 @@
 """An attachment's life on a real session: one per session however often the app attaches, ended
-queries leave the driver's memory with /metrics off, and detach() returns within its deadline
-while /metrics is being served."""
+queries leave the driver's memory with /metrics off, detach() returns within its deadline
+while /metrics is being served, and a history URL that can never work is refused at attach."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 import sparkwatch
+from bench.local import free_port
 from sparkwatch.listener.attach import Attachment
 from sparkwatch.model.events import EventKind
-from tests.conftest import FIXTURES
+from sparkwatch.settings import SettingsError
+from tests.conftest import CANARY_PASSWORD, FIXTURES
 from tests.support import wait_for
 
 pytestmark = pytest.mark.spark
@@ -143,3 +145,84 @@ def test_an_app_name_past_the_name_limit_is_cut_on_the_listeners_own_series(spar
              for sample in family.samples if "app_name" in sample.labels}
     assert names and all(len(name) <= LIMITS.name_chars for name in names), sorted(map(len, names))
     assert len(att.app.name) <= LIMITS.name_chars and att.app.name.startswith("AAAA")
+
+
+HISTORY_URL_KEY = "spark.sparkwatch.history.url"
+NEVER_WORKS = [
+    pytest.param("nonsense", "not a database URL: <unparseable URL>", id="not-a-url"),
+    pytest.param("sqlite:/relative", "not a database URL: <unparseable URL>", id="one-slash"),
+    pytest.param("mysql://u@db.example/x",
+                 "unsupported database 'mysql' in mysql://u@db.example/x", id="mysql"),
+    pytest.param("postgresql+nodriver://x/y", "cannot load the database driver for "
+                 "postgresql+nodriver://x/y: Can't load plugin: sqlalchemy.dialects:"
+                 "postgresql.nodriver", id="unknown-driver"),
+    pytest.param(f"postgresql+psycopg2cffi://u:{CANARY_PASSWORD}@db.example/x",
+                 "cannot load the database driver for postgresql+psycopg2cffi://u:***@db.example"
+                 "/x: No module named 'psycopg2cffi'", id="driver-not-installed"),
+    pytest.param(f"postgresql+psycopg://u:{CANARY_PASSWORD}@db.example:99999/x",
+                 "port 99999 is out of range 0-65535", id="port-out-of-range"),
+    pytest.param(f"postgresql://u:my@{CANARY_PASSWORD}@db.example/x",
+                 "database URL refused: an '@' follows its credentials", id="at-in-password"),
+    pytest.param("sqlite://", "sqlite:// is an in-memory database, gone when the driver exits",
+                 id="in-memory"),
+    pytest.param("sqlite:///:memory:", "sqlite:///:memory: is an in-memory database",
+                 id="memory-file-name"),
+    pytest.param("sqlite:///h.db?timeout=abc",
+                 "database URL refused: sqlite:///h.db?…: could not convert", id="bad-option"),
+]
+
+
+@pytest.mark.parametrize(("url", "problem"), NEVER_WORKS)
+def test_a_history_url_that_can_never_work_is_refused_at_attach_naming_the_variable(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, url: str, problem: str
+) -> None:
+    """It was taken, and found wrong only on the history writer's thread, in a log line, once
+    the app ran: refused as a bad SPARKWATCH_* value is, naming it, never showing a password."""
+    before = listeners(spark)
+    monkeypatch.setenv("SPARKWATCH_HISTORY_URL", url)
+    with pytest.raises(SettingsError) as refused:
+        sparkwatch.attach(spark, metrics_port=0)
+    message = str(refused.value)
+    assert message.startswith(f"SPARKWATCH_HISTORY_URL: {problem}"), message
+    assert CANARY_PASSWORD not in message
+    assert listeners(spark) == before
+
+
+@pytest.mark.parametrize("given", ["conf", "override"])
+def test_a_history_url_refused_at_attach_names_the_conf_key_or_argument_it_came_from(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    before = listeners(spark)
+    monkeypatch.delenv("SPARKWATCH_HISTORY_URL", raising=False)
+    url = "postgresql+nodriver://u@db.example/x"
+    overrides: dict[str, Any] = {"metrics_port": 0}
+    if given == "conf":
+        spark.conf.set(HISTORY_URL_KEY, url)
+    else:
+        overrides["history_url"] = url
+    try:
+        with pytest.raises(SettingsError) as refused:
+            sparkwatch.attach(spark, **overrides)
+    finally:
+        spark.conf.unset(HISTORY_URL_KEY)
+    named = HISTORY_URL_KEY if given == "conf" else "history_url"
+    assert str(refused.value).startswith(f"{named}: cannot load the database driver for "
+                                         "postgresql+nodriver://u@db.example/x")
+    assert listeners(spark) == before
+
+
+def test_a_history_whose_server_is_down_is_attached_for_the_writer_to_ride_out(
+    spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A well-formed URL is not connected to at attach: a database down is an outage."""
+    down = f"postgresql+psycopg://u:{CANARY_PASSWORD}@127.0.0.1:{free_port()}/x"
+    with caplog.at_level(logging.ERROR, logger="sparkwatch"):
+        att = sparkwatch.attach(spark, metrics_port=0, history_url=down,
+                                history_flush_seconds=0.05)
+        try:
+            assert att.live and att.history is not None
+            offer(att, EventKind.STARTED, "history-down")
+            assert att.flush(0.5) is False  # nothing can be written while it is down
+        finally:
+            att.detach(2)
+    assert not [r for r in caplog.records if "history disabled" in r.getMessage()]

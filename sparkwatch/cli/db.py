@@ -72,15 +72,12 @@ def command_url(args: argparse.Namespace) -> str:
 def checked_history_url(url: str, origin: str) -> str:
     """``url`` once it parses as a history URL; the error names ``origin`` (the flag or the
     environment variable it came from), and the URL only without its password."""
-    from sparkwatch.history.engine import parse_url
+    from sparkwatch.history.urls import checked_url
 
     try:
-        port = parse_url(url).port
+        checked_url(url)
     except HistoryError as exc:
         raise CliError(f"{origin}: {exc}") from None
-    if port is not None and not 0 <= port <= 65535:
-        # SQLAlchemy takes any number; the driver then failed on a host it could not name.
-        raise CliError(f"{origin}: port {port} is out of range 0-65535")
     return url
 
 
@@ -142,22 +139,14 @@ def _history_url(args: argparse.Namespace) -> str:
 
 
 def durable_history_url(url: str, origin: str) -> str:
-    """:func:`checked_history_url`, refusing an in-memory SQLite database: each connection gets
-    an empty one of its own, gone when the command exits (a replay "wrote" events nowhere and
-    dropped them from the quarantine; a collector acknowledged events it could never keep)."""
-    from sparkwatch.history.engine import describe_url, parse_url
+    """:func:`checked_history_url`, refusing an in-memory SQLite database
+    (:func:`sparkwatch.history.urls.durable_url`, the check the listener's attach makes too)."""
+    from sparkwatch.history.urls import durable_url
 
-    checked_history_url(url, origin)
-    with user_errors():
-        parsed = parse_url(url)
-    database = parsed.database or ""
-    in_memory = database in ("", ":memory:") or parsed.query.get("mode") == "memory" \
-        or "mode=memory" in database
-    if parsed.get_backend_name() == "sqlite" and in_memory:
-        raise CliError(
-            f"{origin}: {describe_url(url)} is an in-memory database, gone when this command "
-            "exits: it cannot hold a history (give a file, e.g. sqlite:///sparkwatch.db)"
-        )
+    try:
+        durable_url(url)
+    except HistoryError as exc:
+        raise CliError(f"{origin}: {exc}") from None
     return url
 
 

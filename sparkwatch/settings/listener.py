@@ -142,7 +142,9 @@ LISTENER_FIELDS: tuple[Setting, ...] = (
         "history.url",
         optional_url,
         "SQLAlchemy URL of the SQL history (sqlite:///file.db, postgresql+psycopg://...); "
-        "'off' disables it.",
+        "'off' disables it. One that can never work (not a URL, another database, a driver not "
+        "installed, an in-memory SQLite) makes attach() raise SettingsError; a database that is "
+        "down does not (the writer retries).",
     ),
     _field(
         "history_migrate",
@@ -281,6 +283,25 @@ def load_listener_settings(
     for name, value in overrides.items():
         values[name] = _override(name, value)
     return replace(ListenerSettings(), **values)
+
+
+def given_at(
+    name: str,
+    env: Mapping[str, str] | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> str:
+    """Where setting ``name``'s value came from, as its errors name it: the keyword override,
+    else its env var, else its Spark conf key (the order :func:`load_listener_settings` reads
+    them in); both names when none gave it."""
+    setting = BY_NAME[name]
+    if overrides and name in overrides:
+        return name
+    if env and setting.env in env:
+        return setting.env
+    if spark_conf and setting.conf_key in spark_conf:
+        return str(setting.conf_key)
+    return f"{setting.env} or {setting.conf_key}"
 
 
 def _override(name: str, value: Any) -> Any:
