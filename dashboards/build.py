@@ -9,6 +9,7 @@ from sparkwatch.dashboards import docs, history, overview, state_store, watermar
 from sparkwatch.dashboards.config import Config
 from sparkwatch.dashboards.files import PACKAGE_DIR
 from sparkwatch.dashboards.profile_fit import fit
+from sparkwatch.dashboards.scope import scoped
 from sparkwatch.dashboards.skeleton import to_text
 
 GRAFANA_DIR = "generated/grafana"
@@ -24,8 +25,10 @@ BOARDS: dict[str, Callable[[Config], dict[str, Any]]] = {
 
 
 def dashboards(config: Config) -> dict[str, dict[str, Any]]:
-    """File name -> dashboard JSON data, cut to the config's metric profile."""
-    return {file_name: fit(make(config), config) for file_name, make in BOARDS.items()}
+    """File name -> dashboard JSON data, cut to the config's metric profile and narrowed by its
+    selector."""
+    return {file_name: scoped(fit(make(config), config), config.selector)
+            for file_name, make in BOARDS.items()}
 
 
 def in_source_checkout() -> bool:

@@ -30,9 +30,12 @@ the line is where the alert starts.
 Several panels read recording rules (`sparkwatch_query:...`, `sparkwatch_operator:...`): load
 `dashboards/generated/prometheus/sparkwatch-recording-rules.yaml` into Prometheus too. What to do
 when an alert fires: [runbooks.md](runbooks.md).
-The config's `selector` (e.g. `job="spark-drivers"`) scopes the rules only: alerts and recording
-rules, so also the panels that read recording rules or `ALERTS`. Panels on raw metrics show every
-scraped job; narrow them with the `tenant` and `app` variables.
+The config's `selector` (e.g. `job="spark-drivers"`) narrows the rules and the dashboards alike:
+alerts and recording rules select only its series, and every panel and variable that reads raw
+series carries its matchers (`sparkwatch dashboards build --set 'selector=job="spark-drivers"'`);
+panels on recording rules or `ALERTS` read what the rules made of them. The Helm chart ships the
+dashboards built for the default config, with no selector: its `rules.selector` narrows the rules
+only; build the dashboards with your selector and ship those to narrow them too.
 """
 
 

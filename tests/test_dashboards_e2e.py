@@ -28,6 +28,7 @@ import pytest
 import sparkwatch
 from sparkwatch.dashboards import rulefiles
 from sparkwatch.dashboards.alerts import build_alerts
+from sparkwatch.dashboards.build import dashboards
 from sparkwatch.dashboards.config import Config, load_config
 from sparkwatch.dashboards.files import PACKAGE_DIR
 from sparkwatch.dashboards.recording import ALERTING, FAILED, STATUS, recordings
@@ -380,3 +381,26 @@ def test_every_legitimately_empty_entry_is_used() -> None:
     texts += [s for a in build_alerts(load_config()) for s in a.signals]
     for name in [*EMPTY_METRICS, *EMPTY_TABLES]:
         assert any(name in text and exempt(text) for text in texts), f"stale exemption: {name}"
+
+
+def test_a_selector_on_the_scraped_job_keeps_every_panels_data_and_another_jobs_empties_them(
+    scenario: Scenario,
+) -> None:
+    """The config's selector narrows the panels on raw series too (it narrowed the rules only):
+    the job Prometheus scrapes here keeps every panel's data; another job's leaves each panel
+    that reads only raw series without a series (a count's ``or vector(0)`` shows 0)."""
+    def promql(job: str) -> list[Target]:
+        boards = dashboards(load_config(overrides={"selector": f'job="{job}"'}))
+        return [t for t in dashboard_targets(boards) if t.language == "promql"]
+
+    kept = [(t.where, promql_for_test(t.text)) for t in promql("spark")]
+    assert len(kept) > 45
+    failures = check_returns_data(scenario.prometheus, kept)
+    assert not failures, "\n\n".join(failures)
+    raw_only = [t for t in promql("elsewhere")
+                if not RECORDED.search(t.text) and "ALERTS" not in t.text]
+    assert len(raw_only) > 30
+    for target in raw_only:
+        result = scenario.prometheus.query(promql_for_test(target.text))
+        shown = [s for s in result if s["metric"] or s["value"][1] != "0"]
+        assert not shown, f"{target.where}: {shown[:3]}"
