@@ -6,9 +6,10 @@ prometheus_client's WSGI app, the console's pages through :mod:`sparkwatch.conso
 
 It runs inside the monitored app, so a client cannot make it grow: a request must be read
 within :data:`REQUEST_TIMEOUT_SECONDS` of its connection opening, at most
-:data:`MAX_CONNECTIONS` connections are handled at once (one more is answered 503 and closed
-on the spot, by no thread of its own), and stopping the server closes every connection it
-holds. HEAD is answered on every path as GET is, without the body (:mod:`.head`).
+:data:`MAX_CONNECTIONS` connections are handled at once (one more takes the place of the oldest
+still waiting for its request, or is answered 503 and closed on the spot, by no thread of its
+own, when all are being answered), and stopping the server closes every connection it holds.
+HEAD is answered on every path as GET is, without the body (:mod:`.head`).
 """
 
 from __future__ import annotations
@@ -43,10 +44,12 @@ connections made 1,511 threads); Prometheus sends its scrape at once, so 10 s (t
 header deadline) is never near a real client's."""
 
 MAX_CONNECTIONS = 64
-"""Connections handled at once, each on its own thread; one more is answered 503 and closed at
-once. A driver is scraped by one or two Prometheus servers and read by a few browsers: 64 is
-far more than those, and bounds what a flood costs the app (64 threads and descriptors, not
-one per connection)."""
+"""Connections handled at once, each on its own thread. One more takes the place of the oldest
+connection whose request has not arrived yet (a silent or trickling client, closed to make room:
+a scrape sends its request at once, so 64 silent clients cannot keep Prometheus out); when
+every connection is being answered, it is answered 503 and closed at once. A driver is scraped
+by one or two Prometheus servers and read by a few browsers: 64 is far more than those, and
+bounds what a flood costs the app (64 threads and descriptors, not one per connection)."""
 
 LISTEN_BACKLOG = 128
 """Connections the kernel holds ready for the accepting thread. The base's 5 let a burst of
@@ -91,6 +94,10 @@ class _Server(ThreadingMixIn, WSGIServer):
         # The connections being handled. Shut down (stop_serving) and closed (shutdown_request)
         # only under the lock, so a stop never shuts a descriptor closed and reused meanwhile.
         self._open: set[socket.socket] = set()
+        # Of those, the ones whose request has not been read yet, oldest first (a dict keeps
+        # the order), and the ones shut down to make room whose threads have yet to close them.
+        self._unread: dict[socket.socket, None] = {}
+        self._evicted: set[socket.socket] = set()
         self._open_changed = threading.Condition()
         # A byte on this pair wakes the loop from its select: no poll interval to wait out at
         # the stop (serve_forever's 0.5 s made detach() overrun its deadline), no idle wake-ups.
@@ -115,22 +122,45 @@ class _Server(ThreadingMixIn, WSGIServer):
         return self._stopping.is_set()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """A thread for the connection while fewer than ``max_connections`` are handled; else a
-        503 from this thread, which never waits on the client."""
+        """A thread for the connection while fewer than ``max_connections`` are handled, making
+        room by closing the oldest one still waiting for its request; else a 503 from this
+        thread, which never waits on the client."""
         with self._open_changed:
-            admitted = not self._stopping.is_set() and len(self._open) < self.max_connections
+            admitted = not self._stopping.is_set() and self._room()
             if admitted:
                 self._open.add(request)
+                self._unread[request] = None
         if admitted:
             super().process_request(request, client_address)
         else:
             _refuse(request, self.max_connections)
             super().shutdown_request(request)
 
+    def _room(self) -> bool:
+        """Whether one more connection may be handled, once the oldest unread one is shut down
+        if none may (under the lock). Its thread reads the end at once and closes it."""
+        if len(self._open) - len(self._evicted) < self.max_connections:
+            return True
+        oldest = next(iter(self._unread), None)
+        if oldest is None:  # every connection is being answered: none is made to wait
+            return False
+        del self._unread[oldest]
+        self._evicted.add(oldest)
+        with contextlib.suppress(OSError):  # the client has gone already
+            oldest.shutdown(socket.SHUT_RDWR)
+        return True
+
+    def request_read(self, connection: socket.socket) -> None:
+        """``connection``'s request has arrived: it is no longer one to make room with."""
+        with self._open_changed:
+            self._unread.pop(connection, None)
+
     def shutdown_request(self, request: Any) -> None:
         with self._open_changed:  # closed under the lock: stop_serving never shuts a closed one
             super().shutdown_request(request)
             self._open.discard(request)
+            self._unread.pop(request, None)
+            self._evicted.discard(request)
             self._open_changed.notify_all()
 
     def wait_connections_closed(self, timeout: float) -> bool:
@@ -244,6 +274,8 @@ class _QuietHandler(WSGIRequestHandler):
         server = self.server
         if (isinstance(server, _Server) and server.stopping) or not super().parse_request():
             return False
+        if isinstance(server, _Server):
+            server.request_read(self.connection)
         self.connection.settimeout(self.timeout)
         return True
 

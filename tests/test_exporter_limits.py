@@ -87,19 +87,72 @@ def test_headers_trickled_a_byte_at_a_time_are_cut_off_at_the_deadline(
     assert _scrape(server) == 200
 
 
-def test_connections_past_the_cap_get_503_and_a_scrape_succeeds_once_they_drop() -> None:
-    # A long deadline: the test closes the idle connections, not the server.
+def _held(sock: socket.socket) -> bool:
+    """Whether the server still holds ``sock`` open: nothing to read, no end of it."""
+    sock.settimeout(0.2)
+    try:
+        return sock.recv(1) != b""
+    except TimeoutError:
+        return True
+    except OSError:
+        return False
+
+
+def test_a_scrape_past_the_cap_of_silent_connections_takes_the_oldests_place() -> None:
+    """64 silent clients kept every scrape out (503) until the deadline freed a slot; a scrape
+    sends its request at once, so the oldest connection still without one makes room."""
+    capped = _serve(request_timeout=30, max_connections=3)  # the test ends them, not the deadline
+    threads_before = _handler_threads()
+    idle: list[socket.socket] = []
+    try:
+        for n in range(1, 4):  # one by one: the server takes them in this order
+            idle.append(_connect(capped))
+            idle[-1].sendall(SILENT)
+            wait_for(lambda n=n: _handler_threads() >= threads_before + n, 5, f"{n} held")
+        assert _scrape(capped) == 200
+        assert closed_within(idle[0], 5, every=0.05) < 5
+        assert all(_held(sock) for sock in idle[1:])
+    finally:
+        for sock in idle:
+            sock.close()
+        capped.stop()
+
+
+def test_a_flood_of_silent_connections_never_holds_more_than_the_cap() -> None:
     capped = _serve(request_timeout=30, max_connections=3)
     threads_before = _handler_threads()
-    idle = [_connect(capped) for _ in range(3)]
+    flood = [_connect(capped) for _ in range(50)]
     try:
-        for sock in idle:
-            sock.sendall(SILENT)
-        wait_for(lambda: _scrape(capped) == 503, 10, "503 past the cap")
+        # Each takes the place of the oldest: all but the last three are closed at once.
+        for sock in flood[:-3]:
+            assert closed_within(sock, 5, every=0.05) < 5
+        wait_for(lambda: _handler_threads() <= threads_before + 3, 5, "threads within the cap")
+        assert _scrape(capped) == 200
+    finally:
+        for sock in flood:
+            sock.close()
+        capped.stop()
+
+
+def test_connections_past_the_cap_of_answers_in_progress_get_503_at_once() -> None:
+    """Connections being answered are never closed to make room: one more is answered 503
+    from the accepting thread, no thread of its own, and a scrape succeeds once they end."""
+    capped = serve_metrics(_big_registry(100_000), "127.0.0.1", 0, request_timeout=30,
+                           max_connections=3)
+    threads_before = _handler_threads()
+    busy: list[socket.socket] = []
+    try:
+        for _ in range(3):
+            sock = _connect(capped)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            busy.append(sock)
+        for sock in busy:  # its answer has begun: read, not one to make room with
+            sock.settimeout(30)
+            assert sock.recv(12) == b"HTTP/1.0 200"
         status, headers, body = _exchange(capped, b"GET /metrics HTTP/1.0\r\n\r\n")
         assert status == 503 and b"at most 3 at once" in body
         assert headers["content-length"] == str(len(body))
-        # A flood past the cap costs the driver no thread: each is answered and closed at once.
         flood = [_connect(capped) for _ in range(50)]
         try:
             for sock in flood:
@@ -109,10 +162,11 @@ def test_connections_past_the_cap_get_503_and_a_scrape_succeeds_once_they_drop()
                 sock.close()
         assert _handler_threads() <= threads_before + 3
     finally:
-        for sock in idle:
+        for sock in busy:
             sock.close()
     try:
-        wait_for(lambda: _scrape(capped) == 200, 10, "a scrape served once the idle ones dropped")
+        wait_for(lambda: _scrape(capped) == 200, 30, "a scrape served once the answers ended",
+                 every=0.5)
     finally:
         capped.stop()
 
