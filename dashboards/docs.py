@@ -33,9 +33,8 @@ when an alert fires: [runbooks.md](runbooks.md).
 The config's `selector` (e.g. `job="spark-drivers"`) narrows the rules and the dashboards alike:
 alerts and recording rules select only its series, and every panel and variable that reads raw
 series carries its matchers (`sparkwatch dashboards build --set 'selector=job="spark-drivers"'`);
-panels on recording rules or `ALERTS` read what the rules made of them. The Helm chart ships the
-dashboards built for the default config, with no selector: its `rules.selector` narrows the rules
-only; build the dashboards with your selector and ship those to narrow them too.
+panels on recording rules or `ALERTS` read what the rules made of them. The Helm chart's
+`rules.selector` narrows its rules and the dashboards it ships alike.
 """
 
 

@@ -3,8 +3,9 @@
 
 What it writes under ``helm/sparkwatch/``:
 
-- ``files/grafana/*.json``: the generated dashboards, byte for byte
-  (``sparkwatch dashboards build``), but for :data:`NOT_SHIPPED`.
+- ``files/grafana/*.json``: the generated dashboards (``sparkwatch dashboards build``), but for
+  :data:`NOT_SHIPPED`, with :data:`SELECTOR_SLOT` where ``rules.selector`` goes; rendered with
+  the default values, byte for byte what was generated.
 - ``files/prometheus/sparkwatch-{alerts,recording-rules}.yaml``: the generated rule files, byte for
   byte (``sparkwatch rules build``), for Prometheus setups without the operator.
 - ``files/prometheus/rules.tmpl.yaml``: the same rules with every value that comes from
@@ -57,6 +58,8 @@ from sparkwatch.dashboards.config import (
     read_yaml,
     to_config,
 )
+from sparkwatch.dashboards.scope import scoped
+from sparkwatch.dashboards.skeleton import to_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "sparkwatch"
@@ -355,7 +358,9 @@ def schema_text(current: str) -> str:
 def values_rows(text: str) -> list[tuple[str, str, str, str]]:
     """(key, type, default, description) of every key preceded by a ``# --`` comment."""
     data = yaml.safe_load(text)
-    rows, stack, pending = [], [], None
+    rows: list[tuple[str, str, str, str]] = []
+    stack: list[tuple[int, str]] = []
+    pending: str | None = None
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("# --"):
@@ -416,12 +421,30 @@ def readme_text(current: str, values: str) -> str:
 NOT_SHIPPED = frozenset({"sparkwatch-history-sqlite.json"})
 
 
+SELECTOR_SLOT = "@@selector@@"
+"""Where the shipped dashboards take ``rules.selector``: first in every raw series' braces
+(``dashboards/scope.py``); templates/configmap-dashboards.yaml fills it in, or takes it out with
+its comma (``{@@selector@@, `` and ``{@@selector@@}``) when the selector is empty."""
+
+
+def shipped_dashboard(generated: str) -> str:
+    """A generated dashboard with :data:`SELECTOR_SLOT` where a selector goes; taken out, the
+    generated text again, byte for byte (checked)."""
+    text = to_text(scoped(json.loads(generated), SELECTOR_SLOT))
+    unslotted = text.replace("{" + SELECTOR_SLOT + ", ", "{").replace("{" + SELECTOR_SLOT + "}", "")
+    if unslotted != generated:
+        raise SystemExit("the dashboards' selector slot does not come out as built: "
+                         "a raw series with empty braces? (dashboards/scope.py)")
+    return text
+
+
 def wanted() -> dict[Path, str]:
     out: dict[Path, str] = {}
     for path in sorted((GENERATED / "grafana").glob("*.json")):
         if path.name in NOT_SHIPPED:
             continue
-        out[CHART / "files" / "grafana" / path.name] = path.read_text(encoding="utf-8")
+        out[CHART / "files" / "grafana" / path.name] = shipped_dashboard(
+            path.read_text(encoding="utf-8"))
     for path in sorted((GENERATED / "prometheus").glob("*.yaml")):
         out[CHART / "files" / "prometheus" / path.name] = path.read_text(encoding="utf-8")
     text = template_text()

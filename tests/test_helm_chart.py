@@ -17,6 +17,8 @@ import pytest
 import yaml
 
 from sparkwatch.collector.config import SETTINGS
+from sparkwatch.dashboards.build import dashboards
+from sparkwatch.dashboards.config import load_config
 from sparkwatch.model.tenant import TENANT_LABEL
 from tests.test_helm_support import (
     CHART,
@@ -106,6 +108,23 @@ def test_dashboard_configmaps_hold_exactly_the_generated_json() -> None:
     assert {k: json.loads(v) for k, v in shipped.items()} == {
         k: json.loads(v) for k, v in generated.items()
     }
+
+
+@pytest.mark.parametrize("selector", ['job="spark-drivers"',
+                                      'job="spark-drivers", namespace=~"etl|ml", env!="<dev>"'])
+def test_dashboard_configmaps_take_the_rules_selector_as_the_dashboards_build_does(
+    selector: str,
+) -> None:
+    """rules.selector narrowed the chart's rules only: its dashboards read every scraped job."""
+    docs = manifests({"dashboards": {"enabled": True}, "rules": {"selector": selector}})
+    shipped = {name: json.loads(text) for cm in by_kind(docs, "ConfigMap")
+               if "grafana_dashboard" in cm["metadata"]["labels"]
+               for name, text in cm["data"].items()}
+    built = dashboards(load_config(overrides={"selector": selector}))
+    assert shipped == {name: board for name, board in built.items() if name not in NOT_SHIPPED}
+    variables = shipped["sparkwatch-overview.json"]["templating"]["list"]
+    tenant = next(v for v in variables if v["name"] == "tenant")
+    assert tenant["query"] == f"label_values(spark_streaming_query_info{{{selector}}}, tenant)"
 
 
 def test_dashboard_label_and_folder_are_configurable() -> None:
