@@ -1,8 +1,13 @@
 """Slow clients cannot hold the server: a connection must deliver a request's headers within
-``header_timeout`` seconds of opening (or of its request's first byte) or it is closed.
+``header_timeout`` seconds of opening (or of its request's first byte) or it is closed, and at
+the connection cap a request whose headers did arrive takes the place of the oldest connection
+still waiting for its own.
 
 uvicorn closes idle keep-alive connections itself but waits for headers for ever: a silent or
 trickling socket (slow-loris) would keep a connection slot and a file descriptor without limit.
+At its ``limit_concurrency`` it answers every new request 503: a crowd of silent sockets kept
+every push out until the deadline closed them, and again each time they reconnected. A push
+sends its headers at once, so it is never the oldest waiting for them for long.
 The body has its own deadline, in the ingest handler (:func:`.api._body`).
 """
 
@@ -34,6 +39,7 @@ class HeaderDeadline(HttpToolsProtocol):  # type: ignore[misc]
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        self._make_room()
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -41,7 +47,29 @@ class HeaderDeadline(HttpToolsProtocol):  # type: ignore[misc]
         super().connection_lost(exc)
 
     def _arm(self) -> None:
+        self._armed_at = self.loop.time()
         self._deadline = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _make_room(self) -> None:
+        """At the cap (uvicorn's check, which counts this connection too), close the connections
+        that have waited longest for their headers until this request fits; when none waits,
+        uvicorn answers 503 as before. Each is counted out at once: its close completes on the
+        loop's next turn, after uvicorn's check."""
+        limit = self.limit_concurrency
+        if limit is None:
+            return
+        while len(self.connections) >= limit:
+            waiting = [c for c in self.connections
+                       if isinstance(c, HeaderDeadline) and c is not self and c._deadline]
+            if not waiting:
+                return
+            oldest = min(waiting, key=lambda c: c._armed_at)
+            oldest._disarm()
+            self.connections.discard(oldest)
+            oldest.on_slow()  # a slow client closed, as at its deadline
+            log.info("closed a connection from %s to make room: no request headers after %.1f s",
+                     _peer(oldest.client), self.loop.time() - oldest._armed_at)
+            oldest.transport.close()
 
     def _disarm(self) -> None:
         if self._deadline is not None:
