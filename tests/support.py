@@ -9,7 +9,6 @@ import time
 import uuid
 from collections.abc import Callable
 
-import httpx
 import pytest
 
 from sparkwatch.cli.main import main
@@ -111,11 +110,17 @@ def closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"",
 
 def state_series(metrics_url: str) -> list[tuple[dict[str, str], float]]:
     """The state-rows series on a /metrics (labels, value); empty while nothing serves."""
+    # urllib, not httpx: tests/conftest.py imports this module in the PySpark 3.5 virtualenv too
+    # (scripts/test), which has no httpx.
+    import urllib.error
+    import urllib.request
+
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
-        text = httpx.get(metrics_url, timeout=5).text
-    except httpx.HTTPError:
+        with urllib.request.urlopen(metrics_url, timeout=5) as response:
+            text = response.read().decode()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
         return []
     return [(sample.labels, sample.value)
             for family in text_string_to_metric_families(text)
