@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import sys
 import time
@@ -25,8 +26,8 @@ from sparkwatch.otlp.config import OtlpConfig, otlp_config
 from sparkwatch.otlp.convert import Converter, unit_of
 from sparkwatch.otlp.export import OtlpExport, start_export
 from sparkwatch.settings import SettingsError
-from tests.conftest import ROOT
-from tests.otlp_receiver import Point, Received, grpc_receiver, http_receiver
+from tests.conftest import CANARY_PASSWORD, CANARY_TOKEN, ROOT
+from tests.otlp_receiver import Point, Received, flatten, grpc_receiver, http_receiver
 from tests.support import wait_for
 from tests.test_exposition import APP, fixture, run_events
 
@@ -106,6 +107,94 @@ def test_one_setting_switches_it_on_in_the_listener_and_the_collector() -> None:
 def test_a_bad_variable_is_refused_naming_it(env: dict[str, str], names: str) -> None:
     with pytest.raises(SettingsError, match=names):
         otlp_config(env)
+
+
+@pytest.mark.parametrize(("env", "name", "secret"), [
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://u:{CANARY_PASSWORD}@[bad"},
+     "OTEL_EXPORTER_OTLP_ENDPOINT", CANARY_PASSWORD),
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "127.0.0.1:4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT", "4318"),
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+      "OTEL_EXPORTER_OTLP_ENDPOINT": f"ftp://{CANARY_TOKEN}:4317"},
+     "OTEL_EXPORTER_OTLP_ENDPOINT", CANARY_TOKEN),
+    ({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": f"http://otel:99999/v1/metrics?t={CANARY_TOKEN}"},
+     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", CANARY_TOKEN),
+    ({"OTEL_EXPORTER_OTLP_HEADERS": f"authorization:{CANARY_TOKEN}"},
+     "OTEL_EXPORTER_OTLP_HEADERS", CANARY_TOKEN),
+    ({"OTEL_EXPORTER_OTLP_METRICS_HEADERS": f"Authorization=Bearer%20X,bad header={CANARY_TOKEN}"},
+     "OTEL_EXPORTER_OTLP_METRICS_HEADERS", CANARY_TOKEN),
+    ({"OTEL_EXPORTER_OTLP_HEADERS": f'authorization="{CANARY_TOKEN}"'},
+     "OTEL_EXPORTER_OTLP_HEADERS", CANARY_TOKEN),
+], ids=["unparseable", "no-scheme", "ftp", "port-99999", "colon-header", "bad-header-name",
+        "quoted-header-value"])
+def test_a_bad_endpoint_or_header_is_refused_naming_it_never_showing_it(
+    env: dict[str, str], name: str, secret: str
+) -> None:
+    with pytest.raises(SettingsError) as refused:
+        otlp_config(env)
+    assert str(refused.value).startswith(f"{name}: ")
+    assert secret not in str(refused.value)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("OTEL_EXPORTER_OTLP_TIMEOUT", "nan"),
+    ("OTEL_EXPORTER_OTLP_TIMEOUT", "-1"),
+    ("OTEL_EXPORTER_OTLP_TIMEOUT", "abc"),
+    ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "0"),
+    ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "1e9"),  # seconds: 31 years
+    ("OTEL_METRIC_EXPORT_TIMEOUT", "inf"),
+    ("OTEL_METRIC_EXPORT_INTERVAL", "0.0001"),  # 250 exports a second
+    ("OTEL_METRIC_EXPORT_INTERVAL", "99"),
+    ("OTEL_METRIC_EXPORT_INTERVAL", "1e308"),  # never
+])
+def test_a_timeout_or_interval_out_of_bounds_is_refused_naming_it(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=f"^{name}='{re.escape(value)}': expected a number"):
+        otlp_config({name: value})
+
+
+def test_bounds_and_well_formed_headers_are_accepted() -> None:
+    config = otlp_config({
+        "OTEL_METRIC_EXPORT_INTERVAL": "100", "OTEL_METRIC_EXPORT_TIMEOUT": "3600000",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "2.5", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "3600",
+        "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20T1 , x-tenant = a b",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "https://u:p%40ss@[::1]:4318/otlp"})
+    assert (config.interval_seconds, config.timeout_seconds, config.request_timeout_seconds) == (
+        0.1, 3600.0, 3600.0)  # the signal's own timeout wins
+    assert config.endpoint == "https://u:p%40ss@[::1]:4318/otlp/v1/metrics"
+    assert {"Bearer%20T1", "Bearer T1", "p%40ss", "p@ss"} <= set(config.secrets)
+    assert "a b" not in config.secrets  # too short to be a secret: masking it would garble lines
+
+
+def test_the_sdk_s_own_log_lines_show_no_password_query_or_header_value(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The SDK's exporter logs the URL it failed on, its header parser a bad entry whole: both
+    reach the app's handlers redacted (a header parsed by the SDK itself, later, too)."""
+    from opentelemetry.util.re import parse_env_headers
+
+    state = MetricState()
+    state.apply_all(run_events(fixture(JOIN)))
+    collector = SparkwatchCollector(state, selection=profiles.select("default"))
+    port = free_port()  # nothing listens there
+    config = otlp_config({
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT":
+            f"http://otuser:{CANARY_PASSWORD}@127.0.0.1:{port}/v1/metrics?token={CANARY_TOKEN}",
+        "OTEL_EXPORTER_OTLP_HEADERS": f"authorization=Bearer%20{CANARY_TOKEN}-h",
+        # Long enough for one retry: the SDK logs the URL when it retries.
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "2.5", "OTEL_METRIC_EXPORT_INTERVAL": "3600000"})
+    caplog.set_level(logging.WARNING)
+    export = OtlpExport(config, collector.collect, {}).start()
+    try:
+        assert export.export_now() is False
+        parse_env_headers(f"authorization:Bearer {CANARY_TOKEN}-h", liberal=True)
+    finally:
+        export.stop(timeout=2)
+    sdk = [r for r in caplog.records if r.name.startswith("opentelemetry")]
+    shown = caplog.text + "".join(r.getMessage() for r in sdk)
+    assert CANARY_PASSWORD not in shown and CANARY_TOKEN not in shown, shown
+    said = [r.getMessage() for r in sdk]
+    assert any(m.startswith("Transient error") and "url: /v1/metrics?***" in m for m in said), said
+    assert any(m.startswith("Header format invalid!") and m.endswith("authorization:***")
+               for m in said), said
 
 
 def test_units_are_ucum_derived_from_the_catalogue_names() -> None:
@@ -268,6 +357,31 @@ def test_the_metric_profile_decides_what_is_exported(monkeypatch: pytest.MonkeyP
     assert cat.STATE_ROWS.name in names and cat.QUERY_BATCH_DURATION.name in names
     assert cat.STATE_MEMORY.name not in names  # denied
     assert cat.STATE_LAST_ROWS_UPDATED.name not in names  # full profile only
+
+
+def test_a_state_past_the_receivers_4_mib_limit_still_gets_through_over_grpc() -> None:
+    """A gRPC server takes 4 MiB a message by default (the OpenTelemetry Collector's receiver
+    too): one request of the whole state was refused (RESOURCE_EXHAUSTED) at every export."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    labels = ["app_name", "app_id", "query_id", "query_name", "operator", "operator_index"]
+    rows = GaugeMetricFamily(cat.STATE_ROWS.name, "rows", labels=labels)
+    series = 20_000  # ~300 bytes each: about 6 MB in one request
+    for i in range(series):
+        rows.add_metric(["orders-etl-" + "x" * 40, f"app-{i:036d}", f"{i:036d}",
+                         "q" * 40, "stateStoreSave", "0"], i)
+    with receiving("grpc") as (url, received):
+        export = OtlpExport(config_for(url, "grpc", 3_600_000), lambda: [rows], {}).start()
+        try:
+            assert export.export_now() is True
+            with received.lock:
+                requests = [request for _, request in received.requests]
+        finally:
+            export.stop(timeout=5)
+    assert len(requests) > 1  # split: each request a bounded number of points
+    values = sorted(p.value for request in requests for p in flatten(request))
+    assert values == list(range(series))  # every series, once
+    assert max(request.ByteSize() for request in requests) < 4 * 1024 * 1024
 
 
 def test_stop_sends_a_final_export_of_what_arrived_since_the_last_one() -> None:

@@ -4,6 +4,7 @@ that is down never slows ingest; without the extra the collector refuses to star
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from bench.local import free_port
 from sparkwatch.metrics import catalogue as cat
-from tests.conftest import ROOT
+from tests.conftest import CANARY_PASSWORD, CANARY_TOKEN, ROOT
 from tests.otlp_receiver import grpc_receiver, http_receiver
 from tests.support import wait_for
 from tests.test_collector_support import APP, APP_TOKEN, Collector, recorded, run_events, samples
@@ -118,4 +119,54 @@ def test_without_the_extra_the_collector_refuses_to_start_naming_it(tmp_path: Pa
                             text=True, timeout=60, check=False)
     assert result.returncode != 0
     assert "pip install 'sparkwatch[otlp]'" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_sdk_s_log_lines_show_neither_the_endpoint_s_password_nor_its_query_token(
+    tmp_path: Path,
+) -> None:
+    """The SDK's exporter logs the URL it retries, query string and all, before our own (redacted)
+    warning; Collector.stop fails the test if either canary reaches the collector's log."""
+    port = free_port()  # nothing listens there
+    collector = otlp_collector(tmp_path, {
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT":
+            f"http://otuser:{CANARY_PASSWORD}@127.0.0.1:{port}/v1/metrics?token={CANARY_TOKEN}",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "2.5"}).start()  # one retry: the SDK logs the URL then
+    try:
+        response = collector.post(run_events("window_agg_hdfs", terminated=False))
+        assert response.status_code == 200, response.text
+
+        def failed() -> float:
+            found = samples(collector.metrics(), "sparkwatch_collector_otlp_exports_total")
+            return sum(v for labels, v in found if labels["outcome"] == "failed")
+
+        wait_for(lambda: failed() >= 1, 60, "a failed OTLP export counted")
+    finally:
+        collector.stop()  # asserts that no canary reached the log
+    log = collector.log_text()
+    assert "Max retries exceeded with url: /v1/metrics?***" in log, log
+    assert f"OTLP export to http://otuser:***@127.0.0.1:{port}/v1/metrics?… " in log, log
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://u:{CANARY_PASSWORD}@[bad"),
+    ("OTEL_EXPORTER_OTLP_HEADERS", f"authorization:{CANARY_TOKEN}"),
+    ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", f"Authorization=Bearer%20X,bad header={CANARY_TOKEN}"),
+    ("OTEL_EXPORTER_OTLP_TIMEOUT", "nan"),
+    ("OTEL_METRIC_EXPORT_INTERVAL", "0.0001"),
+], ids=["endpoint", "headers", "metrics-headers", "timeout", "interval"])
+def test_a_bad_otel_variable_stops_the_collector_s_start_naming_it(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    """Accepted before: the SDK logged the value on every export, dropped the header (exports
+    without authentication) or flooded the receiver."""
+    args = [sys.executable, "-m", "sparkwatch.cli.main", "collector", "--no-auth", "--otlp",
+            "--history-url", "off", "--port", str(free_port()),
+            "--spool-dir", str(tmp_path / "spool")]
+    env = {**os.environ, name: value}
+    result = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=30,
+                            check=False)
+    assert result.returncode == 2, result.stderr
+    assert f"sparkwatch collector: error: {name}" in result.stderr, result.stderr
+    assert CANARY_PASSWORD not in result.stderr and CANARY_TOKEN not in result.stderr
     assert "Traceback" not in result.stderr

@@ -10,12 +10,15 @@ encoding.
 
 Export never blocks ingest or the Spark app: it runs on its own thread; a failed export is
 counted (``on_result``) and said once per outage: one line of ours, and the first line the SDK's
-exporter logs about it (its retries log one per attempt, every interval).
+exporter logs about it (its retries log one per attempt, every interval). Every line the SDK logs
+is redacted first (:class:`_Redact`): its exporters log the URL they failed on, query string
+included, and its header parser logs a malformed entry whole.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -24,7 +27,7 @@ from typing import Any
 from prometheus_client.core import Metric as Family
 
 from sparkwatch.otlp.config import EXTRA, GRPC, OtlpConfig
-from sparkwatch.redact import redact_url
+from sparkwatch.redact import MASK, redact_url
 from sparkwatch.settings import SettingsError
 from sparkwatch.summary import one_line
 from sparkwatch.version import __version__
@@ -37,7 +40,16 @@ SDK_LOGGERS = (
     "opentelemetry.exporter.otlp.proto.grpc.exporter",
 )
 """Where the SDK's OTLP metric exporters log each failed attempt."""
+SDK_ROOT = "opentelemetry"
+"""Every logger of the SDK is under it: each one gets the redacting filter."""
 SCOPE = "sparkwatch"
+MAX_EXPORT_BATCH_SIZE = 2_000
+"""Data points per request (the SDK splits an export into as many requests as it takes): a point
+with its attributes, a histogram's with its buckets, encodes to under 1 KiB, so a request stays
+under 2 MiB, below the 4 MiB an OpenTelemetry Collector's gRPC receiver takes by default (beyond
+it, RESOURCE_EXHAUSTED: no export of a large state ever got through)."""
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+_QUERY = re.compile(r"\?[^\s'\"()<>?]*=[^\s'\"()<>]*")
 
 
 class OtlpUnavailable(SettingsError):
@@ -55,7 +67,7 @@ def _sdk() -> Any:
     return export
 
 
-def _exporter(config: OtlpConfig) -> Any:
+def _exporter_class(config: OtlpConfig) -> Any:
     try:
         if config.protocol == GRPC:
             from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
@@ -69,8 +81,14 @@ def _exporter(config: OtlpConfig) -> Any:
         raise OtlpUnavailable(
             f"OTLP export over {config.protocol} is switched on but its exporter is not "
             f"installed (no module {exc.name}): {EXTRA}") from None
-    # Headers, timeout, compression and certificates: the SDK reads its OTEL_EXPORTER_OTLP_*.
-    return OTLPMetricExporter(endpoint=config.endpoint)
+    return OTLPMetricExporter
+
+
+def _exporter(exporter_class: Any, config: OtlpConfig) -> Any:
+    # Headers, compression and certificates: the SDK reads its OTEL_EXPORTER_OTLP_* (the headers
+    # checked by otlp_config first); the timeout is given as otlp_config checked it.
+    return exporter_class(endpoint=config.endpoint, timeout=config.request_timeout_seconds,
+                              max_export_batch_size=MAX_EXPORT_BATCH_SIZE)
 
 
 def resource(defaults: Mapping[str, str]) -> Any:
@@ -83,6 +101,46 @@ def resource(defaults: Mapping[str, str]) -> Any:
         # No name given: the SDK's placeholder says nothing, ours names the app or the collector.
         merged = merged.merge(Resource({SERVICE_NAME: defaults.get(SERVICE_NAME, SCOPE)}))
     return merged
+
+
+def redact_text(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` without ``secrets`` (masked), URL credentials or query strings."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    return _QUERY.sub("?…", text)  # a bare path's query string: "with url: /v1/metrics?token=…"
+
+
+class _Redact(logging.Filter):
+    """Rewrites each record of the SDK's loggers before any handler sees it: the message with its
+    arguments and the traceback, redacted (a handler formats the text it is given)."""
+
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a filter that raises would raise into the SDK's export
+            message = f"{record.msg} (its arguments did not format)"
+        record.msg, record.args = redact_text(message, self.secrets), None
+        if record.exc_info:
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info, record.exc_text = None, redact_text(text, self.secrets)
+        elif record.exc_text:
+            record.exc_text = redact_text(record.exc_text, self.secrets)
+        if record.stack_info:
+            record.stack_info = redact_text(record.stack_info, self.secrets)
+        return True
+
+
+def _sdk_loggers() -> list[logging.Logger]:
+    """The SDK's loggers that exist now (a filter on a logger sees only its own records, not its
+    children's: each one gets it)."""
+    names = [SDK_ROOT, *(n for n in logging.root.manager.loggerDict
+                         if n.startswith(SDK_ROOT + "."))]
+    return [logging.getLogger(n) for n in names]
 
 
 class _SayOnce(logging.Filter):
@@ -115,7 +173,10 @@ class OtlpExport:
 
         self.config = config
         self._export = export
-        self._exporter = _exporter(config)
+        self._redact = _Redact(config.secrets)
+        exporter_class = _exporter_class(config)  # imported: its modules' loggers exist
+        self._watch_sdk_logs()  # before it is built: it parses the headers, and logs, then
+        self._exporter = _exporter(exporter_class, config)
         self._resource = resource(resource_defaults)
         self._scope = InstrumentationScope(SCOPE, __version__)
         self._collect = collect
@@ -133,7 +194,15 @@ class OtlpExport:
     def destination(self) -> str:
         return f"{redact_url(self.config.endpoint)} ({self.config.protocol})"
 
+    def _watch_sdk_logs(self) -> None:
+        """The redacting filter on every SDK logger, again at start: importing the exporter
+        creates more of them."""
+        for logger in _sdk_loggers():
+            if self._redact not in logger.filters:
+                logger.addFilter(self._redact)
+
     def start(self) -> OtlpExport:
+        self._watch_sdk_logs()
         for name in SDK_LOGGERS:
             logging.getLogger(name).addFilter(self._gate)
         self.worker.start()
@@ -191,6 +260,8 @@ class OtlpExport:
         self.worker.join(1.0)
         for name in SDK_LOGGERS:
             logging.getLogger(name).removeFilter(self._gate)
+        for logger in _sdk_loggers():
+            logger.removeFilter(self._redact)
 
 
 def start_export(config: OtlpConfig, collect: Callable[[], Iterable[Family]],
