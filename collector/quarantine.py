@@ -125,9 +125,16 @@ class Quarantine:
                 raise
 
     def entries(self) -> list[Entry]:
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[Entry], int]:
+        """The entries, and how many lines are no entry (torn by a crash, edited by hand): a
+        listing says so rather than show fewer entries without a word. Blank lines are not
+        counted."""
         if not self.path.exists():
-            return []
+            return [], 0
         out = []
+        unreadable = 0
         for line in self.path.read_text(encoding="ascii", errors="replace").splitlines():
             try:  # a line torn by a crash mid-append was never acknowledged as quarantined
                 d = json.loads(line)
@@ -136,33 +143,56 @@ class Quarantine:
             except (ValueError, KeyError, TypeError, RecursionError):
                 # RecursionError: a line nested deeper than Python reads (written by hand, not
                 # by a collector, whose events hold 32 levels at most) is no entry either.
+                unreadable += bool(line.strip())
                 continue
-        return out
+        return out, unreadable
 
     def remove(self, ids: set[str]) -> int:
         """Drop the entries with these ids (rewritten atomically); how many were removed. Every
         other line is kept byte for byte (its tenant and any field this version does not know),
         and nothing is written when nothing matches. The directory must exist: removing never
         creates a spool."""
-        with self._locked(create=False):
-            try:
-                with open(self.path, "rb") as f:
-                    lines = f.readlines()  # split at b"\n" only: each line as it was
-            except FileNotFoundError:
-                return 0
-            kept = [line for line in lines if _line_id(line) not in ids]
-            removed = len(lines) - len(kept)
-            if not removed:
-                return 0
-            tmp = self.path.with_suffix(".tmp")
-            with open(tmp, "wb") as f:
-                # A torn last line kept as it was still needs its newline, or the next append
-                # would join it.
-                f.writelines(line if line.endswith(b"\n") else line + b"\n" for line in kept)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            return removed
+        with self.locked():
+            return len(self.remove_locked(ids))
+
+    @contextmanager
+    def locked(self) -> Iterator[set[str]]:
+        """Hold the quarantine's lock (appends and rewrites wait for it), yielding the ids held
+        now: what is decided inside it (a replay writing an entry, a drop) cannot be undone by
+        another process before it is done. Never creates a spool directory."""
+        with self._locked(create=False) as held:
+            yield held
+
+    def remove_locked(self, ids: set[str]) -> list[str]:
+        """:meth:`remove`, inside :meth:`locked` (the lock is not taken again: a second flock
+        of this process would wait for itself); the id of each line removed."""
+        try:
+            with open(self.path, "rb") as f:
+                lines = f.readlines()  # split at b"\n" only: each line as it was
+        except FileNotFoundError:
+            return []
+        kept = []
+        removed = []
+        for line in lines:
+            found = _line_id(line)
+            if found is not None and found in ids:
+                removed.append(found)
+            else:
+                kept.append(line)
+        if not removed:
+            return []
+        # A symlinked quarantine is rewritten where the link points: replacing the link with a
+        # file would leave the dropped entries in the target, which the link's owner reads.
+        target = Path(os.path.realpath(self.path))
+        tmp = target.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            # A torn last line kept as it was still needs its newline, or the next append
+            # would join it.
+            f.writelines(line if line.endswith(b"\n") else line + b"\n" for line in kept)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        return removed
 
     def _ends_with_newline(self) -> bool:
         with open(self.path, "rb") as f:

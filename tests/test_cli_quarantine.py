@@ -6,13 +6,21 @@ spool."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from sparkwatch.cli.main import main
 from sparkwatch.collector.quarantine import Quarantine
-from tests.test_collector_support import run_events
+from sparkwatch.history import migrate
+from tests.support import wait_for
+from tests.test_collector_support import count_rows, fresh_ids, run_events
 
 ACME_EVENT = {"kind": "progress", "payload": {"id": "q-acme"}}
 OTHER_EVENT = {"kind": "progress", "payload": {"id": "q-other"}}
@@ -57,6 +65,7 @@ def test_a_partial_replay_keeps_the_tenant_of_the_entries_it_keeps(
     quarantine.add([(unreadable, "unreadable")], ["acme"])
     kept_line = quarantine.path.read_bytes()
     quarantine.add([(run_events()[0], "refused")])  # readable: this one is written
+    migrate.upgrade(sqlite_url)
     assert main(["quarantine", "replay", "--spool-dir", str(tmp_path / "spool"),
                  "--history-url", sqlite_url]) == 1
     assert "replayed 1 of 2" in capsys.readouterr().out
@@ -270,3 +279,191 @@ def test_replay_into_a_file_that_is_no_database_says_so_once_and_keeps_every_ent
                     "a database): replayed 0 of 2, the rest kept")
     assert quarantine.path.read_bytes() == held
     assert history.read_text() == "not a database\n"
+
+
+def _started_events(count: int) -> list[dict[str, Any]]:
+    """``count`` readable events, each the start of a run of its own (one query_runs row)."""
+    return [_started() for _ in range(count)]
+
+
+def _started() -> dict[str, Any]:
+    ids = fresh_ids()
+    return run_events(query_id=ids["query_id"], run_id=ids["run_id"], terminated=False)[0]
+
+
+def _run_ids_written(url: str) -> set[str]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return set(conn.scalars(sa.text("select run_id from query_runs")))
+    finally:
+        engine.dispose()
+
+
+def _cli_process(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "sparkwatch.cli.main", "quarantine", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_drop_made_while_a_replay_runs_is_never_written_by_that_replay(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The replay read the quarantine once, without its lock: a drop made meanwhile said
+    "dropped 1", exit 0, and the replay then wrote the dropped event all the same. Here the
+    replay is held mid-write (a transaction locks query_runs) while the drop runs: either the
+    drop waits for it and says the entry is no longer there (it was replayed), or it drops it
+    and the replay skips it; what the drop reports dropped is never in the history. An event
+    the collector quarantines meanwhile stays quarantined."""
+    migrate.upgrade(pg_url)
+    events = _started_events(150)  # the dropped one in the replay's second batch
+    quarantine = Quarantine(tmp_path)
+    quarantine.add([(event, "refused") for event in events])
+    entries = quarantine.entries()
+    victim = entries[-1]
+    victim_run = events[-1]["payload"]["runId"]
+    database = sa.engine.make_url(pg_url).database
+    blocker = sa.create_engine(pg_url)
+    with blocker.connect() as conn:
+        conn.execute(sa.text("lock table query_runs in access exclusive mode"))
+        replay = _cli_process("replay", "--spool-dir", str(tmp_path), "--history-url", pg_url)
+        wait_for(lambda: count_rows(
+            pg_url, "select count(*) from pg_stat_activity where datname = :d "
+            "and wait_event_type = 'Lock'", d=database) > 0, 60, "the replay to wait on its write")
+        drop = _cli_process("drop", "--spool-dir", str(tmp_path), victim.id)
+        # The collector quarantining another event meanwhile (it waits for the lock too).
+        late = _started()
+        adding = threading.Thread(target=quarantine.add, args=([(late, "refused")],))
+        adding.start()
+        conn.rollback()  # the replay goes on, the drop and the append with it or after it
+    blocker.dispose()
+    adding.join(timeout=120)
+    replay_out, replay_err = replay.communicate(timeout=120)
+    drop_out, drop_err = drop.communicate(timeout=120)
+    written = _run_ids_written(pg_url)
+    if drop.returncode == 0:
+        assert drop_out == "dropped 1\n", drop_err
+        assert victim_run not in written
+        assert replay.returncode == 0, replay_err
+        assert replay_out.endswith("replayed 149 of 150 (1 left the quarantine meanwhile: "
+                                   "dropped or replayed by another command)\n")
+    else:
+        assert (drop.returncode, drop_out) == (2, "dropped 0\n")
+        assert drop_err == (f"sparkwatch quarantine: error: not in the quarantine: "
+                            f"'{victim.id}' (see `sparkwatch quarantine list`)\n")
+        assert victim_run in written
+        assert (replay.returncode, replay_out) == (0, "replayed 150 of 150\n")
+    # Everything else was written once, and left the quarantine.
+    assert written | {victim_run} == {e["payload"]["runId"] for e in events}
+    # Only the late event is left: appended while the replay ran, not lost by its rewrites.
+    assert [e.event for e in quarantine.entries()] == [late]
+
+
+def test_two_replays_at_once_each_write_an_entry_only_if_the_other_has_not(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Both counted every entry replayed; now the entries the other wrote first are said to
+    have left the quarantine, and the two counts add up to the entries held."""
+    migrate.upgrade(pg_url)
+    events = _started_events(150)
+    quarantine = Quarantine(tmp_path)
+    quarantine.add([(event, "refused") for event in events])
+    database = sa.engine.make_url(pg_url).database
+    blocker = sa.create_engine(pg_url)
+    args = ("replay", "--spool-dir", str(tmp_path), "--history-url", pg_url)
+    with blocker.connect() as conn:
+        conn.execute(sa.text("lock table query_runs in access exclusive mode"))
+        first = _cli_process(*args)
+        wait_for(lambda: count_rows(
+            pg_url, "select count(*) from pg_stat_activity where datname = :d "
+            "and wait_event_type = 'Lock'", d=database) > 0, 60, "the replay to wait on its write")
+        second = _cli_process(*args)
+        conn.rollback()
+    blocker.dispose()
+    replayed = 0
+    for process in (first, second):
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        [line] = out.splitlines()
+        replayed += int(line.split()[1])
+    assert replayed == 150
+    assert _run_ids_written(pg_url) == {e["payload"]["runId"] for e in events}
+    assert quarantine.entries() == []
+
+
+@pytest.mark.parametrize("kind", ["missing sqlite file", "empty sqlite file", "empty postgresql"])
+def test_replay_into_a_history_with_no_schema_is_refused_and_keeps_every_entry(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+) -> None:
+    """A mistyped path or an empty database got the schema, every entry, "replayed 2 of 2",
+    exit 0, and an empty quarantine: the events lived on only in a stray database."""
+    quarantine = Quarantine(tmp_path / "spool")
+    quarantine.add([(event, "refused") for event in run_events()[:2]])
+    held = quarantine.path.read_bytes()
+    typo = tmp_path / "typo.db"
+    if kind == "empty postgresql":
+        url = request.getfixturevalue("pg_url")
+        shown = sa.engine.make_url(url).render_as_string(hide_password=True)
+    else:
+        if kind == "empty sqlite file":
+            typo.touch()
+        url = shown = f"sqlite:///{typo}"
+    line = _usage_error(capsys, ["quarantine", "replay", "--spool-dir", str(tmp_path / "spool"),
+                                 "--history-url", url])
+    assert line == (f"sparkwatch quarantine: error: --history-url: {shown} holds no sparkwatch "
+                    "history: if it really is the history, run `sparkwatch db upgrade` against "
+                    "it first")
+    assert quarantine.path.read_bytes() == held
+    if kind == "missing sqlite file":
+        assert not typo.exists()
+    elif kind == "empty sqlite file":
+        assert typo.read_bytes() == b""
+    else:
+        assert count_rows(url, "select count(*) from information_schema.tables "
+                          "where table_schema = 'public'") == 0
+
+
+def test_list_says_how_many_lines_it_could_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Four corrupt lines among five entries printed "5 quarantined events" and nothing else."""
+    quarantine = Quarantine(tmp_path)
+    quarantine.add([(event, "refused") for event in _started_events(5)])
+    with quarantine.path.open("a") as f:
+        f.write('{"id": "torn", "at": 1\n' "not json\n" "[1, 2]\n" '{"id": "x"}\n' "\n")
+    assert main(["quarantine", "list", "--spool-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-1] == "5 quarantined events"
+    assert err == (f"sparkwatch quarantine: 4 lines of {quarantine.path} could not be read "
+                   "(torn or corrupt): not listed, and never replayed\n")
+
+
+def test_drop_in_a_symlinked_quarantine_rewrites_the_target_and_keeps_the_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The link was replaced by a regular file, and the target still held the dropped entry."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    quarantine, acme_id, beta_id = _two_tenants(elsewhere)
+    link = spool / "quarantine.jsonl"
+    link.symlink_to(quarantine.path)
+    assert main(["quarantine", "drop", "--spool-dir", str(spool), acme_id]) == 0
+    assert capsys.readouterr().out == "dropped 1\n"
+    assert link.is_symlink()
+    assert os.readlink(link) == str(quarantine.path)
+    assert [e.id for e in quarantine.entries()] == [beta_id]
+    assert sorted(p.name for p in spool.iterdir()) == ["quarantine.jsonl", "quarantine.lock"]
+
+
+def test_drop_of_thousands_of_unknown_ids_names_ten_and_counts_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """5000 unknown ids made one 39 KB error line."""
+    _two_tenants(tmp_path)
+    unknown = [f"nosuch{i:04}" for i in range(5000)]
+    line = _usage_error(capsys, ["quarantine", "drop", "--spool-dir", str(tmp_path), *unknown])
+    shown = ", ".join(repr(i) for i in unknown[:10])
+    assert line == (f"sparkwatch quarantine: error: not in the quarantine: {shown} and 4990 more "
+                    "(see `sparkwatch quarantine list`)")

@@ -5,13 +5,14 @@ drop them."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sparkwatch.cli.db import durable_history_url, quiet_alembic
+from sparkwatch.cli.db import durable_history_url, quiet_alembic, user_errors
 from sparkwatch.cli.errors import CliError
 from sparkwatch.settings.cli import COLLECTOR_HISTORY_URL, COLLECTOR_SPOOL_DIR
 from sparkwatch.settings.options import FromEnv, add_option, origin
@@ -108,13 +109,54 @@ def _history_url(args: argparse.Namespace) -> str:
     return durable_history_url(str(url), named)
 
 
+SHOWN_IDS = 10
+"""Unknown ids named in an error, at most: the others are counted (5000 mistyped ids are not a
+39 KB line)."""
+
+REPLAY_BATCH = 100
+"""Entries a replay writes under one hold of the quarantine's lock: a drop, another replay or
+the collector's own appends wait for at most this many history writes."""
+
+
 def _known(entries: list[Any], ids: list[str]) -> None:
     """Refuse ids the quarantine does not hold: a mistyped one did nothing, exit status 0."""
-    held = {e.id for e in entries}
-    unknown = [i for i in dict.fromkeys(ids) if i not in held]
-    if unknown:
-        raise CliError(f"not in the quarantine: {', '.join(map(repr, unknown))} "
-                       "(see `sparkwatch quarantine list`)")
+    _refuse_unknown([i for i in dict.fromkeys(ids) if i not in {e.id for e in entries}])
+
+
+def _refuse_unknown(unknown: list[str]) -> None:
+    if not unknown:
+        return
+    shown = ", ".join(map(repr, unknown[:SHOWN_IDS]))
+    more = f" and {len(unknown) - SHOWN_IDS} more" if len(unknown) > SHOWN_IDS else ""
+    raise CliError(f"not in the quarantine: {shown}{more} (see `sparkwatch quarantine list`)")
+
+
+def _check_history(url: str, named: str) -> None:
+    """Refuse a history with no sparkwatch schema (a mistyped path, an empty database): the
+    replay would create one there and empty the quarantine into it. A SQLite file that does not
+    exist is not created. A database that cannot be asked (down, not a database) is left to the
+    writes, which say so once and keep every entry."""
+    import sqlalchemy as sa
+
+    from sparkwatch.history.engine import create_engine, describe_url, parse_url, sqlite_file
+    from sparkwatch.history.schema import QueryRun
+
+    refusal = (f"{named}: {describe_url(url)} holds no sparkwatch history: if it really is the "
+               f"history, run `sparkwatch db upgrade` against it first")
+    path = sqlite_file(parse_url(url))
+    if path is not None and not Path(path).exists():
+        raise CliError(refusal)
+    with user_errors():  # a driver not installed, a URL query the driver refuses
+        engine = create_engine(url, must_exist=True)
+        try:
+            with engine.connect() as conn:
+                found = sa.inspect(conn).has_table(QueryRun.__tablename__)
+        except sa.exc.DBAPIError:
+            return
+        finally:
+            engine.dispose()
+    if not found:
+        raise CliError(refusal)
 
 
 @contextmanager
@@ -131,7 +173,11 @@ def _file_errors(args: argparse.Namespace, doing: str) -> Iterator[None]:
 def run_list(args: argparse.Namespace) -> int:
     quarantine = _quarantine(args)
     with _file_errors(args, "read"):
-        entries = quarantine.entries()
+        entries, unreadable = quarantine.scan()
+    if unreadable:  # not entries (torn by a crash, edited): not listed, but not hidden either
+        lines = "1 line" if unreadable == 1 else f"{unreadable} lines"
+        print(printable(f"sparkwatch quarantine: {lines} of {quarantine.path} could not be read "
+                        "(torn or corrupt): not listed, and never replayed"), file=sys.stderr)
     for e in entries:
         when = "?" if e.at is None else \
             datetime.fromtimestamp(e.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -149,9 +195,6 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_replay(args: argparse.Namespace) -> int:
     quiet_alembic(args)  # before the imports below: Alembic logs its plugins at INFO
-    from sparkwatch.collector.history_process import decode_records
-    from sparkwatch.history.errors import HistoryError, is_database_fault
-    from sparkwatch.history.tenancy import FOREIGN
     from sparkwatch.history.writer import HistoryWriter
 
     quarantine = _quarantine(args)
@@ -159,51 +202,76 @@ def run_replay(args: argparse.Namespace) -> int:
     with _file_errors(args, "read"):
         entries = quarantine.entries()
     _known(entries, args.ids)
+    _check_history(url, origin(args.history_url, str(COLLECTOR_HISTORY_URL.flag)))
     chosen = [e for e in entries if not args.ids or e.id in args.ids]
-    written: set[str] = set()
+    written = gone = 0
     fault: str | None = None
     writer = HistoryWriter(url)
     try:
-        for entry in chosen:
-            events = decode_records([[entry.event]])
-            if not events:
-                print(f"{entry.id}: still unreadable, kept")
-                continue
-            try:
-                left_out = writer.write(events, [entry.tenant] * len(events))
-            except HistoryError as exc:
-                raise CliError(str(exc)) from None
-            except Exception as exc:  # noqa: BLE001 - the database still refuses this one
-                if is_database_fault(exc):
-                    # Refuses any write (another file, down, read-only): said once, not once
-                    # an entry; what was written before it leaves the quarantine still.
-                    fault = one_line(exc)
-                    break
-                print(printable(f"{entry.id}: still refused, kept: {one_line(exc)}"))
-                continue
-            if left_out:  # its run or query is another tenant's: written nowhere, so kept
-                print(f"{entry.id}: still refused, kept: {FOREIGN}")
-                continue
-            written.add(entry.id)
+        for start in range(0, len(chosen), REPLAY_BATCH):
+            batch = chosen[start:start + REPLAY_BATCH]
+            # Under the lock, each entry is written only if it is still held, and leaves the
+            # quarantine before the lock is let go: a drop that said "dropped" is never written
+            # after all, and a second replay skips what this one wrote.
+            with _file_errors(args, "rewrite"), quarantine.locked() as held:
+                done: list[str] = []
+                try:
+                    fault = _replay_batch(writer, [e for e in batch if e.id in held], done)
+                finally:
+                    quarantine.remove_locked(set(done))
+            written += len(done)
+            gone += sum(e.id not in held for e in batch)
+            if fault is not None:
+                break
     finally:
         writer.close()
-    with _file_errors(args, "rewrite"):
-        quarantine.remove(written)
     if fault is not None:
         raise CliError(printable(f"the history refuses every write ({fault}): replayed "
-                                 f"{len(written)} of {len(chosen)}, the rest kept"))
-    print(f"replayed {len(written)} of {len(chosen)}")
-    return 0 if len(written) == len(chosen) else 1
+                                 f"{written} of {len(chosen)}, the rest kept"))
+    left = f" ({gone} left the quarantine meanwhile: dropped or replayed by another command)" \
+        if gone else ""
+    print(f"replayed {written} of {len(chosen)}{left}")
+    return 0 if written + gone == len(chosen) else 1
+
+
+def _replay_batch(writer: Any, batch: list[Any], written: list[str]) -> str | None:
+    """Write each entry of ``batch``, appending the id of each written to ``written``; the
+    database's fault when it refuses any write (the rest of the batch is not tried)."""
+    from sparkwatch.collector.history_process import decode_records
+    from sparkwatch.history.errors import HistoryError, is_database_fault
+    from sparkwatch.history.tenancy import FOREIGN
+
+    for entry in batch:
+        events = decode_records([[entry.event]])
+        if not events:
+            print(f"{entry.id}: still unreadable, kept")
+            continue
+        try:
+            left_out = writer.write(events, [entry.tenant] * len(events))
+        except HistoryError as exc:
+            raise CliError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - the database still refuses this one
+            if is_database_fault(exc):
+                # Refuses any write (another file, down, read-only): said once, not once
+                # an entry; what was written before it leaves the quarantine still.
+                return one_line(exc)
+            print(printable(f"{entry.id}: still refused, kept: {one_line(exc)}"))
+            continue
+        if left_out:  # its run or query is another tenant's: written nowhere, so kept
+            print(f"{entry.id}: still refused, kept: {FOREIGN}")
+            continue
+        written.append(entry.id)
+    return None
 
 
 def run_drop(args: argparse.Namespace) -> int:
     quarantine = _quarantine(args)
-    with _file_errors(args, "read"):
-        entries = quarantine.entries()
-    with _file_errors(args, "rewrite"):
-        removed = quarantine.remove(set(args.ids))
-    print(f"dropped {removed}")
+    # Under the lock: an id a replay wrote meanwhile is no longer held, and is named as unknown
+    # rather than counted dropped.
+    with _file_errors(args, "rewrite"), quarantine.locked() as held:
+        removed = quarantine.remove_locked(set(args.ids))
+    print(f"dropped {len(removed)}")
     # After the rewrite, which says first why it cannot be done (an unwritable spool): the ids
     # that are there are dropped as asked, and the others named.
-    _known(entries, args.ids)
+    _refuse_unknown([i for i in dict.fromkeys(args.ids) if i not in held])
     return 0
