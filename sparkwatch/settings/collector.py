@@ -221,7 +221,8 @@ SETTINGS: tuple[Setting, ...] = (
        "an ingest body not received whole this long after its headers is answered 408 and "
        "the connection closed"),
     _S("max_connections", positive_int,
-       "most concurrent connections (and requests); beyond it new requests get 503"),
+       "most concurrent connections (and requests); beyond it a request takes the place of "
+       "the connections waiting longest for their headers, or gets 503 when none waits"),
     _S("max_body_bytes", positive_int, "largest request body, before and after gzip"),
     _S("max_inflight_body_bytes", positive_int,
        "request bytes decoded at once, bodies and what they inflate to (each costs about 4 "
