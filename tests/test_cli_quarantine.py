@@ -438,6 +438,24 @@ def test_list_says_how_many_lines_it_could_not_read(
                    "(torn or corrupt): not listed, and never replayed\n")
 
 
+def test_replay_says_how_many_lines_it_could_not_read_and_keeps_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Replay passed over corrupt lines without a word, as list did."""
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    migrate.upgrade(url)
+    quarantine = Quarantine(tmp_path)
+    quarantine.add([(event, "refused") for event in _started_events(2)])
+    with quarantine.path.open("a") as f:
+        f.write("not json\n" "[1, 2]\n")
+    assert main(["quarantine", "replay", "--spool-dir", str(tmp_path), "--history-url", url]) == 0
+    out, err = capsys.readouterr()
+    assert out == "replayed 2 of 2\n"
+    assert err == (f"sparkwatch quarantine: 2 lines of {quarantine.path} could not be read "
+                   "(torn or corrupt): not replayed, kept in the file\n")
+    assert quarantine.entries() == [] and quarantine.scan()[1] == 2
+
+
 def test_drop_in_a_symlinked_quarantine_rewrites_the_target_and_keeps_the_link(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

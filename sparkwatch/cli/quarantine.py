@@ -174,10 +174,7 @@ def run_list(args: argparse.Namespace) -> int:
     quarantine = _quarantine(args)
     with _file_errors(args, "read"):
         entries, unreadable = quarantine.scan()
-    if unreadable:  # not entries (torn by a crash, edited): not listed, but not hidden either
-        lines = "1 line" if unreadable == 1 else f"{unreadable} lines"
-        print(printable(f"sparkwatch quarantine: {lines} of {quarantine.path} could not be read "
-                        "(torn or corrupt): not listed, and never replayed"), file=sys.stderr)
+    _say_unreadable(quarantine, unreadable, "not listed, and never replayed")
     for e in entries:
         when = "?" if e.at is None else \
             datetime.fromtimestamp(e.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -193,6 +190,15 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _say_unreadable(quarantine: Any, unreadable: int, so: str) -> None:
+    """Lines of the file that are not entries (torn by a crash, edited): passed over, not
+    hidden; a rewrite keeps them."""
+    if unreadable:
+        lines = "1 line" if unreadable == 1 else f"{unreadable} lines"
+        print(printable(f"sparkwatch quarantine: {lines} of {quarantine.path} could not be read "
+                        f"(torn or corrupt): {so}"), file=sys.stderr)
+
+
 def run_replay(args: argparse.Namespace) -> int:
     quiet_alembic(args)  # before the imports below: Alembic logs its plugins at INFO
     from sparkwatch.history.writer import HistoryWriter
@@ -200,8 +206,9 @@ def run_replay(args: argparse.Namespace) -> int:
     quarantine = _quarantine(args)
     url = _history_url(args)
     with _file_errors(args, "read"):
-        entries = quarantine.entries()
+        entries, unreadable = quarantine.scan()
     _known(entries, args.ids)
+    _say_unreadable(quarantine, unreadable, "not replayed, kept in the file")
     _check_history(url, origin(args.history_url, str(COLLECTOR_HISTORY_URL.flag)))
     chosen = [e for e in entries if not args.ids or e.id in args.ids]
     written = gone = 0
