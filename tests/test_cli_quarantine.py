@@ -7,6 +7,8 @@ spool."""
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
@@ -303,6 +305,36 @@ def _run_ids_written(url: str) -> set[str]:
 def _cli_process(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "sparkwatch.cli.main", "quarantine", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_replay_stopped_by_sigterm_says_what_it_replayed_and_keeps_the_rest(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """It exited 143 without a word: what had been written and what was kept was left to guess.
+    Stopped while a write waits (a transaction locks query_runs), it says how many it replayed;
+    exactly those left the quarantine and are in the history."""
+    migrate.upgrade(pg_url)
+    quarantine = Quarantine(tmp_path)
+    quarantine.add([(event, "refused") for event in _started_events(150)])
+    database = sa.engine.make_url(pg_url).database
+    blocker = sa.create_engine(pg_url)
+    with blocker.connect() as conn:
+        conn.execute(sa.text("lock table query_runs in access exclusive mode"))
+        replay = _cli_process("replay", "--spool-dir", str(tmp_path), "--history-url", pg_url)
+        wait_for(lambda: count_rows(
+            pg_url, "select count(*) from pg_stat_activity where datname = :d "
+            "and wait_event_type = 'Lock'", d=database) > 0, 60, "the replay to wait on its write")
+        replay.send_signal(signal.SIGTERM)
+        conn.rollback()
+    blocker.dispose()
+    out, err = replay.communicate(timeout=120)
+    assert replay.returncode == 143, err
+    match = re.fullmatch(r"stopped: replayed (\d+) of 150, the rest kept\n", out)
+    assert match is not None, (out, err)
+    replayed = int(match[1])
+    assert len(quarantine.entries()) == 150 - replayed
+    assert len(_run_ids_written(pg_url)) == replayed
+    assert "Traceback" not in err
 
 
 def test_a_drop_made_while_a_replay_runs_is_never_written_by_that_replay(

@@ -226,10 +226,13 @@ def run_replay(args: argparse.Namespace) -> int:
                     fault = _replay_batch(writer, [e for e in batch if e.id in held], done)
                 finally:
                     quarantine.remove_locked(set(done))
-            written += len(done)
+                    written += len(done)
             gone += sum(e.id not in held for e in batch)
             if fault is not None:
                 break
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (cli/signals.py): say what was done, then stop
+        print(f"stopped: replayed {written} of {len(chosen)}, the rest kept", flush=True)
+        raise
     finally:
         writer.close()
     if fault is not None:
