@@ -6,12 +6,14 @@ spool."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -307,6 +309,26 @@ def _cli_process(*args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@contextlib.contextmanager
+def _replay_held_at_its_write(spool: Path, pg_url: str) -> Iterator[subprocess.Popen[str]]:
+    """A replay started while a transaction locks query_runs, yielded once it waits on its
+    write; the lock is let go when the block ends."""
+    database = sa.engine.make_url(pg_url).database
+    blocker = sa.create_engine(pg_url)
+    try:
+        with blocker.connect() as conn:
+            conn.execute(sa.text("lock table query_runs in access exclusive mode"))
+            replay = _cli_process("replay", "--spool-dir", str(spool), "--history-url", pg_url)
+            wait_for(lambda: count_rows(
+                pg_url, "select count(*) from pg_stat_activity where datname = :d "
+                "and wait_event_type = 'Lock'", d=database) > 0, 60,
+                "the replay to wait on its write")
+            yield replay
+            conn.rollback()
+    finally:
+        blocker.dispose()
+
+
 def test_a_replay_stopped_by_sigterm_says_what_it_replayed_and_keeps_the_rest(
     tmp_path: Path, pg_url: str
 ) -> None:
@@ -316,17 +338,8 @@ def test_a_replay_stopped_by_sigterm_says_what_it_replayed_and_keeps_the_rest(
     migrate.upgrade(pg_url)
     quarantine = Quarantine(tmp_path)
     quarantine.add([(event, "refused") for event in _started_events(150)])
-    database = sa.engine.make_url(pg_url).database
-    blocker = sa.create_engine(pg_url)
-    with blocker.connect() as conn:
-        conn.execute(sa.text("lock table query_runs in access exclusive mode"))
-        replay = _cli_process("replay", "--spool-dir", str(tmp_path), "--history-url", pg_url)
-        wait_for(lambda: count_rows(
-            pg_url, "select count(*) from pg_stat_activity where datname = :d "
-            "and wait_event_type = 'Lock'", d=database) > 0, 60, "the replay to wait on its write")
+    with _replay_held_at_its_write(tmp_path, pg_url) as replay:
         replay.send_signal(signal.SIGTERM)
-        conn.rollback()
-    blocker.dispose()
     out, err = replay.communicate(timeout=120)
     assert replay.returncode == 143, err
     match = re.fullmatch(r"stopped: replayed (\d+) of 150, the rest kept\n", out)
@@ -353,21 +366,13 @@ def test_a_drop_made_while_a_replay_runs_is_never_written_by_that_replay(
     entries = quarantine.entries()
     victim = entries[-1]
     victim_run = events[-1]["payload"]["runId"]
-    database = sa.engine.make_url(pg_url).database
-    blocker = sa.create_engine(pg_url)
-    with blocker.connect() as conn:
-        conn.execute(sa.text("lock table query_runs in access exclusive mode"))
-        replay = _cli_process("replay", "--spool-dir", str(tmp_path), "--history-url", pg_url)
-        wait_for(lambda: count_rows(
-            pg_url, "select count(*) from pg_stat_activity where datname = :d "
-            "and wait_event_type = 'Lock'", d=database) > 0, 60, "the replay to wait on its write")
+    with _replay_held_at_its_write(tmp_path, pg_url) as replay:
         drop = _cli_process("drop", "--spool-dir", str(tmp_path), victim.id)
         # The collector quarantining another event meanwhile (it waits for the lock too).
         late = _started()
         adding = threading.Thread(target=quarantine.add, args=([(late, "refused")],))
         adding.start()
-        conn.rollback()  # the replay goes on, the drop and the append with it or after it
-    blocker.dispose()
+    # The lock let go: the replay goes on, the drop and the append with it or after it.
     adding.join(timeout=120)
     replay_out, replay_err = replay.communicate(timeout=120)
     drop_out, drop_err = drop.communicate(timeout=120)
