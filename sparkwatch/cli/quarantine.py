@@ -139,7 +139,7 @@ def _check_history(url: str, named: str) -> None:
     import sqlalchemy as sa
 
     from sparkwatch.history.engine import create_engine, describe_url, parse_url, sqlite_file
-    from sparkwatch.history.schema import QueryRun
+    from sparkwatch.history.revision import holds_history
 
     refusal = (f"{named}: {describe_url(url)} holds no sparkwatch history: if it really is the "
                f"history, run `sparkwatch db upgrade` against it first")
@@ -150,7 +150,7 @@ def _check_history(url: str, named: str) -> None:
         engine = create_engine(url, must_exist=True)
         try:
             with engine.connect() as conn:
-                found = sa.inspect(conn).has_table(QueryRun.__tablename__)
+                found = holds_history(conn)
         except sa.exc.DBAPIError:
             return
         finally:

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from sparkwatch.history.engine import describe_url
 from sparkwatch.history.errors import UPGRADE_HINT, SchemaNotMigrated
-from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE
+from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE, QueryRun
 
 
 def current_of(conn: sa.Connection) -> str | None:
@@ -15,6 +15,12 @@ def current_of(conn: sa.Connection) -> str | None:
         return None
     version = sa.table(VERSION_TABLE, sa.column("version_num", sa.String()))
     return conn.execute(sa.select(version.c.version_num)).scalars().first()
+
+
+def holds_history(conn: sa.Connection) -> bool:
+    """Whether the database has the history's tables at all (an empty database, a new SQLite
+    file, a mistyped URL: not), whatever their revision."""
+    return sa.inspect(conn).has_table(QueryRun.__tablename__)
 
 
 def check_schema(conn: sa.Connection) -> None:

@@ -29,6 +29,7 @@ from sparkwatch.history.errors import (
     SchemaNotMigrated,
     is_data_error,
 )
+from sparkwatch.history.revision import holds_history
 from sparkwatch.history.rows import Row, plan_rows, rows_for, run_rows, trigger_rows
 from sparkwatch.history.schema import (
     LOST,
@@ -255,7 +256,7 @@ class HistoryWriter:
         say a table is missing, on every attempt. A schema of another revision is not checked
         here (a write it cannot take fails as it did)."""
         with engine.connect() as conn:
-            found = sa.inspect(conn).has_table(QueryRun.__tablename__)
+            found = holds_history(conn)
         if not found:
             raise SchemaNotMigrated(
                 f"{describe_url(engine.url)} has no sparkwatch history schema, and this writer "

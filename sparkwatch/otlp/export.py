@@ -88,7 +88,7 @@ def _exporter(exporter_class: Any, config: OtlpConfig) -> Any:
     # Headers, compression and certificates: the SDK reads its OTEL_EXPORTER_OTLP_* (the headers
     # checked by otlp_config first); the timeout is given as otlp_config checked it.
     return exporter_class(endpoint=config.endpoint, timeout=config.request_timeout_seconds,
-                              max_export_batch_size=MAX_EXPORT_BATCH_SIZE)
+                          max_export_batch_size=MAX_EXPORT_BATCH_SIZE)
 
 
 def resource(defaults: Mapping[str, str]) -> Any:
