@@ -9,11 +9,15 @@ never shown verbatim: it may be a password typed in the wrong place.
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from typing import Any
 
 UNPARSEABLE = "<unparseable URL>"
 MASK = "***"
+SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-_]*)://")
+"""A scheme as SQLAlchemy reads one: with ``_`` (``postgresql+psycopg_async``), which the
+standard library's URL parser does not take as a scheme."""
 
 
 def redact_url(url: str | Any) -> str:
@@ -23,12 +27,13 @@ def redact_url(url: str | Any) -> str:
     if not isinstance(url, str):
         render = getattr(url, "render_as_string", None)
         url = render(hide_password=False) if render is not None else str(url)
+    scheme = SCHEME.match(url)
+    if scheme is None:
+        return UNPARSEABLE
     try:
-        parts = urllib.parse.urlsplit(url)
+        parts = urllib.parse.urlsplit("x" + url[scheme.end(1):])
         port = parts.port  # raises ValueError on a port that is not a number
     except ValueError:
-        return UNPARSEABLE
-    if not parts.scheme or "://" not in url:
         return UNPARSEABLE
     host = parts.hostname or ""
     if ":" in host:  # IPv6
@@ -38,7 +43,7 @@ def redact_url(url: str | Any) -> str:
         f"{user}@" if user else "")
     netloc = credentials + host + (f":{port}" if port is not None else "")
     query = "?…" if parts.query else ""
-    return f"{parts.scheme}://{netloc}{parts.path}{query}"
+    return f"{scheme.group(1)}://{netloc}{parts.path}{query}"
 
 
 def redact_token(token: str | None) -> str:

@@ -169,6 +169,13 @@ NEVER_WORKS = [
                  id="memory-file-name"),
     pytest.param("sqlite:///h.db?timeout=abc",
                  "database URL refused: sqlite:///h.db?…: could not convert", id="bad-option"),
+    pytest.param(f"postgresql+psycopg_async://u:{CANARY_PASSWORD}@db.example/x",
+                 "postgresql+psycopg_async://u:***@db.example/x: postgresql+psycopg_async is an "
+                 "asyncio driver; the history writes synchronously (use e.g. postgresql+psycopg)",
+                 id="asyncio-driver"),
+    pytest.param("sqlite:////no/such/folder/h.db",
+                 "no folder /no/such/folder for the SQLite file /no/such/folder/h.db (SQLite "
+                 "creates the file, not its folder)", id="sqlite-folder-missing"),
 ]
 
 

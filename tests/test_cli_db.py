@@ -201,12 +201,15 @@ def test_url_defaults_to_sparkwatch_db_here(tmp_path: Path, capsys, monkeypatch)
             ["db", "downgrade", "--revision", "base", "--url", "sqlite:///:memory:"],
             "sqlite:///:memory: is an in-memory database",
         ),
-        (["db", "current", "--url", "sqlite:////nonexistent/dir/h.db"], "no history database at"),
+        (["db", "current", "--url", "sqlite:////nonexistent/dir/h.db"],
+         "no folder /nonexistent/dir for the SQLite file /nonexistent/dir/h.db"),
+        (["db", "current", "--url", "sqlite:////proc/h.db"], "no history database at /proc/h.db"),
         # empty: was the default sqlite:///sparkwatch.db, created in the current directory
         (["db", "upgrade", "--url", ""], "--url is empty: give a database URL"),
         (["db", "current", "--url", "postgresql+psycopg://postgres@127.0.0.1/\udcff"],
          "--url is not UTF-8 text"),
-        (["db", "upgrade", "--url", "sqlite:////nonexistent-dir/h.db?timeout=soon"],
+        # /proc: a folder in which nothing can be created, were the option taken
+        (["db", "upgrade", "--url", "sqlite:////proc/h.db?timeout=soon"],
          "database URL refused: could not convert string to float: 'soon'"),
     ],
 )

@@ -68,6 +68,24 @@ def test_a_collectors_history_url_is_checked_as_the_db_command_checks_it(
         "database URL, or 'off' to keep only /metrics")
 
 
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("postgresql+psycopg_async://postgres:pw@127.0.0.1/h",
+     "postgresql+psycopg_async://postgres:***@127.0.0.1/h: postgresql+psycopg_async is an "
+     "asyncio driver; the history writes synchronously (use e.g. postgresql+psycopg)"),
+    ("sqlite:////no/such/folder/h.db",
+     "no folder /no/such/folder for the SQLite file /no/such/folder/h.db (SQLite creates the "
+     "file, not its folder)"),
+])
+def test_a_collector_on_a_history_its_writer_can_never_open_is_refused_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str, problem: str,
+) -> None:
+    """Before, it started and retried its schema upgrade for ever: SQLite "unable to open
+    database file", the asyncio driver with "coroutine ... was never awaited" warnings."""
+    line = _error(capsys, "collector", "--no-auth", "--spool-dir", str(tmp_path / "spool"),
+                  "--history-url", url)
+    assert line == f"sparkwatch collector: error: --history-url: {problem}"
+
 @pytest.mark.postgres
 def test_a_second_collector_on_a_spool_in_use_is_refused_naming_it(
     pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],

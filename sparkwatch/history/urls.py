@@ -3,6 +3,7 @@ the one check of a history URL that the commands, the collector and the listener
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkwatch.history.errors import HistoryUrlError
@@ -65,7 +66,41 @@ def durable_url(url: str, holder: str = "this command") -> URL:
             f"{describe_url(url)} is an in-memory database, gone when {holder} exits: it cannot "
             "hold a history (give a file, e.g. sqlite:///sparkwatch.db)"
         )
+    _refuse_async_driver(url, parsed)
+    _refuse_missing_folder(parsed)
     return parsed
+
+
+def _refuse_async_driver(url: str, parsed: URL) -> None:
+    """An asyncio driver (postgresql+psycopg_async, sqlite+aiosqlite) loads, but every call of
+    the history's synchronous engine then fails: the writer's first write, once the app ran."""
+    import sqlalchemy as sa
+
+    from sparkwatch.history.engine import describe_url
+
+    try:
+        dialect = parsed.get_dialect()
+    except sa.exc.NoSuchModuleError:
+        return  # an unknown driver: the engine's creation names it
+    if getattr(dialect, "is_async", False):
+        raise HistoryUrlError(
+            f"{describe_url(url)}: {parsed.drivername} is an asyncio driver; the history "
+            f"writes synchronously (use e.g. {parsed.get_backend_name()}+"
+            f"{'psycopg' if parsed.get_backend_name() == 'postgresql' else 'pysqlite'})")
+
+
+def _refuse_missing_folder(parsed: URL) -> None:
+    """A SQLite file whose folder does not exist: SQLite cannot create the file there, and said
+    only "unable to open database file" at the first write."""
+    from sparkwatch.history.engine import sqlite_file
+
+    path = sqlite_file(parsed)
+    if path is None:
+        return
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise HistoryUrlError(f"no folder {folder} for the SQLite file {path} (SQLite "
+                              "creates the file, not its folder)")
 
 
 def writable_url(url: str, holder: str) -> None:

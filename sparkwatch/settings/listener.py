@@ -143,7 +143,8 @@ LISTENER_FIELDS: tuple[Setting, ...] = (
         optional_url,
         "SQLAlchemy URL of the SQL history (sqlite:///file.db, postgresql+psycopg://...); "
         "'off' disables it. One that can never work (not a URL, another database, a driver not "
-        "installed, an in-memory SQLite) makes attach() raise SettingsError; a database that is "
+        "installed or an asyncio one, an in-memory SQLite or one in a folder that does not "
+        "exist) makes attach() raise SettingsError; a database that is "
         "down does not (the writer retries).",
     ),
     _field(
