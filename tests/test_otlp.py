@@ -4,11 +4,13 @@ collector's side is in tests/test_otlp_collector.py."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import logging
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
-from bench.local import free_port
+from bench.local import QuietHandler, free_port
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics import profiles
 from sparkwatch.metrics.exposition import SparkwatchCollector
@@ -425,6 +427,54 @@ def test_a_down_endpoint_never_blocks_is_counted_and_said_once(
     assert len(ours) == 1 and "failed" in ours[0].getMessage() and nobody in ours[0].getMessage()
     sdk = [r for r in caplog.records if r.name.startswith("opentelemetry.exporter")]
     assert len(sdk) <= 1, [r.getMessage() for r in sdk]
+
+
+class _Answers(QuietHandler):
+    status = 404
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.answer(self.status, b"{}")
+
+
+@contextmanager
+def answering(status: int) -> Iterator[str]:
+    """An endpoint that answers every export with ``status``."""
+    handler = type("Answers", (_Answers,), {"status": status})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("status", "reason"), [
+    (404, "code: 404, reason: Not Found"),
+    (429, "Transient error Too Many Requests"),
+])
+def test_a_failed_export_says_why_in_the_endpoints_words(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, status: int, reason: str,
+) -> None:
+    """Every failure was worded "the endpoint refused it": a timeout, a refused connection and
+    a 429 alike; the SDK's exporter returns only FAILURE and logs its reason."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "3")  # room for the 429's first retry
+    state = MetricState()
+    state.apply_all(run_events(fixture(JOIN)))
+    caplog.set_level(logging.WARNING)
+    with answering(status) as url:
+        export = OtlpExport(config_for(url, "http/protobuf", 3_600_000),
+                            SparkwatchCollector(state).collect, {}).start()
+        try:
+            assert export.export_now() is False
+        finally:
+            export.stop(timeout=2)
+    [ours] = [r.getMessage() for r in caplog.records if r.name == "sparkwatch.otlp.export"]
+    assert f"failed (Failed to export metrics batch {reason}" in ours or \
+        f"failed ({reason}" in ours, ours
+    assert "refused" not in ours
 
 
 def test_an_export_that_works_again_is_said_and_failures_stop(

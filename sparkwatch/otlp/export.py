@@ -144,15 +144,20 @@ def _sdk_loggers() -> list[logging.Logger]:
 
 
 class _SayOnce(logging.Filter):
-    """Lets one record of the SDK's exporter through per outage (it logs every retry)."""
+    """Lets one record of the SDK's exporter through per outage (it logs every retry), and keeps
+    the first of each export's: the SDK's exporter returns only FAILURE, its reason (a status
+    and its reason phrase, a timeout, a connection refused) is in what it logs."""
 
     def __init__(self) -> None:
         super().__init__()
         self.said = False
+        self.first: str | None = None
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
+        if self.first is None:
+            self.first = record.getMessage()  # redacted: _Redact was added to the logger first
         if self.said:
             return False
         self.said = True
@@ -224,9 +229,11 @@ class OtlpExport:
                 e = self._export
                 data = e.MetricsData([e.ResourceMetrics(
                     self._resource, [e.ScopeMetrics(self._scope, metrics, "")], "")])
+                self._gate.first = None
                 result = self._exporter.export(
                     data, timeout_millis=self.config.timeout_seconds * 1000)
-                ok, why = result is e.MetricExportResult.SUCCESS, "the endpoint refused it"
+                ok = result is e.MetricExportResult.SUCCESS
+                why = self._gate.first or "the exporter gave no reason"
             except Exception as exc:  # noqa: BLE001 - an export never raises into its caller
                 ok, why = False, one_line(exc)
             self._counted(ok, why)
