@@ -102,7 +102,9 @@ def run(args: argparse.Namespace) -> int:
                          timeout_graceful_shutdown=5, log_config=None,
                          http=header_deadline(settings.header_timeout_seconds,
                                               service.metrics.slow_clients.labels("headers").inc),
-                         limit_concurrency=settings.max_connections))
+                         # uvicorn counts the new request's own connection against its
+                         # limit: at N it served N-1 connections.
+                         limit_concurrency=settings.max_connections + 1))
     return 0
 
 
