@@ -14,6 +14,8 @@ import uuid
 from contextvars import ContextVar
 from typing import Any
 
+import orjson
+
 from sparkwatch.logs import format_root_handlers
 
 REQUEST_ID: ContextVar[str | None] = ContextVar("sparkwatch_request_id", default=None)
@@ -40,6 +42,21 @@ def _private(scope: dict[str, Any]) -> bool:
         name == b"authorization" for name, _ in scope.get("headers", ()))
 
 
+def _credentials_given(scope: dict[str, Any]) -> int:
+    return sum(name == b"authorization" for name, _ in scope.get("headers", ()))
+
+
+async def _refuse_two_credentials(request_id: str, send: Any) -> None:
+    """400 to a request with more than one Authorization header: the collector read the first, a
+    proxy in front of it may check the last, and the two would disagree about who is calling."""
+    body = orjson.dumps({"detail": "more than one Authorization header: send one",
+                         "request_id": request_id})
+    await send({"type": "http.response.start", "status": 400, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        (HEADER, request_id.encode()), *BASE_HEADERS, NO_STORE]})
+    await send({"type": "http.response.body", "body": body})
+
+
 def current_request_id() -> str | None:
     return REQUEST_ID.get()
 
@@ -63,6 +80,9 @@ class RequestContext:
             await self.app(scope, receive, send)
             return
         request_id = _request_id(scope)
+        if _credentials_given(scope) > 1:
+            await _refuse_two_credentials(request_id, send)
+            return
         token = REQUEST_ID.set(request_id)
         private = _private(scope)
 

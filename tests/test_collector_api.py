@@ -129,6 +129,23 @@ def test_ingest_without_a_valid_token_is_401(
     assert TOKEN not in collector.log_text(), "a token reached the log"
 
 
+@pytest.mark.parametrize("path", ["/api/v1/events", "/api/v1/queries", "/metrics", "/"])
+def test_a_request_with_two_authorization_headers_is_refused_whichever_comes_first(
+    collector: Collector, path: str,
+) -> None:
+    """The first one was read (a good token then a wrong one was served as the good one's
+    holder), where a proxy in front might check the last: the two disagreed about who called."""
+    for first, second in [(READ_TOKEN, "wrong"), ("wrong", READ_TOKEN), (TOKEN, TOKEN)]:
+        headers = [("Authorization", f"Bearer {first}"), ("Authorization", f"Bearer {second}")]
+        method = "POST" if path == "/api/v1/events" else "GET"
+        response = httpx.request(method, collector.url + path, headers=headers,
+                                 json={"events": run_events()} if method == "POST" else None)
+        assert response.status_code == 400, (path, response.text)
+        assert response.json()["detail"] == "more than one Authorization header: send one"
+        assert response.json()["request_id"] == response.headers["x-request-id"]
+        assert response.headers["cache-control"] == "no-store"
+    assert READ_TOKEN not in collector.log_text() and TOKEN not in collector.log_text()
+
 def test_an_app_token_pushes_only_for_its_app(collector: Collector) -> None:
     mine = fresh_run(terminated=False)[:2]
     theirs = fresh_run("billing", terminated=False)[:2]
