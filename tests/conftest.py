@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from bench.local import local_spark
-from tests.support import COVERAGE_VARIABLES, create_database, drop_database
+from tests.spark_guard import SharedSparkGuard, driver_log_conf
+from tests.support import (
+    COVERAGE_VARIABLES,
+    collector_children,
+    create_database,
+    drop_database,
+    end_process_trees,
+)
 
 if TYPE_CHECKING:
     from tests.test_collector_support import PrivatePostgres
@@ -79,18 +86,65 @@ def promtool() -> str:
     return str(path)
 
 
+SPARK_GUARD = pytest.StashKey[SharedSparkGuard]()
+CURRENT_TEST = pytest.StashKey[str]()
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """One local Spark session for the whole run (a session costs 5-9 s to start)."""
+def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[Any]:
+    """One local Spark session for the whole run (a session costs 5-9 s to start), with a
+    driver log of its own under the worker's basetemp and a guard that names whatever stops it
+    before the run ends (:func:`_shared_spark_running`)."""
     try:
         import pyspark  # noqa: F401
     except ImportError:
         unavailable("pyspark not installed")
+    log = tmp_path_factory.getbasetemp() / "spark-driver.log"
     session = local_spark("sparkwatch-tests",
-                          {"spark.sql.streaming.noDataMicroBatches.enabled": "true"},
+                          {"spark.sql.streaming.noDataMicroBatches.enabled": "true",
+                           **driver_log_conf(log)},
                           log_level="WARN")
+    stash = request.config.stash
+    guard = SharedSparkGuard(session, log, lambda: stash.get(CURRENT_TEST, "(no test yet)"))
+    stash[SPARK_GUARD] = guard
     yield session
-    session.stop()
+    del stash[SPARK_GUARD]
+    guard.release()
+
+
+@pytest.fixture(autouse=True)
+def _shared_spark_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test during which the shared SparkContext stopped fails at its tear-down, saying how
+    (tests/spark_guard.py); a later test that needs the session fails at once, saying the same,
+    instead of with a Py4J error of its own."""
+    stash = request.config.stash
+    stash[CURRENT_TEST] = request.node.nodeid
+    guard = stash.get(SPARK_GUARD, None)
+    if guard is not None and "spark" in request.fixturenames and guard.stopped():
+        pytest.fail(guard.how(), pytrace=False)
+    yield
+    guard = stash.get(SPARK_GUARD, None)
+    if guard is not None and not guard.reported and guard.stopped():
+        how = guard.how()
+        guard.reported = True  # told in full once; later tests fail at their set-up, in short
+        pytest.fail(f"the shared SparkContext stopped by the end of this test; {how}",
+                    pytrace=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_collector_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module whose tests leave a ``sparkwatch collector`` of theirs running (a test that
+    failed before its own clean-up) fails at its end, and the collector is ended: one was found
+    still running after a CI run, its jobs knocking at a dropped database. After the module's
+    own fixtures, which may hold a collector for all its tests."""
+    before = collector_children()
+    yield
+    left = collector_children() - before
+    if left:
+        end_process_trees(left)
+        pytest.fail(f"{request.node.nodeid} left sparkwatch collector processes running "
+                    f"(pids {sorted(left)}; ended now)", pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -4,10 +4,13 @@ in-process."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
 
 import pytest
 
@@ -133,3 +136,57 @@ def state_rows(metrics_url: str) -> dict[str, float]:
     for labels, value in state_series(metrics_url):
         rows[labels["query_name"]] = rows.get(labels["query_name"], 0.0) + value
     return rows
+
+
+def _process_tree() -> dict[int, list[int]]:
+    """Parent pid -> its children's pids, of every process (Linux /proc)."""
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":  # a zombie has ended; only its parent's wait is missing
+            tree.setdefault(int(fields[1]), []).append(int(entry.name))
+    return tree
+
+
+def _is_collector(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    # `python -m sparkwatch.cli.main collector ...` (the tests'), `sparkwatch collector ...`
+    sparkwatch = any(a == b"sparkwatch.cli.main" or a.endswith(b"sparkwatch") for a in argv)
+    return sparkwatch and b"collector" in argv
+
+
+def collector_children() -> frozenset[int]:
+    """This process's children that are ``sparkwatch collector`` processes, still running."""
+    return frozenset(pid for pid in _process_tree().get(os.getpid(), []) if _is_collector(pid))
+
+
+def end_process_trees(pids: frozenset[int], grace: float = 10.0) -> None:
+    """SIGTERM ``pids`` and every process under them; SIGKILL what is left after ``grace``
+    seconds."""
+    tree = _process_tree()
+    pending, everyone = list(pids), []
+    while pending:
+        pid = pending.pop()
+        everyone.append(pid)
+        pending.extend(tree.get(pid, []))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in everyone:
+            with suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(pid) for pid in everyone):
+            time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,14 @@ import sparkwatch
 from tests.conftest import ROOT
 from tests.support import wait_for
 from tests.tenants_support import A_APP, A_READ, A_TOKEN, B_APP, B_TOKEN, tenant_collector
-from tests.test_collector_support import READ_TOKEN, TOKEN, Collector, fresh_ids, run_events
+from tests.test_collector_support import (
+    READ_TOKEN,
+    TOKEN,
+    Collector,
+    fresh_ids,
+    run_events,
+    running,
+)
 
 APP_A, APP_B = "console-app-a", "console-app-b"
 
@@ -30,27 +39,56 @@ def _page(c: Collector, path: str, token: str | None) -> httpx.Response:
     return c.get(path, token, refresh="0")
 
 
-@pytest.mark.spark
-@pytest.mark.postgres
-@pytest.mark.timeout(400)
-def test_the_collector_console_shows_apps_of_two_spark_drivers_behind_a_read_token(
-        spark: Any, pg_url: str, tmp_path: Path) -> None:
-    c = Collector(pg_url, tmp_path / "spool",
-                  env={"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN}).start()
-    other: dict[str, Any] = {}
+@pytest.fixture
+def read_token_collector(pg_url: str, tmp_path: Path) -> Iterator[Collector]:
+    """A collector with a read token, stopped however its test ends: one whose test failed
+    before its own clean-up (a Spark error as the query started) was left running after the
+    run."""
+    with running(Collector(pg_url, tmp_path / "spool",
+                           env={"SPARKWATCH_COLLECTOR_READ_TOKEN": READ_TOKEN})) as c:
+        yield c
 
-    def second_driver() -> None:
-        done = subprocess.run(
+
+@contextmanager
+def second_driver(c: Collector, tmp_path: Path
+                  ) -> Iterator[Callable[[], subprocess.CompletedProcess[str]]]:
+    """The second driver process, pushing to ``c``, run in a thread; what it gives is a wait
+    for its end. Waited for on the way out too, whatever happened meanwhile (its run is
+    bounded)."""
+    other: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def run() -> None:
+        other["done"] = subprocess.run(
             [sys.executable, "-m", "tests.console_driver", APP_B, str(tmp_path / "chk-b"),
              "push", c.ingest_url, TOKEN],
             capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
-        other["done"] = done
 
-    thread = threading.Thread(target=second_driver)
+    thread = threading.Thread(target=run)
     thread.start()
+
+    def done() -> subprocess.CompletedProcess[str]:
+        thread.join(300)
+        return other["done"]
+
+    try:
+        yield done
+    finally:
+        thread.join(300)
+
+
+@contextmanager
+def attached(spark: Any, c: Collector) -> Iterator[Any]:
     att = sparkwatch.attach(spark, metrics_enabled=False, history_url="off",
                             push_url=c.ingest_url, push_token=TOKEN, push_flush_seconds=0.2,
                             app_name=APP_A)
+    try:
+        yield att
+    finally:
+        att.detach()
+
+
+@contextmanager
+def counting_query(spark: Any, tmp_path: Path) -> Iterator[Any]:
     from pyspark.sql import functions as F
 
     query = (spark.readStream.format("rate").option("rowsPerSecond", 5).load()
@@ -59,11 +97,24 @@ def test_the_collector_console_shows_apps_of_two_spark_drivers_behind_a_read_tok
              .trigger(processingTime="1 second")
              .option("checkpointLocation", str(tmp_path / "chk-a")).start())
     try:
+        yield query
+    finally:
+        if query.isActive:
+            query.stop()
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+@pytest.mark.timeout(400)
+def test_the_collector_console_shows_apps_of_two_spark_drivers_behind_a_read_token(
+        spark: Any, read_token_collector: Collector, tmp_path: Path) -> None:
+    c = read_token_collector
+    with second_driver(c, tmp_path) as second_done, attached(spark, c) as att, \
+            counting_query(spark, tmp_path) as query:
         wait_for(lambda: len(query.recentProgress) >= 3, 180, "3 batches of app A")
         query.stop()
         assert att.flush(30)
-        thread.join(300)
-        done = other["done"]
+        done = second_done()
         assert done.returncode == 0, done.stderr[-3000:]
         b = json.loads(done.stdout.strip().splitlines()[-1])
         assert b["batches"] >= 3 and b["flushed"]
@@ -94,12 +145,6 @@ def test_the_collector_console_shows_apps_of_two_spark_drivers_behind_a_read_tok
         # GET only: no page takes a write.
         assert httpx.post(c.url + "/", headers={"Authorization": f"Bearer {READ_TOKEN}"},
                           timeout=30).status_code == 405
-    finally:
-        if query.isActive:
-            query.stop()
-        att.detach()
-        thread.join(300)
-        c.stop()
 
 
 @pytest.mark.postgres

@@ -93,8 +93,6 @@ def spark_for_state() -> Iterator[SparkSession]:
     except ImportError:
         raise CliError("reading state needs PySpark 4.0 or later: pip install "
                        "'sparkwatch[spark]'") from None
-    from pyspark.sql import SparkSession
-
     from sparkwatch.state.session import build_session
 
     # py4j logs every closed connection at INFO; the report is the output.
@@ -105,7 +103,7 @@ def spark_for_state() -> Iterator[SparkSession]:
         require_spark_4(pyspark.__version__)
         # In a process that already runs Spark (a notebook, a test) use its session, and leave
         # it running.
-        existing = SparkSession.getActiveSession()
+        existing = running_session()
         spark = existing or keeping_sigint_handler(build_session)
         interrupted = False
         try:
@@ -118,6 +116,23 @@ def spark_for_state() -> Iterator[SparkSession]:
                 stop_session(spark, quietly=interrupted)
     except StateError as exc:
         raise CliError(str(exc)) from None
+
+
+def running_session() -> SparkSession | None:
+    """The session of a SparkContext this process already runs, whichever thread started it;
+    None if none runs. Not ``getActiveSession()`` alone: that is the calling thread's (its JVM
+    thread's), None in another thread and in the same thread once an interrupted Py4J call has
+    given it a new connection, and the builder then handed back the caller's session, which the
+    read stopped: the suite's shared session, under the test that read the state, and every
+    later Spark test of that worker failed ("Cannot call methods on a stopped SparkContext")."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None or SparkContext._active_spark_context is None:
+        return active
+    # With a SparkContext up, the builder with no options of its own returns its session.
+    return SparkSession.builder.getOrCreate()
 
 
 def stop_session(spark: SparkSession, quietly: bool) -> None:
