@@ -131,7 +131,12 @@ MUTATIONS: list[tuple[str, Callable[[Event], None], str]] = [
     ("a NUL in the app name", lambda e: e.update(app={**HOSTILE_APP, "name": "a__NUL__"}),
      "event.app.name"),
     ("a newline in the query id", _mutated(["id"], "a\nb"),
-     "progress.id: 'a\\nb' is not an id (printable characters without '/', not '.' or '..')"),
+     "progress.id: 'a\\nb' is not an id (printable characters without '/', not '.' or '..', "
+     "no space at either end)"),
+    # It looked, in every list, like another tenant's id without the space.
+    ("a trailing space in the query id", _mutated(["id"], "q "), "progress.id: 'q ' is not an id"),
+    ("a leading space in the run id", _mutated(["runId"], " r"),
+     "progress.runId: ' r' is not an id"),
     ("a dot-dot query id", _mutated(["id"], ".."), "progress.id: '..' is not an id"),
     ("a dot run id", _mutated(["runId"], "."), "progress.runId: '.' is not an id"),
     ("a slash in the run id", _mutated(["runId"], "../b"),

@@ -5,6 +5,7 @@ naming the parameter), and no answer may be kept by a cache."""
 
 from __future__ import annotations
 
+import shutil
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -125,10 +126,14 @@ def test_a_history_not_migrated_is_a_generic_503_detailed_once_in_the_collectors
 
 def test_a_sqlite_history_not_there_is_a_generic_503_with_the_collectors_hint_logged(
         tmp_path: Path) -> None:
-    # In a directory not made yet: the collector's own start cannot create the file either.
-    path = tmp_path / "not-yet" / "history.db"
+    # Its folder gone once the collector runs (a folder missing at start is refused then): the
+    # collector cannot create the file again either.
+    path = tmp_path / "gone" / "history.db"
+    path.parent.mkdir()
+    path.touch()
     with running(Collector(f"sqlite:///{path}", tmp_path / "spool", "--no-history-migrate",
                            env=tenant_env())) as c:
+        shutil.rmtree(path.parent)
         answer = c.get("/api/v1/queries", A_READ)
         assert answer.status_code == 503, answer.text
         assert answer.json()["detail"].startswith(

@@ -137,17 +137,19 @@ def check_text(value: str, path: str, cap: int) -> str:
 
 
 def is_id(value: str) -> bool:
-    """A query or run id: printable, without ``/``, not ``.`` or ``..`` (Spark's are UUIDs). It
-    names the query in the console's and the read API's URLs, where a newline or a slash cannot be
-    routed and browsers and HTTP clients resolve a dot segment away."""
-    return value.isprintable() and "/" not in value and value not in (".", "..")
+    """A query or run id: printable, without ``/``, not ``.`` or ``..`` (Spark's are UUIDs), with
+    no space at either end. It names the query in the console's and the read API's URLs, where a
+    newline or a slash cannot be routed and browsers and HTTP clients resolve a dot segment away;
+    an id with a trailing space looked, in every list, like the id without it (another tenant's)."""
+    return value.isprintable() and "/" not in value and value not in (".", "..") \
+        and value == value.strip()
 
 
 def check_id(value: str, path: str) -> str:
     """:func:`is_id`, or a violation naming ``path``."""
     if not is_id(value):
         raise fail(path, f"{_shown(value)} is not an id (printable characters without '/', "
-                   "not '.' or '..')")
+                   "not '.' or '..', no space at either end)")
     return value
 
 
