@@ -8,6 +8,10 @@ Every replica reads the open marks into a :class:`StallBoard` for its
 The trigger interval is not in Spark's events; it is estimated as the median gap between the run's
 recent batches. The threshold never goes below ``min_seconds``: Spark reports an idle query only
 every ``spark.sql.streaming.noDataProgressEventInterval`` (10 s by default), whatever the trigger.
+
+Silence is measured from the run's ``last_event_at``, which the history writer keeps no later than
+when it stored the event (``writer._upsert_runs``): an event stamped ahead by a driver's clock
+cannot postpone a stall, or the lost-runs job, past what the collector actually heard.
 """
 
 from __future__ import annotations

@@ -115,6 +115,13 @@ def _migrate(
     with user_errors():
         try:
             step(url, args.revision)
+        except migrate.NoHistorySchema:
+            # A downgrade, which wrote nothing. Base is where such a database stands already (a
+            # teardown run twice, or before anything was created); no other revision is.
+            if args.revision != "base":
+                raise
+            print(f"no sparkwatch history schema in {describe_url(url)}: nothing to downgrade")
+            return 0
         except migrate.BadRevision as exc:
             raise CliError(f"--revision {args.revision!r}: {exc}") from None
         print(f"history schema at {describe(migrate.current(url))} in {describe_url(url)}")

@@ -26,13 +26,19 @@ from alembic.util import CommandError
 
 from sparkwatch.history.engine import connect, create_engine, describe_url
 from sparkwatch.history.errors import MigrationError
-from sparkwatch.history.revision import current_of
+from sparkwatch.history.revision import current_of, recorded_revisions
+from sparkwatch.history.schema import VERSION_TABLE
 
 Target = str | sa.Engine
 
 
 class BadRevision(MigrationError):
     """The target revision is empty, unknown, or not reachable from the database's."""
+
+
+class NoHistorySchema(MigrationError):
+    """A downgrade of a database that has no sparkwatch history schema (no version table and
+    none of its tables): nothing was written to it."""
 
 
 def script_location() -> str:
@@ -84,7 +90,10 @@ _IN_PROCESS = threading.Lock()
 
 
 def _run(target: Target, revision: str, alembic_command: Callable[[Config], None],
-         must_exist: bool = False) -> None:
+         must_exist: bool = False, needs_schema: bool = False) -> None:
+    """Run ``alembic_command`` towards ``revision``; with ``needs_schema`` (a downgrade) only on
+    a database sparkwatch migrated: Alembic creates its version table before any step, so a
+    downgrade of another application's database (even to base) wrote a table into it."""
     if not revision.strip():
         # Alembic fails an empty revision with a bare AssertionError.
         raise BadRevision("no revision given (e.g. head, base, -1 or 0005)")
@@ -92,37 +101,56 @@ def _run(target: Target, revision: str, alembic_command: Callable[[Config], None
         # Alembic's start:end (for offline SQL): it said only "Range revision not allowed".
         raise BadRevision("a range is not a revision: give one (e.g. head, base, -1 or 0005)")
     with _IN_PROCESS, _connection(target, must_exist=must_exist) as conn:
-        current = _check_not_newer(conn)
+        current, versioned = _check_not_newer(conn)
+        if needs_schema and not versioned:
+            with _revision_errors(revision):
+                _scripts().get_revisions(revision)  # a mistyped revision is said as such first
+            raise NoHistorySchema(
+                f"{describe_url(conn.engine.url)} has no sparkwatch history schema "
+                f"(no {VERSION_TABLE} table): nothing to downgrade")
         if revision == "head" and current == head():
             # Every history writer upgrades on its first write: at head, that must not take
             # SQLite's write lock (one migration run is one write transaction), which would wait
             # for every reader in the middle of a read.
             return
-        try:
+        with _revision_errors(revision):
             alembic_command(make_config(conn))
-        except CommandError as exc:
-            error = BadRevision if isinstance(exc.__cause__, RevisionError) else MigrationError
-            raise error(str(exc)) from None
-        except AssertionError as exc:
-            # Alembic asserts on some revision spellings ("0005@", "base+20"); an assert
-            # elsewhere (a migration's) is a bug to show as it is.
-            if not _raised_in_revision_lookup(exc):
-                raise
-            raise BadRevision(f"cannot resolve revision {revision!r}") from None
         conn.commit()
 
 
-def _check_not_newer(conn: sa.Connection) -> str | None:
-    """Refuse a database migrated by a newer sparkwatch: Alembic would only say it cannot
-    locate the revision, and advising `db upgrade` (which this is) would go round in circles."""
-    revision = current_of(conn)
-    conn.rollback()  # the read's autobegun transaction: the migration opens its own
+@contextmanager
+def _revision_errors(revision: str) -> Iterator[None]:
+    """Alembic's refusals as :class:`BadRevision` (of the revision) or :class:`MigrationError`."""
+    try:
+        yield
+    except CommandError as exc:
+        error = BadRevision if isinstance(exc.__cause__, RevisionError) else MigrationError
+        raise error(str(exc)) from None
+    except AssertionError as exc:
+        # Alembic asserts on some revision spellings ("0005@", "base+20"); an assert
+        # elsewhere (a migration's) is a bug to show as it is.
+        if not _raised_in_revision_lookup(exc):
+            raise
+        raise BadRevision(f"cannot resolve revision {revision!r}") from None
+
+
+def _check_not_newer(conn: sa.Connection) -> tuple[str | None, bool]:
+    """The database's revision, and whether it has a version table (one sparkwatch migrated,
+    maybe down to base since). Refuses a database migrated by a newer sparkwatch: Alembic would
+    only say it cannot locate the revision, and advising `db upgrade` (which this is) would go
+    round in circles; and one whose version table does not say one revision
+    (:class:`~sparkwatch.history.revision.RevisionUnknown`)."""
+    try:
+        revision = current_of(conn)
+        versioned = recorded_revisions(conn) is not None
+    finally:
+        conn.rollback()  # the reads' autobegun transaction: the migration opens its own
     if revision is not None and revision not in known_revisions():
         raise MigrationError(
             f"{describe_url(conn.engine.url)} has history schema {revision}, newer than this "
             f"sparkwatch (its newest is {head()}): upgrade sparkwatch"
         )
-    return revision
+    return revision, versioned
 
 
 def _raised_in_revision_lookup(exc: AssertionError) -> bool:
@@ -137,8 +165,10 @@ def upgrade(url: Target, revision: str = "head") -> None:
 
 def downgrade(url: Target, revision: str) -> None:
     """Only :func:`upgrade` creates a missing SQLite file: a downgrade of a mistyped path
-    refuses it, as :func:`current` does, instead of leaving an empty file there."""
-    _run(url, revision, lambda config: command.downgrade(config, revision), must_exist=True)
+    refuses it, as :func:`current` does, instead of leaving an empty file there. A database
+    with no history schema raises :class:`NoHistorySchema`, untouched."""
+    _run(url, revision, lambda config: command.downgrade(config, revision), must_exist=True,
+         needs_schema=True)
 
 
 def current(url: Target) -> str | None:

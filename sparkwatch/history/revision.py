@@ -5,16 +5,46 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from sparkwatch.history.engine import describe_url
-from sparkwatch.history.errors import UPGRADE_HINT, SchemaNotMigrated
+from sparkwatch.history.errors import UPGRADE_HINT, MigrationError, SchemaNotMigrated
 from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE, QueryRun
 
 
-def current_of(conn: sa.Connection) -> str | None:
-    """The database's revision, None when it has no history schema."""
+class RevisionUnknown(MigrationError):
+    """The version table does not say one revision of a database that has the history's tables
+    (emptied or filled by hand): no migration can start from it, and none is tried."""
+
+    public = "the history cannot be read: its schema revision is not recorded consistently"
+
+
+def recorded_revisions(conn: sa.Connection) -> list[str] | None:
+    """Every revision the version table holds, sorted; None without a version table."""
     if not sa.inspect(conn).has_table(VERSION_TABLE):
         return None
     version = sa.table(VERSION_TABLE, sa.column("version_num", sa.String()))
-    return conn.execute(sa.select(version.c.version_num)).scalars().first()
+    return sorted(conn.execute(sa.select(version.c.version_num)).scalars())
+
+
+def current_of(conn: sa.Connection) -> str | None:
+    """The database's revision, None when it has no history schema. Raises
+    :class:`RevisionUnknown` when its version table holds several revisions, or none while the
+    history's tables exist: Alembic took the first row for the revision, or base, and a command
+    then claimed to be at a revision it was not, or failed midway re-creating a table."""
+    revisions = recorded_revisions(conn) or []
+    if len(revisions) == 1:
+        return revisions[0]
+    where = describe_url(conn.engine.url)
+    if revisions:
+        raise RevisionUnknown(
+            f"{where} has several revisions in its version table {VERSION_TABLE} "
+            f"({', '.join(revisions)}), where a schema is at one: delete the rows of those "
+            f"its tables are not at")
+    if holds_history(conn):
+        raise RevisionUnknown(
+            f"{where} has the history's tables but no revision in {VERSION_TABLE}: record the "
+            f"one they are at (this sparkwatch's head is {SCHEMA_REVISION}: INSERT INTO "
+            f"{VERSION_TABLE} (version_num) VALUES ('{SCHEMA_REVISION}') if they are at it), "
+            f"or drop them to start afresh")
+    return None
 
 
 def holds_history(conn: sa.Connection) -> bool:

@@ -322,15 +322,26 @@ def _insert_new_batches(conn: sa.Connection, rows: list[Row]) -> Counter[str]:
 def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] | None = None,
                  ) -> None:
     """Insert runs or fill in what the new events know (rows hold one run each, see rows.py);
-    ``added`` batches are added to each run's count."""
+    ``added`` batches are added to each run's count.
+
+    A run's ``last_event_at`` is when the stall and lost-runs jobs measure its silence from, so
+    it is its latest event's time but never later than now, when this writes it: an event
+    stamped ahead (a driver's clock, ingest takes up to a day) would otherwise hold the run
+    "reporting" until the wall clock passed that time, whatever the run did meanwhile, as the
+    time only grows. A time stored ahead of this clock (before this rule, or by a replica whose
+    clock runs ahead) is brought back to it on the run's next write. The batch rows keep each
+    event's own time; so do ``started_at`` and ``ended_at``."""
     if not rows:
         return
     added = added or {}
-    rows = [{**row, "batches": added.get(row["run_id"], 0)} for row in rows]
+    now = datetime.now(UTC)
+    rows = [{**row, "batches": added.get(row["run_id"], 0),
+             "last_event_at": min(row["last_event_at"], now)} for row in rows]
     stmt = _insert(conn, QueryRun)
     new, old = stmt.excluded, QueryRun.__table__.c
     ended = new.ended_at.is_not(None)
-    newer = new.last_event_at > old.last_event_at
+    stored = _no_later_than(old.last_event_at, now)
+    newer = new.last_event_at > stored
     # A run ended as lost that speaks again was alive after all (lost.py), unless a later run
     # of its query replaced it: then this is a late event of a run that is over. Checked last,
     # so the subquery runs only for a lost run's newer event, not for every running run's.
@@ -345,7 +356,7 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
         # A run ends once; a replayed QueryStarted or progress must not make it running again,
         # except a revived one (above).
         **{c: sa.case((ended, new[c]), (revived, new[c]), else_=old[c]) for c in _END_COLUMNS},
-        "last_event_at": sa.case((newer, new.last_event_at), else_=old.last_event_at),
+        "last_event_at": sa.case((newer, new.last_event_at), else_=stored),
         "batches": old.batches + new.batches,
     }
     # A run ends no earlier than its latest event (as in rows.merge_run): an end stamped by a
@@ -359,3 +370,10 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
 
 
 _END_COLUMNS = ("ended_at", "exception", "error_class", "status")
+
+
+def _no_later_than(column: sa.ColumnElement[datetime], now: datetime
+                   ) -> sa.ColumnElement[datetime]:
+    """``column``, or ``now`` where it is later (SQL's ``least``, which SQLite spells ``min``)."""
+    bound = sa.literal(now, QueryRun.__table__.c.last_event_at.type)
+    return sa.case((column > bound, bound), else_=column)
