@@ -24,6 +24,7 @@ from sparkwatch.settings.collector import (
     read_tokens_file,
     render_settings_table,
     scope_parts,
+    spool_share,
 )
 from sparkwatch.settings.spec import Setting, SettingsError
 
@@ -32,7 +33,7 @@ __all__ = [
     "SETTINGS", "TENANT_SEPARATOR", "CollectorSettings", "Setting", "SettingsError", "check",
     "check_roles_are_apart", "env_tokens", "inflight_bound", "load_collector_settings",
     "parse_tenant_tokens", "parse_tokens", "parse_tokens_merged", "read_tokens_file",
-    "render_settings_table", "split_scope",
+    "render_settings_table", "split_scope", "spool_share",
 ]
 
 

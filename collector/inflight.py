@@ -67,8 +67,10 @@ class InflightBytes:
             return (f"{held} bytes of this tenant's requests are being decoded; {n} more would "
                     f"exceed its share of max_inflight_body_bytes ({share} of {self.capacity}: "
                     "tenants share it)")
-        return (f"{self.used} bytes of requests are being decoded; {n} more would exceed "
-                f"max_inflight_body_bytes ({self.capacity})")
+        # Not the bytes every tenant's requests hold: any ingest token's holder reads this.
+        return (f"{n} more bytes would exceed max_inflight_body_bytes ({self.capacity}), "
+                "taken by the requests being decoded; this tenant's requests hold "
+                f"{held} bytes of it")
 
     async def _give(self, n: int, tenant: str) -> None:
         async with self._changed:

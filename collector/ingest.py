@@ -12,10 +12,11 @@ applied, and history writes are idempotent on it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -117,10 +118,14 @@ class Ingestor:
     def __init__(
         self, tenants: Tenants, spool: Spool | None, caps: Caps, metrics: SelfMetrics,
         event_rates: Rates | None = None, history_owners: HistoryOwners | None = None,
+        spool_share: Callable[[], int] | None = None,
     ) -> None:
+        """``spool_share``: the spool bytes one tenant's pending records may hold now (see
+        :func:`~sparkwatch.settings.collector.spool_share`); None: the whole spool."""
         self._tenants = tenants
         self._history_owners = history_owners
         self._spool = spool
+        self._spool_share = spool_share
         self._caps = caps
         self._metrics = metrics
         self._event_rates = event_rates
@@ -185,10 +190,14 @@ class Ingestor:
                 # back whole.
                 # Events checked value by value were not kept encoded (a large body would be
                 # held twice): encoded again here, one record at a time, as it is written.
+                # Counted as the tenant's until the history has them: one tenant's backlog
+                # (a slow history) must not fill the spool every tenant shares.
                 self._spool.append_all(
-                    spool_record(caller.tenant, [encoded or encode(wire_of(parsed))
-                                                 for _, parsed, encoded in part])
-                    for part in _parts(admitted, SPOOL_RECORD_EVENTS))
+                    (spool_record(caller.tenant, [encoded or encode(wire_of(parsed))
+                                                  for _, parsed, encoded in part])
+                     for part in _parts(admitted, SPOOL_RECORD_EVENTS)),
+                    owner=caller.tenant,
+                    share=None if self._spool_share is None else self._spool_share())
             for _, parsed, _ in admitted:
                 if isinstance(parsed, PlanEvent):
                     state.apply_plan(parsed.app, parsed.plan)
@@ -267,6 +276,34 @@ def spool_record(tenant: str, encoded: list[bytes]) -> bytes:
     if tenant == DEFAULT_TENANT:
         return events
     return b'{"tenant":' + encode(tenant) + b',"events":' + events + b"}"
+
+
+_TENANT_PREFIX = b'{"tenant":'
+_EVENTS_KEY = b',"events":'
+
+
+def record_tenant(data: bytes) -> str:
+    """The tenant of an encoded spool record (see :func:`spool_record`), read from its first
+    bytes: the spool counts its pending records' tenants when it is opened, and decoding every
+    record whole would cost as much as the restore itself. Never raises: a record that does not
+    say is the default tenant's, as the history writer reads it."""
+    if data.startswith(b"["):
+        return DEFAULT_TENANT
+    try:
+        if data.startswith(_TENANT_PREFIX):
+            # Tokens are comma-separated, so a tenant name holds no ',': the first
+            # ',"events":' ends it.
+            end = data.find(_EVENTS_KEY, len(_TENANT_PREFIX))
+            with contextlib.suppress(orjson.JSONDecodeError):
+                return _tenant_or_default(orjson.loads(data[len(_TENANT_PREFIX):end]))
+        whole = orjson.loads(data)  # not as spool_record writes it: read whole, as the writer
+    except orjson.JSONDecodeError:
+        return DEFAULT_TENANT
+    return _tenant_or_default(whole.get("tenant") if isinstance(whole, dict) else None)
+
+
+def _tenant_or_default(tenant: Any) -> str:
+    return tenant if isinstance(tenant, str) and tenant else DEFAULT_TENANT
 
 
 def wire_of(item: Item) -> dict[str, Any]:

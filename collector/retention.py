@@ -17,7 +17,18 @@ full disk it failed every interval and the history never recovered. Each committ
 its pages for the next (and for the writer); a chunk the disk cannot journal is retried at half
 the rows. A batch is deleted with its count in one chunk, so
 ``query_runs.batches`` stays exact; a reader between chunks may see a due batch whose operator
-rows are gone already. PostgreSQL keeps one transaction (partitions dropped whole).
+rows are gone already.
+
+On PostgreSQL, run as a scheduled job, each partition step (a day created in one table, a day
+dropped with its runs' counts) is a transaction of its own whose lock waits are bounded
+(:data:`~sparkwatch.history.partitions.LOCK_WAIT_SECONDS`): its ACCESS EXCLUSIVE lock on the
+parent table is held for that step only, and a step that would wait longer for another session
+(a long read of ``batches``, pg_dump) is left for the next run (:class:`~.leases.Deferred`),
+rather than stand in PostgreSQL's lock queue with every write and read of the history queued
+behind it. The rest (rollups, stall marks, runs, claims) is one more transaction.
+
+A stop (the collector shutting down) ends the job between two chunks or steps
+(:class:`~.leases.JobStopped`): what was committed stays, the chunk in progress is rolled back.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
+from sparkwatch.collector.leases import Deferred, JobStopped
 from sparkwatch.history import counts, partitions
 from sparkwatch.history.schema import (
     Batch,
@@ -56,26 +68,39 @@ class Retention:
         """Delete what is due, in the caller's transaction; returns rows deleted per table."""
         return self._delete_due(conn, now, None)
 
-    def in_chunks(self, conn: sa.Connection, now: datetime) -> dict[str, int]:
-        """:meth:`__call__`, committing every :data:`CHUNK_ROWS` rows on SQLite (the
-        connection's transaction must not be a context manager's: see
-        :class:`~sparkwatch.collector.leases.ChunkedWork`)."""
-        if conn.dialect.name != "sqlite":
-            return self._delete_due(conn, now, None)
-        # The slot's claim on its own first: a chunk the full disk refuses is rolled back alone.
+    def in_chunks(self, conn: sa.Connection, now: datetime,
+                  stopping: Callable[[], bool] = lambda: False) -> dict[str, int]:
+        """:meth:`__call__`, committing every :data:`CHUNK_ROWS` rows on SQLite and every
+        partition step on PostgreSQL (the connection's transaction must not be a context
+        manager's: see :class:`~sparkwatch.collector.leases.ChunkedWork`); raises
+        :class:`~.leases.JobStopped` once ``stopping()`` between two of them, and
+        :class:`~.leases.Deferred` after the rest when partition DDL had to wait."""
+        # The slot's claim on its own first: a chunk the full disk refuses, or a partition step
+        # another session holds up, is rolled back alone.
         conn.commit()
-        return self._delete_due(conn, now, conn.commit)
+
+        def commit() -> None:
+            conn.commit()
+            if stopping():
+                raise JobStopped("retention")
+
+        return self._delete_due(conn, now, commit)
 
     def _delete_due(self, conn: sa.Connection, now: datetime,
                     commit: Callable[[], None] | None) -> dict[str, int]:
-        delete = _Deleter(conn, commit)
         raw_cutoff = now - timedelta(days=self.raw_days)
         long_cutoff = now - timedelta(days=self.rollup_days)
         deleted: dict[str, int] = {}
+        busy: partitions.PartitionsBusy | None = None
         if partitions.is_partitioned(conn):
-            deleted.update(partitions.drop_before(conn, raw_cutoff))
-            partitions.ensure_ahead(conn, now)
+            try:
+                deleted.update(_partition_steps(conn, now, raw_cutoff, commit))
+            except partitions.PartitionsBusy as exc:
+                busy = exc  # the rest needs none of the raw tables' locks
+            # The rest in one transaction (quick without the raw rows), committed by the caller.
+            delete = _Deleter(conn, None)
         else:
+            delete = _Deleter(conn, commit)
             for raw in (OperatorBatch, SourceBatch, SinkBatch):
                 deleted[raw.__tablename__] = delete(raw, raw.timestamp < raw_cutoff)
             deleted["batches"] = delete.batches_before(raw_cutoff)
@@ -87,7 +112,21 @@ class Retention:
             ~sa.exists().where(Batch.run_id == QueryRun.run_id),
         ))
         deleted["job_runs"] = delete(JobRun, JobRun.slot < now - JOB_RUNS_KEPT)
+        if busy is not None:
+            raise Deferred(f"partition steps left for the next run: {busy}")
         return deleted
+
+
+def _partition_steps(conn: sa.Connection, now: datetime, raw_cutoff: datetime,
+                     commit: Callable[[], None] | None) -> dict[str, int]:
+    """The due days dropped (before their rows waiting in DEFAULT would be moved out only to
+    go), then the next days' partitions created; one held up leaves the rest, which needs the
+    same lock, to the next run. The days ahead (:data:`~.partitions.DAYS_AHEAD`) are the margin
+    for a creation held up: every run tries again, and a day still without its partition when it
+    comes takes its rows in DEFAULT, moved out by the next creation."""
+    dropped = partitions.drop_before(conn, raw_cutoff, commit)
+    partitions.ensure_ahead(conn, now, commit=commit, on_busy="raise")
+    return dropped
 
 
 class _Deleter:

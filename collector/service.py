@@ -15,22 +15,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from sparkwatch.collector.auth import Auth
-from sparkwatch.collector.config import CollectorSettings, inflight_bound
+from sparkwatch.collector.config import CollectorSettings, inflight_bound, spool_share
 from sparkwatch.collector.history_process import WriterProcess, decode_tenant_records
 from sparkwatch.collector.inflight import InflightBytes
-from sparkwatch.collector.ingest import Ingestor
+from sparkwatch.collector.ingest import Ingestor, record_tenant
 from sparkwatch.collector.leases import LeasedRunner
 from sparkwatch.collector.limits import Caps
 from sparkwatch.collector.owners import HistoryOwners
 from sparkwatch.collector.pump import HistoryPump
 from sparkwatch.collector.rates import Rates
 from sparkwatch.collector.reads import Reads
-from sparkwatch.collector.scheduler import add_history_jobs, start_scheduler
+from sparkwatch.collector.scheduler import JobScheduler, add_history_jobs, start_scheduler
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.collector.stalls import StallBoard, StalledGauge
 from sparkwatch.collector.tenants import Tenants, TenantsCollector
@@ -68,7 +67,7 @@ class Service:
     pump: HistoryPump | None = None
     reads: Reads | None = None
     engine: sa.Engine | None = None
-    scheduler: BackgroundScheduler | None = None
+    scheduler: JobScheduler | None = None
     otlp: OtlpExport | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -84,8 +83,8 @@ class Service:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        if self.scheduler is not None:
-            self.scheduler.shutdown(wait=False)
+        if self.scheduler is not None:  # no job starts now; the running ones end at a step
+            self.scheduler.stop(timeout)
         if self.otlp is not None:  # a final export of what ingest took before the stop
             self.otlp.stop(timeout)
         if self.pump is not None:
@@ -123,7 +122,8 @@ class Service:
             return
         assert self.engine is not None and self.scheduler is not None
         add_history_jobs(self.scheduler, self.settings,
-                         LeasedRunner(self.engine, self.settings.replica, self.metrics),
+                         LeasedRunner(self.engine, self.settings.replica, self.metrics,
+                                      stopping=self._stop.is_set),
                          self.engine, self.board,
                          None if self.pump is None else self.pump.written_until)
         self._retry("restoring the plans of running runs", self._restore_plans)
@@ -176,7 +176,10 @@ def build_service(settings: CollectorSettings, otlp: OtlpConfig | None = None) -
     spool = pump = reads = engine = None
     if settings.history_url:
         engine = create_engine(settings.history_url)  # checks URL and driver now, connects later
-        spool = Spool(settings.spool_dir, settings.spool_max_bytes, settings.spool_fsync)
+        # Each pending record's tenant counted again from the records: a tenant's share holds
+        # what it left in the spool before a restart too.
+        spool = Spool(settings.spool_dir, settings.spool_max_bytes, settings.spool_fsync,
+                      owner_of=record_tenant)
         metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes,
                             lambda: spool.write_failures)
         writer = WriterProcess(settings.history_url, settings.history_migrate, settings.spool_dir,
@@ -185,7 +188,9 @@ def build_service(settings: CollectorSettings, otlp: OtlpConfig | None = None) -
                            deadline=settings.worker_deadline_seconds)
         metrics.track_worker(pump.worker)
         reads = Reads(settings.history_url)
-        restored = sum(tenants.apply(tenant, event)
+        # Provisional: an event admitted on a provisional claim (the history could not answer)
+        # may name an id the history gives another tenant; the first request naming one asks.
+        restored = sum(tenants.apply(tenant, event, provisional=True)
                        for tenant, event in decode_tenant_records(list(spool.pending())))
         log.info("history %s, spool %s (%d bytes pending, %d events restored to /metrics)",
                  describe_url(settings.history_url), settings.spool_dir, spool.pending_bytes,
@@ -204,7 +209,8 @@ def build_service(settings: CollectorSettings, otlp: OtlpConfig | None = None) -
     return Service(
         settings=settings, tenants=tenants, registry=registry, metrics=metrics, auth=auth,
         ingestor=Ingestor(tenants, spool, caps, metrics, event_rates,
-                          None if reads is None else HistoryOwners(reads.owners)),
+                          None if reads is None else HistoryOwners(reads.owners),
+                          lambda: spool_share(settings, auth.tenant_count())),
         board=board,
         inflight=inflight, byte_rates=byte_rates,
         spool=spool,

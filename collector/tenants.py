@@ -34,13 +34,14 @@ from sparkwatch.plan.wire import PlanEvent
 class Owner(NamedTuple):
     tenant: str
     app: str | None
-    """the app name that reported a run first; None for a query id (any app's)"""
+    """the app name that reported a run first; None for a query id (any app's). Never None for
+    a run: the history writer refuses another app's events naming a run, so ingest must know
+    the app to refuse them first (see :func:`_kept`)"""
     provisional: bool = False
     """claimed while the history could not be asked whether another tenant owns it: asked
     again until it answers, and another tenant's events naming it wait (503) meanwhile"""
     query: str | None = None
-    """the query id that reported a run first; None for a query id, or a run whose query this
-    memory does not know"""
+    """the query id that reported a run first; None for a query id"""
 
 
 class Contested(Exception):
@@ -150,35 +151,63 @@ class Tenants:
                     tenant, parsed.app.name if run else None, provisional,
                     parsed.event.query_id if run else None))
 
-    def apply(self, tenant: str, parsed: ParsedEvent | PlanEvent) -> bool:
+    def apply(self, tenant: str, parsed: ParsedEvent | PlanEvent,
+              provisional: bool = False) -> bool:
         """Fold an event (or a plan) into its tenant's state, unless another tenant owns its ids
         (events restored from the spool: they were admitted, but a replay must not mix tenants
-        either). A plan claims nothing: it names the operators of a query the tenant has."""
-        if self.foreign(tenant, parsed) is not None:
+        either). A plan claims nothing: it names the operators of a query the tenant has.
+        ``provisional``: claim its ids as not checked against the history (a replay at start:
+        an event admitted on a provisional claim may name an id the history gives to another
+        tenant; claimed for sure, it would have that tenant's own events refused for good)."""
+        try:
+            if self.foreign(tenant, parsed) is not None:
+                return False
+        except Contested:  # another tenant's replayed provisional claim: the writer decides
             return False
         if isinstance(parsed, PlanEvent):
             self.state(tenant).apply_plan(parsed.app, parsed.plan)
             return True
-        self.claim(tenant, parsed)
+        self.claim(tenant, parsed, provisional)
         return self.state(tenant).apply(parsed)
 
     def evict(self) -> int:
         """Evict every tenant's stale queries, then forget the ids no query holds any more.
         Called under the ingestor's lock (:meth:`.Ingestor.evict`): no id is claimed meanwhile."""
         evicted = sum(state.evict() for _, state in self.items())
-        owners: dict[str, Owner] = {}
+        held = self._held()
+        with self._lock:
+            self._owners = _kept(self._owners, held)
+        return evicted
+
+    def _held(self) -> dict[str, Owner | None]:
+        """Each owner key the tenants' queries hold, with the owner their state shows; None for
+        a run whose app the state does not know (an earlier run of its query)."""
+        held: dict[str, Owner | None] = {}
         for tenant, state in self.items():
             with state.read() as (_, queries):
                 for q in queries:
                     for key, app in _ids(q):
-                        query = q.query_id if key.startswith("r:") else None
-                        owners.setdefault(key, Owner(tenant, app, query=query))
-        with self._lock:
-            for key, owner in owners.items():  # a claim not checked yet stays to be checked
-                if (old := self._owners.get(key)) is not None and old.provisional:
-                    owners[key] = owner._replace(provisional=True)
-            self._owners = owners
-        return evicted
+                        run = key.startswith("r:")
+                        owner = None if run and app is None else Owner(
+                            tenant, app, query=q.query_id if run else None)
+                        if held.get(key) is None:
+                            held[key] = owner
+        return held
+
+
+def _kept(known: Mapping[str, Owner], held: Mapping[str, Owner | None]) -> dict[str, Owner]:
+    """The owners to keep for the ``held`` keys. What was known of one stays as it was: its
+    first user's app and query (a query's state knows the app of its current run only: an
+    earlier run rebuilt from it with no app let any app of the tenant name it, which the history
+    writer then refused into the quarantine), and a provisional claim stays to be checked. A
+    held run known neither way is left out: the history is asked about it, as about any id
+    memory does not hold."""
+    kept: dict[str, Owner] = {}
+    for key, owner in held.items():
+        known_owner = known.get(key, owner)
+        if known_owner is not None:
+            kept[key] = known_owner
+    return kept
 
 
 def _event_ids(parsed: ParsedEvent | PlanEvent) -> tuple[tuple[str, str], tuple[str, str]]:

@@ -15,6 +15,13 @@ A failed write (ENOSPC, EIO, any ``OSError`` on write, fsync or rotation) raises
 that the next append follows valid data: a torn frame left in the middle of a segment would make
 the reader skip the acknowledged records after it. When even the cut fails, the spool repairs
 itself before its next append, and refuses appends until it can.
+
+Owners: an appender may name the owner of what it appends (the collector: the request's tenant)
+and the share of the bound that owner may hold; the spool then counts each owner's pending bytes,
+gives them back as commits pass its records, and counts them again from the records themselves
+(``owner_of``) when it is opened. The count is per run of one owner's records in one segment,
+whose bytes are contiguous: a commit inside a run is exact, and appends of one owner in a row cost
+no new entry.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import os
 import struct
 import threading
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,15 +51,34 @@ DEFAULT_SEGMENT_BYTES = 8 << 20
 
 
 class SpoolUnavailable(Exception):
-    """The record was not appended (nothing of it is in the spool); try again later."""
+    """The record was not appended (nothing of it is in the spool); try again later. The message
+    names the spool's directory: for its operator's log, not for a client."""
 
 
 class SpoolFull(SpoolUnavailable):
     """Appending would exceed the spool's bound; the message says by how much."""
 
+    def __init__(self, message: str, more: int, bound: int, owned: int | None) -> None:
+        super().__init__(message)
+        self.more = more
+        """the bytes the refused append needed"""
+        self.bound = bound
+        """the bound it would have exceeded"""
+        self.owned = owned
+        """the pending bytes of the append's owner (None: it named none)"""
+
+
+class ShareFull(SpoolFull):
+    """Appending would exceed its owner's share of the bound (``bound`` is the share)."""
+
 
 class SpoolWriteFailed(SpoolUnavailable):
-    """The disk refused the write (full, I/O error); the message names the spool and the error."""
+    """The disk refused the write (full, I/O error); the message names the spool and the error,
+    ``reason`` the error alone."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class SpoolBusy(Exception):
@@ -64,6 +91,16 @@ class Position:
     offset: int
 
 
+@dataclass(slots=True)
+class _Run:
+    """Pending bytes [start, end) of one segment, all of one owner's records."""
+
+    segment: int
+    start: int
+    end: int
+    owner: str
+
+
 class Spool:
     """Thread-safe: many appenders, one reader (which alone calls :meth:`read`/:meth:`commit`)."""
 
@@ -73,7 +110,10 @@ class Spool:
         max_bytes: int,
         fsync: bool = True,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        owner_of: Callable[[bytes], str] | None = None,
     ) -> None:
+        """``owner_of``: the owner of a record, from its encoded bytes, to count the pending
+        records' owners when the spool is opened (see :meth:`owned`)."""
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self._fsync = fsync
@@ -88,6 +128,10 @@ class Spool:
         self._out: Any = None  # the newest segment, opened for appending; None when broken
         self._reopen()
         self._bytes = self._measure()
+        self._owned: dict[str, int] = {}
+        self._runs: deque[_Run] = deque()
+        if owner_of is not None:
+            self._count_owners(owner_of)
         self.write_failures = 0
         """Appends and cursor writes the disk refused, since this spool was opened."""
         self.append_error: str | None = None
@@ -115,28 +159,31 @@ class Spool:
         """
         return self.append_all([data])
 
-    def append_all(self, records: Iterable[bytes]) -> tuple[Position, Position]:
+    def append_all(self, records: Iterable[bytes], owner: str | None = None,
+                   share: int | None = None) -> tuple[Position, Position]:
         """Append encoded records as one: all of them (durable on return, one fsync) or, on any
         error (also one raised by ``records``, which may encode each when it is asked for it),
         none. Returns where the first starts and the last ends.
 
         One request's events in several records keep the reader's memory bounded (it reads
         whole records); written as they come, they are not all encoded at once either.
+
+        ``owner``: whose records these are (counted in :meth:`owned` until committed);
+        ``share``: the most pending bytes ``owner`` may hold, past which :class:`ShareFull` is
+        raised (None: only the spool's bound applies).
         """
         with self._lock:
             if self._out is None:  # a failed append could not cut its frames off: do it now
                 self._repair()
             start: Position | None = None
             added = 0
+            owned = None if owner is None else self._owned.get(owner, 0)
             try:
                 for data in records:
                     header = HEADER.pack(len(data), zlib.crc32(data))
                     size = len(header) + len(data)
                     more = added + size
-                    if self._bytes + more > self.max_bytes:
-                        raise SpoolFull(
-                            f"spool {self.directory} holds {self._bytes} bytes; {more} more "
-                            f"would exceed its bound of {self.max_bytes} bytes")
+                    self._check_room(more, owner, owned, share)
                     if start is None:
                         self._rotate_for(size)
                         start = self._end
@@ -157,8 +204,62 @@ class Spool:
             self.append_error = self.append_reason = None
             self._end = Position(start.segment, start.offset + added)
             self._bytes += added
+            if owner is not None:
+                self._own(owner, start, added)
             self._appended.notify_all()
             return start, self._end
+
+    def _check_room(self, more: int, owner: str | None, owned: int | None,
+                    share: int | None) -> None:
+        """Raise :class:`ShareFull` or :class:`SpoolFull` when ``more`` bytes do not fit. A
+        share of the whole bound is the bound: a full spool is then said to be full."""
+        if (owned is not None and share is not None and share < self.max_bytes
+                and owned + more > share):
+            raise ShareFull(
+                f"{owner!r}'s share of spool {self.directory} is full: it holds {owned} bytes; "
+                f"{more} more would exceed its share of {share} bytes", more, share, owned)
+        if self._bytes + more > self.max_bytes:
+            raise SpoolFull(
+                f"spool {self.directory} holds {self._bytes} bytes; {more} more would exceed "
+                f"its bound of {self.max_bytes} bytes", more, self.max_bytes, owned)
+
+    def _own(self, owner: str, start: Position, size: int) -> None:
+        """Count ``size`` bytes from ``start`` (one segment) as ``owner``'s."""
+        self._owned[owner] = self._owned.get(owner, 0) + size
+        last = self._runs[-1] if self._runs else None
+        if (last is not None and last.owner == owner and last.segment == start.segment
+                and last.end == start.offset):
+            last.end += size
+        else:
+            self._runs.append(_Run(start.segment, start.offset, start.offset + size, owner))
+
+    def _disown(self, position: Position) -> None:
+        """Give back the owners' bytes before ``position`` (committed)."""
+        runs = self._runs
+        while runs and runs[0].segment <= position.segment:
+            run = runs[0]
+            if run.segment == position.segment and run.end > position.offset:
+                if run.start < position.offset:  # a commit inside the run: bytes are offsets
+                    self._give(run.owner, position.offset - run.start)
+                    run.start = position.offset
+                return
+            self._give(run.owner, run.end - run.start)
+            runs.popleft()
+
+    def _give(self, owner: str, size: int) -> None:
+        left = self._owned[owner] - size
+        if left > 0:
+            self._owned[owner] = left
+        else:  # gone: the map holds only owners with pending records
+            del self._owned[owner]
+
+    def _count_owners(self, owner_of: Callable[[bytes], str]) -> None:
+        """Count the pending records' owners, read from the records (on open)."""
+        position = self._cursor
+        for owner, after in _scan(self.directory, self._cursor, self._end, owner_of):
+            if owner is not None and after.segment == position.segment:
+                self._own(owner, position, after.offset - position.offset)
+            position = after
 
     def _repair(self) -> None:
         try:
@@ -170,7 +271,7 @@ class Spool:
     def _refused(self, exc: OSError) -> SpoolWriteFailed:
         self.append_reason = exc.strerror or type(exc).__name__
         self.append_error = f"spool {self.directory} cannot write: {exc.strerror or exc}"
-        return SpoolWriteFailed(self.append_error)
+        return SpoolWriteFailed(self.append_error, self.append_reason)
 
     def _rotate_for(self, size: int) -> None:
         if self._end.offset and self._end.offset + size > self._segment_bytes:
@@ -251,6 +352,7 @@ class Spool:
                             "written would be replayed after a crash", self.directory,
                             exc.strerror or exc)
             self._cursor = position
+            self._disown(position)
             for path in self._segments():
                 if _seq(path) < position.segment:
                     with contextlib.suppress(FileNotFoundError):
@@ -274,6 +376,16 @@ class Spool:
     @property
     def pending_bytes(self) -> int:
         return self._bytes
+
+    def owned(self, owner: str) -> int:
+        """The pending bytes of ``owner``'s records (0 for an owner with none)."""
+        with self._lock:
+            return self._owned.get(owner, 0)
+
+    def owners(self) -> dict[str, int]:
+        """The pending bytes of every owner with pending records."""
+        with self._lock:
+            return dict(self._owned)
 
     def is_empty(self) -> bool:
         with self._lock:

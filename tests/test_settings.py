@@ -208,9 +208,23 @@ def test_a_collector_with_inf_as_its_eviction_interval_exits_2_in_one_line(
         f"sparkwatch collector: error: --evict-interval-seconds='inf': {INTERVAL_MESSAGE}")
 
 
+def test_a_collector_count_past_what_a_float_holds_is_refused_at_start(tmp_path: Path) -> None:
+    """--stall-intervals 1e400 (written out) started, then failed the stall job at every run:
+    "int too large to convert to float"."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkwatch.cli.main", "collector", "--no-auth", "--host",
+         "127.0.0.1", "--port", "0", "--history-url", "off", "--spool-dir",
+         str(tmp_path / "spool"), "--stall-intervals", "1" + "0" * 400],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith("sparkwatch collector: error: --stall-intervals='1000"), line
+    assert line.endswith(": expected a positive integer, at most 9007199254740992"), line
+
 @pytest.mark.parametrize(("given", "expected"), [
     ({"metrics_port": 70000}, "metrics_port='70000': expected a port number 0-65535"),
     ({"queue_capacity": 0}, "queue_capacity='0': expected a positive integer"),
+    ({"queue_capacity": 10**400}, "queue_capacity='1000"),
     ({"metrics_enabled": "maybe"}, "metrics_enabled='maybe'"),
 ])
 def test_settings_given_in_code_are_checked_as_env_and_conf_are(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -27,7 +28,7 @@ from sparkwatch.collector.routes.common import BEARER, error, errors
 from sparkwatch.collector.service import Service
 from sparkwatch.collector.tenants import Contested
 from sparkwatch.collector.typedwire import typed_body
-from sparkwatch.spool import SpoolUnavailable
+from sparkwatch.spool import ShareFull, SpoolFull, SpoolUnavailable, SpoolWriteFailed
 
 log = logging.getLogger(__name__)
 INGEST_PATH = "/api/v1/events"
@@ -82,10 +83,11 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
         if exc.status == 408:
             service.metrics.slow_clients.labels("body").inc()
         return error(exc.status, str(exc))
-    except (SpoolUnavailable, Busy, Contested) as exc:  # nothing was accepted
-        response = error(503, f"not accepted, send again later: {exc}")
-        response.headers["Retry-After"] = str(SPOOL_FULL_RETRY_SECONDS)
-        return response
+    except SpoolUnavailable as exc:  # nothing was accepted
+        _log_refusal(exc)
+        return _unavailable(spool_refusal(exc))
+    except (Busy, Contested) as exc:  # nothing was accepted
+        return _unavailable(str(exc))
     result = models.IngestResult(
         accepted=outcome.accepted, duplicates=outcome.duplicates,
         rejected=[models.Rejected(index=r.index, reason=r.reason, error=r.error)  # type: ignore[arg-type]
@@ -96,6 +98,44 @@ async def _ingest(service: Service, limit: int, request: Request) -> JSONRespons
                              "request_id": current_request_id(), **result.model_dump()},
                             status_code=429)
     return JSONResponse(result.model_dump())
+
+
+def _unavailable(why: str) -> JSONResponse:
+    """503 with Retry-After: backpressure, the client sends the same request again later."""
+    response = error(503, f"not accepted, send again later: {why}")
+    response.headers["Retry-After"] = str(SPOOL_FULL_RETRY_SECONDS)
+    return response
+
+
+def spool_refusal(exc: SpoolUnavailable) -> str:
+    """Why the spool refused a push, as its tenant may read it: what is full and the tenant's
+    own numbers, never the spool's directory nor the bytes other tenants hold (any ingest
+    token's holder reads it; the operator's log has the rest)."""
+    if isinstance(exc, ShareFull):
+        return (f"this tenant's share of the spool is full: its events not yet in the history "
+                f"hold {exc.owned} bytes; {exc.more} more would exceed its share of {exc.bound} "
+                "bytes (--spool-tenant-share of --spool-max-bytes)")
+    if isinstance(exc, SpoolFull):
+        held = "" if exc.owned is None else f"; this tenant's events hold {exc.owned} bytes of it"
+        return (f"the spool is full: {exc.more} more bytes would exceed its bound of "
+                f"{exc.bound} bytes (--spool-max-bytes){held}")
+    if isinstance(exc, SpoolWriteFailed):
+        return f"the spool's disk refuses the write ({exc.reason})"
+    return "the spool cannot take events now"
+
+
+_LOG_EVERY_SECONDS = 60.0
+_logged: dict[type, float] = {}
+"""When a refusal of each kind was last logged: under backpressure every client's retry is one."""
+
+
+def _log_refusal(exc: SpoolUnavailable) -> None:
+    """The refusal with the spool's directory, for the operator: once a minute per kind."""
+    now, kind = time.monotonic(), type(exc)
+    if now - _logged.get(kind, -_LOG_EVERY_SECONDS) >= _LOG_EVERY_SECONDS:
+        _logged[kind] = now
+        log.warning("ingest refused (503): %s (the same refusals for a minute are not logged)",
+                    exc)
 
 
 def _take_bytes(service: Service, tenant: str, size: int) -> None:

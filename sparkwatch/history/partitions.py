@@ -10,15 +10,23 @@ Partitions are created ahead by the collector's retention job and by the listene
 writer; creating a day that has rows in the DEFAULT partition moves them into it first (the rows
 land there when nothing created the day in time). SQLite keeps one table each: every function here
 does nothing there.
+
+Every piece of DDL here (a day created in one table, a day dropped in all four) is a step of its
+own whose lock waits are bounded by :data:`LOCK_WAIT_SECONDS`: see :class:`PartitionsBusy`.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 import sqlalchemy as sa
+
+log = logging.getLogger(__name__)
 
 # Children first: the order retention drops a day in and creation does not care about.
 TABLES = ("operator_batches", "source_batches", "sink_batches", "batches")
@@ -30,7 +38,53 @@ DAYS_BEHIND = 31
 spool drained after an outage). Rows further off either way stay in DEFAULT, which every read
 includes: a skewed clock or a forged timestamp must not create tables by the thousand."""
 _LOCK = 0x73706B70  # "spkp"
+LOCK_WAIT_SECONDS = 3.0
+"""The longest a partition's DDL waits for a lock. ``DROP TABLE`` of a day, ``CREATE TABLE ...
+PARTITION OF`` and ``DETACH`` take ACCESS EXCLUSIVE on the parent table, which waits for every
+open transaction that read it (a dashboard's long query; pg_dump, for its whole dump), and while
+it waits PostgreSQL queues every later statement on the table behind it: without a bound the
+history's writes, the jobs and the read API stood still for as long as the reader, with no
+error. A few seconds covers the history's own transactions (milliseconds to a second)."""
+_LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's lock_not_available: lock_timeout ran out
+Commit = Callable[[], None]
+OnBusy = Literal["skip", "raise"]
 _NAME = re.compile(r"^(?P<table>[a-z_]+)_(?:p(?P<day>\d{8})|default)$")
+
+
+class PartitionsBusy(Exception):
+    """A step's DDL gave up waiting :data:`LOCK_WAIT_SECONDS` for a lock another session holds
+    (a long read of the table, a dump): nothing of that step was done, the steps before it stand,
+    and the next call tries again. Days not created by then take their rows in DEFAULT, which the
+    next creation moves out; days not dropped are dropped by a later run."""
+
+
+@contextmanager
+def _step(conn: sa.Connection, what: str, commit: Commit | None) -> Iterator[None]:
+    """One step of DDL in a savepoint, its lock waits bounded; committed on its own with
+    ``commit`` (the ACCESS EXCLUSIVE lock on the parent is then held for this step only, not for
+    the rest of the caller's work)."""
+    try:
+        with conn.begin_nested():
+            before = conn.execute(sa.text("SELECT current_setting('lock_timeout')")).scalar_one()
+            _set_lock_timeout(conn, f"{round(LOCK_WAIT_SECONDS * 1000)}ms")
+            yield
+            _set_lock_timeout(conn, before)  # the caller's own statements wait as before
+    except sa.exc.OperationalError as exc:
+        if getattr(exc.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
+            raise
+        raise PartitionsBusy(
+            f"{what}: another session held the table for more than {LOCK_WAIT_SECONDS:g} s "
+            "(a long read or a dump?)") from None
+    if commit is not None:
+        commit()
+
+
+def _set_lock_timeout(conn: sa.Connection, value: str) -> None:
+    conn.execute(sa.text("SELECT set_config('lock_timeout', :v, true)"), {"v": value})
+
+
+def _exists(conn: sa.Connection, name: str) -> bool:
+    return conn.execute(sa.text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None
 
 
 def is_partition_name(name: str) -> bool:
@@ -108,28 +162,50 @@ def create_day(conn: sa.Connection, table: str, day: datetime) -> None:
     conn.execute(sa.text(f"ALTER TABLE {table} ATTACH PARTITION {default} DEFAULT"))
 
 
-def ensure(conn: sa.Connection, wanted: Iterable[datetime]) -> int:
+def ensure(conn: sa.Connection, wanted: Iterable[datetime], commit: Commit | None = None,
+           on_busy: OnBusy = "skip") -> int:
     """Create the missing partitions of the ``wanted`` days in every table; returns how many.
-    Nothing on an unpartitioned history (SQLite)."""
+    Nothing on an unpartitioned history (SQLite).
+
+    Each day of each table is a step (:func:`_step`), committed on its own with ``commit``. A
+    step whose locks are held by another session past :data:`LOCK_WAIT_SECONDS`: with
+    ``on_busy="raise"``, :class:`PartitionsBusy`; with ``"skip"`` (a writer, whose rows may wait
+    in DEFAULT) the days left are logged and left for the next call."""
     if not is_partitioned(conn):
         return 0
     wanted = sorted({day_of(d) for d in wanted})
-    # One creator at a time (collector replicas, listeners): the second finds the days made.
-    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK})
     created = 0
-    for table in TABLES:
-        have = existing_days(conn, table)
-        for day in wanted:
-            if day not in have:
-                create_day(conn, table, day)
-                created += 1
+    try:
+        for table in TABLES:
+            have = existing_days(conn, table)
+            for day in wanted:
+                if day not in have:
+                    created += _create_step(conn, table, day, commit)
+    except PartitionsBusy as exc:
+        if on_busy == "raise":
+            raise
+        log.info("partitions not created now (%d made), left for the next creation: %s",
+                 created, exc)
     return created
 
 
-def ensure_ahead(conn: sa.Connection, now: datetime, days_ahead: int = DAYS_AHEAD) -> int:
+def _create_step(conn: sa.Connection, table: str, day: datetime, commit: Commit | None) -> int:
+    name = partition_name(table, day)
+    with _step(conn, f"creating {name}", commit):
+        # One creator at a time (collector replicas, listeners): the second finds the day made
+        # (between steps too, as the lock is the step's).
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK})
+        if _exists(conn, name):
+            return 0
+        create_day(conn, table, day)
+    return 1
+
+
+def ensure_ahead(conn: sa.Connection, now: datetime, days_ahead: int = DAYS_AHEAD,
+                 commit: Commit | None = None, on_busy: OnBusy = "skip") -> int:
     """Today's and the next ``days_ahead`` days' partitions, plus any day from
     :data:`DAYS_BEHIND` before today whose rows wait in a DEFAULT partition (moved into their
-    own)."""
+    own). ``commit``, ``on_busy``: as :func:`ensure`."""
     if not is_partitioned(conn):
         return 0
     first, last = day_of(now) - DAYS_BEHIND * DAY, day_of(now) + days_ahead * DAY
@@ -137,7 +213,7 @@ def ensure_ahead(conn: sa.Connection, now: datetime, days_ahead: int = DAYS_AHEA
         "SELECT DISTINCT date_trunc('day', timestamp AT TIME ZONE 'UTC') FROM batches_default "
         "WHERE timestamp >= :first AND timestamp < :end"), {"first": first, "end": last + DAY})
     waiting = [d.replace(tzinfo=UTC) for d in stranded.scalars()]
-    return ensure(conn, days(now, last) + waiting)
+    return ensure(conn, days(now, last) + waiting, commit, on_busy)
 
 
 # Each run loses the batches of the dropped day: one grouped pass over that day's partition.
@@ -168,27 +244,43 @@ def _rows_of(conn: sa.Connection, partition: str) -> int:
     return int(conn.execute(sa.text(count)).scalar_one())
 
 
-def drop_before(conn: sa.Connection, cutoff: datetime) -> dict[str, int]:
+def drop_before(conn: sa.Connection, cutoff: datetime,
+                commit: Commit | None = None) -> dict[str, int]:
     """Drop every day that ended at or before ``cutoff`` (rows of the day ``cutoff`` falls in stay
     until that whole day is due), and delete the DEFAULT partitions' rows older than ``cutoff``
     (few: they are moved out whenever their day is created). Returns rows removed per table: exact
-for ``batches`` (the runs' counts need them), estimated for the children's analyzed partitions."""
+    for ``batches`` (the runs' counts need them), estimated for the children's analyzed partitions.
+
+    Each day is a step (its runs' counts and its four partitions together), committed on its own
+    with ``commit``; raises :class:`PartitionsBusy` when a day's locks are held past
+    :data:`LOCK_WAIT_SECONDS` (the days dropped before it stand)."""
     removed = dict.fromkeys(TABLES, 0)
     due = sorted(d for d in existing_days(conn, "batches") if d + DAY <= cutoff)
     for day in due:
-        for table in TABLES:
-            name = partition_name(table, day)
-            if conn.execute(sa.text("SELECT to_regclass(:n)"), {"n": name}).scalar() is None:
-                continue
-            if table == "batches":
-                removed[table] += sum(conn.execute(sa.text(_SUBTRACT.format(partition=name)))
-                                      .scalars())
-            else:
-                removed[table] += _rows_of(conn, name)
-            conn.execute(sa.text(f"DROP TABLE {name}"))
-    for table in TABLES[:-1]:
-        removed[table] += conn.execute(sa.text(
-            f"DELETE FROM {default_name(table)} WHERE timestamp < :c"),  # nosec B608
-            {"c": cutoff}).rowcount
-    removed["batches"] += sum(conn.execute(sa.text(_DELETE_DEFAULT), {"cutoff": cutoff}).scalars())
+        with _step(conn, f"dropping the partitions of {day:%Y-%m-%d}", commit):
+            dropped = _drop_day(conn, day)
+        for table, rows in dropped.items():
+            removed[table] += rows
+    with _step(conn, "deleting old rows of the DEFAULT partitions", commit):
+        for table in TABLES[:-1]:
+            removed[table] += conn.execute(sa.text(
+                f"DELETE FROM {default_name(table)} WHERE timestamp < :c"),  # nosec B608
+                {"c": cutoff}).rowcount
+        removed["batches"] += sum(conn.execute(sa.text(_DELETE_DEFAULT), {"cutoff": cutoff})
+                                  .scalars())
+    return removed
+
+
+def _drop_day(conn: sa.Connection, day: datetime) -> dict[str, int]:
+    removed = dict.fromkeys(TABLES, 0)
+    for table in TABLES:
+        name = partition_name(table, day)
+        if not _exists(conn, name):
+            continue
+        if table == "batches":
+            removed[table] = sum(conn.execute(sa.text(_SUBTRACT.format(partition=name)))
+                                 .scalars())
+        else:
+            removed[table] = _rows_of(conn, name)
+        conn.execute(sa.text(f"DROP TABLE {name}"))
     return removed

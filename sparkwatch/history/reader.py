@@ -25,6 +25,9 @@ from sparkwatch.plan.codec import identity_from_dict
 from sparkwatch.plan.model import QueryPlan, Source
 
 DEFAULT_LIMIT = 100
+FULL_ID_CHARS = 36
+"""The length of Spark's query ids (``java.util.UUID.toString``): one that long names an id in
+full, never the start of one."""
 
 
 class HistoryReader:
@@ -170,8 +173,10 @@ def _resolve(conn: sa.Connection, query: str, notes: list[str] | None,
     if by_name:
         return by_name[0]
     where = describe_url(conn.engine.url)
-    # No id is longer than id_chars; and SQLite refuses a LIKE pattern past 50,000 bytes.
-    by_prefix = _ids_starting(conn, query, mine) if len(query) <= LIMITS.id_chars else []
+    # A full id is no one's prefix: another tenant's exact id must find nothing (404), not one
+    # of the caller's that starts with it (the same id with a space after it). And SQLite
+    # refuses a LIKE pattern past 50,000 bytes.
+    by_prefix = _ids_starting(conn, query, mine) if len(query) < FULL_ID_CHARS else []
     if len(by_prefix) == 1:
         return by_prefix[0]
     if by_prefix:  # "no query" would send the user looking for one that is there, twice
@@ -184,9 +189,16 @@ def _resolve(conn: sa.Connection, query: str, notes: list[str] | None,
 
 
 def _ids_starting(conn: sa.Connection, prefix: str, mine: sa.ColumnElement[bool]) -> list[str]:
+    """The ids that start with ``prefix`` and go on past it: the same characters, in the same
+    case (SQLite's LIKE ignores ASCII case, PostgreSQL's does not), and more than spaces (an id
+    that is ``prefix`` and a trailing space is a lookalike, not what was meant)."""
     runs = QueryRun.__table__.c
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return _distinct_ids(conn, sa.and_(runs.query_id.like(escaped + "%", escape="\\"), mine))
+    return _distinct_ids(conn, sa.and_(
+        runs.query_id.like(escaped + "%", escape="\\"),  # LIKE: the index, where it can serve
+        sa.func.substr(runs.query_id, 1, len(prefix)) == prefix,
+        sa.func.rtrim(runs.query_id) != prefix,
+        mine))
 
 
 _SHOWN_MATCHES = 3

@@ -21,6 +21,7 @@ from sparkwatch.settings.parsers import (
     buckets,
     days,
     directory,
+    fraction,
     interval,
     listen_host,
     metrics_profile,
@@ -56,6 +57,9 @@ class CollectorSettings:
     history_migrate: bool = True
     spool_dir: Path = Path("sparkwatch-spool")
     spool_max_bytes: int = 1 << 30
+    spool_tenant_share: float = 0.5
+    """the part of spool_max_bytes one tenant's pending records may hold while the ingest tokens
+    name more than one tenant (see :func:`spool_share`)"""
     quarantine_max_bytes: int = 256 << 20
     spool_fsync: bool = True
     write_batch_size: int = 1000
@@ -198,6 +202,10 @@ SETTINGS: tuple[Setting, ...] = (
        "in the database); must survive restarts"),
     _S("spool_max_bytes", positive_int,
        "spool bound; when full, ingest answers 503 and clients keep their events"),
+    _S("spool_tenant_share", fraction,
+       "the part of --spool-max-bytes one tenant's events not yet in the history may hold "
+       "while the ingest tokens name more than one tenant (one tenant: the whole spool); past "
+       "it that tenant's pushes get 503 and the other tenants' are still accepted"),
     _S("quarantine_max_bytes", positive_int,
        "bound of the quarantine file beside the spool (events the history refused); when "
        "full, refused events stay in the spool and are retried"),
@@ -397,3 +405,13 @@ def inflight_bound(settings: CollectorSettings) -> int:
     """Request bytes decoded at once: the setting, by default room for two requests at the body
     limit (what the memory budget in docs/collector.md is computed from)."""
     return settings.max_inflight_body_bytes or 2 * settings.max_body_bytes
+
+
+def spool_share(settings: CollectorSettings, tenants: int) -> int:
+    """The spool bytes one tenant's pending records may hold while the ingest tokens name
+    ``tenants`` tenants: the whole bound for one (a single-tenant collector keeps its whole
+    spool), ``spool_tenant_share`` of it for more, so that one tenant's backlog (a slow history)
+    never fills the spool and turns every other tenant's pushes away."""
+    if tenants <= 1:
+        return settings.spool_max_bytes
+    return max(1, int(settings.spool_max_bytes * settings.spool_tenant_share))

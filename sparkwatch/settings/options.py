@@ -15,6 +15,7 @@ from sparkwatch.settings.parsers import (
     METRICS_PROFILES,
     buckets,
     days,
+    fraction,
     metrics_profile,
     port,
     positive_int,
@@ -108,8 +109,9 @@ _METAVAR_SUFFIXES = (
 )
 """By name first: the unit a name ends in says more than its parser (a float of seconds)."""
 _METAVAR_PARSERS = {
-    port: "PORT", days: "DAYS", rate: "RATE", buckets: "SECONDS,...", regex_list: "REGEX,...",
-    metrics_profile: "{" + ",".join(METRICS_PROFILES) + "}", Path: "PATH",
+    port: "PORT", days: "DAYS", rate: "RATE", fraction: "FRACTION", buckets: "SECONDS,...",
+    regex_list: "REGEX,...", metrics_profile: "{" + ",".join(METRICS_PROFILES) + "}",
+    Path: "PATH",
 }
 
 

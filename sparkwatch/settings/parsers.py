@@ -45,10 +45,16 @@ def directory(raw: str) -> Path:
     return Path(raw)
 
 
+MAX_INT = 2**53
+"""The largest whole number :func:`positive_int` takes: every one up to it is exact as a float,
+and a count multiplied into seconds (``--stall-intervals`` times a trigger interval) overflowed
+the float conversion past 1e308, failing the stall job at every run after a clean start."""
+
+
 def positive_int(raw: str) -> int:
     value = int(raw)
-    if value <= 0:
-        raise ValueError("expected a positive integer")
+    if not 0 < value <= MAX_INT:
+        raise ValueError(f"expected a positive integer, at most {MAX_INT}")
     return value
 
 
@@ -113,6 +119,14 @@ def rate(raw: str) -> float:
     value = float(raw)
     if not 0 < value <= MAX_RATE:
         raise ValueError(f"expected a positive number per second, at most {MAX_RATE:.0e}")
+    return value
+
+
+def fraction(raw: str) -> float:
+    """A part of a whole: more than 0, at most 1."""
+    value = float(raw)
+    if not 0 < value <= 1:  # NaN fails too
+        raise ValueError("expected a fraction, more than 0 and at most 1")
     return value
 
 
