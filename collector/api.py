@@ -65,7 +65,8 @@ def create_app(service: Service) -> FastAPI:
     app.add_middleware(RequestContext)
     app.add_middleware(HeadAsGet)  # outermost: every route, the console's included
     app.include_router(ingest.router(service))
-    app.include_router(operations.router(service, scrape_auth(service)))
+    app.include_router(operations.router(service, scrape_auth(service), read_auth(service),
+                                         read_scope(service)))
     if service.reads is not None:
         app.include_router(reads.router(service.reads, read_auth(service), read_scope(service)))
     # The browser console: HTML pages behind a read token (collector/routes/console.py).

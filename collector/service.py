@@ -63,6 +63,9 @@ class Service:
     board: StallBoard
     inflight: InflightBytes
     byte_rates: Rates
+    queries_exposition: Callable[[str | None], list[Metric]]
+    """The queries' families (the catalogue and the stall gauge) of every tenant (None) or of one:
+    what a tenant's read token reads at /api/v1/metrics."""
     spool: Spool | None = None
     pump: HistoryPump | None = None
     reads: Reads | None = None
@@ -213,6 +216,7 @@ def build_service(settings: CollectorSettings, otlp: OtlpConfig | None = None) -
                           lambda: spool_share(settings, auth.tenant_count())),
         board=board,
         inflight=inflight, byte_rates=byte_rates,
+        queries_exposition=lambda only: [*families.collect_for(only), *stalled.collect_for(only)],
         spool=spool,
         pump=pump, reads=reads, engine=engine, otlp=export,
     )

@@ -207,6 +207,10 @@ class StalledGauge(Collector):
         return []
 
     def collect(self) -> Iterable[Metric]:
+        return self.collect_for(None)
+
+    def collect_for(self, only: str | None) -> list[Metric]:
+        """The gauge for every tenant, or for tenant ``only`` (its read token's exposition)."""
         if not self._exported:
             return []
         metric = cat.QUERY_STALLED
@@ -220,12 +224,15 @@ class StalledGauge(Collector):
         stalled = self._board.snapshot()
         seen = set()
         for tenant, state in self._states():
+            if only is not None and tenant != only:
+                continue
             with state.read() as (_, queries):
                 for q in queries:
                     key = (tenant, *q.key)
                     seen.add(key)
                     add(tenant, [q.app.name, q.app.id, q.query_id, q.name], int(key in stalled))
         for key, (app_name, name) in sorted(stalled.items()):
-            if key not in seen and (scoped or key[0] == DEFAULT_TENANT):
+            if key not in seen and (scoped or key[0] == DEFAULT_TENANT) \
+                    and only in (None, key[0]):
                 add(key[0], [app_name, key[1], key[2], name], 1)
         return [family]

@@ -243,8 +243,13 @@ class TenantsCollector(Collector):
         return []
 
     def collect(self) -> Iterable[Metric]:
+        return self.collect_for(None)
+
+    def collect_for(self, only: str | None) -> list[Metric]:
+        """Every tenant's series, or tenant ``only``'s (its read token's exposition)."""
         out = Families(self._exported, (TENANT_LABEL,))
         for tenant, state in self._tenants.items():
-            out.set_scope((tenant,))
-            add_state(out, state)
+            if only is None or tenant == only:
+                out.set_scope((tenant,))
+                add_state(out, state)
         return list(out)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sparkwatch.top.metrics_source import CollectorReader
 from tests.support import wait_for
 from tests.tenants_support import (
     A_APP,
@@ -157,6 +158,29 @@ def test_metrics_take_the_scrape_or_admin_token_never_a_tenant_read_token(
     for token in (A_READ, A_TOKEN, None):
         assert collector.get("/metrics", token).status_code == 401
 
+
+def test_a_tenant_read_token_reads_its_own_queries_series_and_top_shows_them(
+        collector: Collector) -> None:
+    """A tenant's read token never opens /metrics (every tenant's series): `top --collector`
+    answered it 401, and a tenant could not watch its own queries live."""
+    ids = fresh()
+    accepted_all(collector, run_events(app=A_APP, **ids, terminated=False)[:3], A_TOKEN)
+    answer = collector.get("/api/v1/metrics", A_READ)
+    assert answer.status_code == 200 and answer.headers["cache-control"] == "no-store"
+    samples = [line for line in answer.text.splitlines() if line and not line.startswith("#")]
+    assert any(f'query_id="{ids["query_id"]}"' in line for line in samples)
+    assert samples and all('tenant="alpha"' in line for line in samples)
+    assert B_QUERY not in answer.text and "sparkwatch_collector_" not in answer.text
+    every = collector.get("/api/v1/metrics", READ_TOKEN).text
+    assert B_QUERY in every and ids["query_id"] in every
+    for token in (SCRAPE_TOKEN, A_TOKEN, None):
+        assert collector.get("/api/v1/metrics", token).status_code == 401
+    mine = CollectorReader(collector.url, A_READ)()
+    assert mine.error is None and ids["query_id"] in {q.query_id for q in mine.queries}
+    assert B_QUERY not in {q.query_id for q in mine.queries}
+    scraper = CollectorReader(collector.url, SCRAPE_TOKEN)  # /metrics, once the first is 401
+    assert {ids["query_id"], B_QUERY} <= {q.query_id for q in scraper().queries}
+    assert scraper.urls == [collector.url + "/metrics"]
 
 def test_a_token_without_a_tenant_is_the_default_tenant(collector: Collector) -> None:
     ids = fresh()

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.core import Metric
 from prometheus_client.exposition import gzip_accepted
 
 from sparkwatch.collector import models
@@ -18,7 +19,8 @@ FULL_FRACTION = 0.9
 """The spool this full makes /readyz answer 503 (a load balancer sends pushes elsewhere)."""
 
 
-def router(service: Service, scrape_auth: list[Any]) -> APIRouter:
+def router(service: Service, scrape_auth: list[Any], read_auth: list[Any],
+           read_scope: Any) -> APIRouter:
     routes = APIRouter()
 
     @routes.get("/metrics", tags=["operations"], dependencies=scrape_auth,
@@ -26,14 +28,19 @@ def router(service: Service, scrape_auth: list[Any]) -> APIRouter:
                  200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                        "description": "Prometheus text exposition"}, **errors(401)})
     def metrics(request: Request) -> Response:
-        # Collected now (the snapshot, and any error, before the answer starts), then rendered
-        # and sent in pieces: thousands of queries make a body of tens of MB, never held whole.
-        # Prometheus asks for gzip.
-        chunks = render(list(service.registry.collect()), report_dropped=True)
-        if gzip_accepted(request.headers.get("accept-encoding", "")):
-            return StreamingResponse(gzipped(chunks), media_type=CONTENT_TYPE_LATEST,
-                                     headers={"Content-Encoding": "gzip"})
-        return StreamingResponse(chunks, media_type=CONTENT_TYPE_LATEST)
+        return _exposition(request, list(service.registry.collect()), report_dropped=True)
+
+    @routes.get("/api/v1/metrics", tags=["reads"], dependencies=read_auth,
+                response_class=Response, responses={
+                    200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                          "description": "Prometheus text exposition of the caller's queries"},
+                    **errors(401)})
+    def queries_metrics(request: Request, tenant: str | None = read_scope) -> Response:
+        """The series of the caller's queries, as /metrics has them: a tenant's read token reads
+        its tenant's (it never opens /metrics, which holds every tenant's), the admin read token
+        every tenant's. Without the collector's own metrics. What `sparkwatch top --collector`
+        reads."""
+        return _exposition(request, service.queries_exposition(tenant))
 
     @routes.get("/healthz", tags=["operations"], response_model=models.Health)
     def healthz() -> models.Health:
@@ -49,6 +56,18 @@ def router(service: Service, scrape_auth: list[Any]) -> APIRouter:
         return JSONResponse(ready.model_dump(), status_code=503 if refusing else 200)
 
     return routes
+
+
+def _exposition(request: Request, families: list[Metric], report_dropped: bool = False
+                ) -> Response:
+    """``families``, collected now (the snapshot, and any error, before the answer starts),
+    rendered and sent in pieces: thousands of queries make a body of tens of MB, never held
+    whole. Prometheus asks for gzip."""
+    chunks = render(families, report_dropped=report_dropped)
+    if gzip_accepted(request.headers.get("accept-encoding", "")):
+        return StreamingResponse(gzipped(chunks), media_type=CONTENT_TYPE_LATEST,
+                                 headers={"Content-Encoding": "gzip"})
+    return StreamingResponse(chunks, media_type=CONTENT_TYPE_LATEST)
 
 
 HISTORY_FAILING = "history writes fail (events stay spooled); the collector's log says why"

@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--metrics", metavar="URL",
                         help="an embedded exporter's /metrics, e.g. http://driver:9750/metrics")
     source.add_argument("--collector", metavar="URL",
-                        help="a sparkwatch collector (reads its /metrics)")
+                        help="a sparkwatch collector (reads the token's queries at "
+                        "/api/v1/metrics, else its /metrics)")
     add_url_argument(parser)
     add_option(parser, TOKEN)
     parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
@@ -56,11 +57,13 @@ def _reader(args: argparse.Namespace) -> tuple[str, Callable[[], Any]]:
     if given is not None:  # "" too: refused, not read as "no URL" (the history instead)
         option = "--metrics" if metrics else "--collector"
         url = checked_url(given if not given or "://" in given else "http://" + given, option)
-        if not metrics or urllib.parse.urlparse(url).path in ("", "/"):
-            url = url.rstrip("/") + "/metrics"
         token = command_token(args)
         from sparkwatch.top import metrics_source
 
+        if not metrics:
+            return url, metrics_source.CollectorReader(url, token)
+        if urllib.parse.urlparse(url).path in ("", "/"):
+            url = url.rstrip("/") + "/metrics"
         return url, lambda: metrics_source.read_metrics(url, token)
     from sparkwatch.top.history_source import read_history
 

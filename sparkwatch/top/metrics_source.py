@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterable
 from typing import Any
@@ -147,10 +148,46 @@ def identity_from_labels(op: TopOperator, labels: dict[str, Any]) -> OperatorIde
     )
 
 
+QUERIES_PATH = "/api/v1/metrics"
+"""A collector's exposition of the caller's queries: a tenant's read token opens it (never
+/metrics, which holds every tenant's series)."""
+
+
+class CollectorReader:
+    """A collector's queries: :data:`QUERIES_PATH`, else ``/metrics`` where that answers 401 or
+    404 (a scrape token, which opens only /metrics; a collector from before it), kept once it
+    answered."""
+
+    def __init__(self, base: str, token: str | None) -> None:
+        self.urls = [base.rstrip("/") + QUERIES_PATH, base.rstrip("/") + "/metrics"]
+        self.token = token
+
+    def __call__(self) -> Snapshot:
+        snap = _read(self.urls[0], self.token, fallback=len(self.urls) > 1)
+        if snap is None:
+            self.urls.pop(0)
+            return self()
+        if snap.error is None:
+            del self.urls[1:]  # the one that answered
+        return snap
+
+
 def read_metrics(url: str, token: str | None = None) -> Snapshot:
+    snap = _read(url, token, fallback=False)
+    assert snap is not None  # None only with a fallback
+    return snap
+
+
+def _read(url: str, token: str | None, fallback: bool) -> Snapshot | None:
+    """A snapshot of the exposition at ``url``; None when it answered 401 or 404 and
+    ``fallback`` (another URL is to be tried)."""
     source = redact_url(url)
     try:
         text = fetch(url, token)
+    except urllib.error.HTTPError as exc:
+        if fallback and exc.code in (401, 404):
+            return None
+        return Snapshot(source=source, taken_at=time.time(), error=request_failure(exc))
     except UnicodeDecodeError:
         return Snapshot(source=source, taken_at=time.time(), error=NOT_AN_EXPOSITION.format(
             "bytes that are no UTF-8 text"))
