@@ -137,6 +137,9 @@ def test_lookup_errors_are_one_clear_line(
         # A run of another query is no run of this one either.
         (["operators", "window_agg", "--run", JOIN["runId"]],
          f"--run: no run {JOIN['runId']!r} of query {QUERY}"),
+        # Cut short: a 10,000-character id was echoed whole.
+        (["operators", "window_agg", "--run", "r" * 10_000],
+         f"--run: no run '{'r' * 37}...' of query {QUERY} (see"),
         (["state", "window_agg", "--since", "2026-11-21T10:00", "--until", "2026-11-21T09:00"],
          "--since (2026-11-21 10:00:00Z) must be before --until (2026-11-21 09:00:00Z)"),
         (["state", "window_agg", "--since", "2026-11-21T09:00", "--until", "2026-11-21T09:00"],

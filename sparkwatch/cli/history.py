@@ -247,6 +247,6 @@ def _plans_of_run(reader: HistoryReader, query: str, run_id: str | None) -> list
         return plans
     if run_id not in {run.run_id for run in reader.runs(query)}:
         query_id = reader.resolve_query(query)
-        raise CliError(f"--run: no run {run_id!r} of query {query_id} "
+        raise CliError(f"--run: no run {shown(run_id)} of query {query_id} "
                        f"(see `sparkwatch history runs {query_id}`)")
     return plans
