@@ -329,7 +329,8 @@ def test_port_taken_is_reported_before_spark_starts(
         (f"postgresql://sparkwatch@127.0.0.1:{free_port()}/history", "cannot connect"),
         ("not a url", "not a database URL"),
         ("mysql://u@localhost/db", "unsupported database"),
-        ("sqlite:////nonexistent-dir/sub/history.db", "cannot connect"),
+        ("sqlite:////nonexistent-dir/sub/history.db",
+         "no folder /nonexistent-dir/sub for the SQLite file"),
     ],
     # ids fixed: the closed port differs from one collection to the next (pytest-xdist's
     # workers must collect the same names)

@@ -126,6 +126,10 @@ def test_another_apps_events_naming_an_earlier_run_are_refused_after_eviction_an
                   "--terminated-grace-seconds", "0.5", env=tenant_env())
     with running(c):
         accepted_all(c, run_events(app=X, query_id=query, run_id=first), A_TOKEN)
+        # In the history before the restart: on a loaded machine the terminated query's grace
+        # could pass before the second run came, and an id forgotten while its events are still
+        # spooled is asked of a history that does not know it yet (left open; CI, once).
+        drained(c)
         accepted_all(c, run_events(app=X, query_id=query, run_id=second, terminated=False),
                      A_TOKEN)
         _assert_refused(c, query, first)

@@ -39,11 +39,11 @@ def current_of(conn: sa.Connection) -> str | None:
             f"({', '.join(revisions)}), where a schema is at one: delete the rows of those "
             f"its tables are not at")
     if holds_history(conn):
+        record = f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('{SCHEMA_REVISION}')"  # nosec B608 - advice shown, never run
         raise RevisionUnknown(
             f"{where} has the history's tables but no revision in {VERSION_TABLE}: record the "
-            f"one they are at (this sparkwatch's head is {SCHEMA_REVISION}: INSERT INTO "
-            f"{VERSION_TABLE} (version_num) VALUES ('{SCHEMA_REVISION}') if they are at it), "
-            f"or drop them to start afresh")
+            f"one they are at (this sparkwatch's head is {SCHEMA_REVISION}: {record} if they "
+            f"are at it), or drop them to start afresh")
     return None
 
 
