@@ -15,12 +15,13 @@ from fastapi.responses import JSONResponse
 
 from sparkwatch.collector.auth import AuthError
 from sparkwatch.collector.head import HeadAsGet
-from sparkwatch.collector.reads import Withheld
+from sparkwatch.collector.reads import RETRY_AFTER_SECONDS, ReadsBusy, Withheld
 from sparkwatch.collector.request_context import RequestContext
 from sparkwatch.collector.routes import apidocs, console, ingest, operations, reads
 from sparkwatch.collector.routes.common import error, read_auth, read_scope, scrape_auth
 from sparkwatch.collector.routes.ingest import INGEST_PATH
 from sparkwatch.collector.service import Service
+from sparkwatch.history.engine import NoFreeConnection, ReadTimedOut
 from sparkwatch.history.errors import HistoryError, UnknownOperator, UnknownQuery
 from sparkwatch.version import __version__
 
@@ -56,7 +57,12 @@ def create_app(service: Service) -> FastAPI:
         if isinstance(exc, UnknownOperator):
             return error(404, str(exc))
         # A tenant's reader must not learn where the history lives: the detail goes to the log.
-        return error(503, withheld.answer(exc))
+        busy = isinstance(exc, ReadTimedOut | NoFreeConnection)
+        return error(503, withheld.answer(exc), RETRY_AFTER_SECONDS if busy else None)
+
+    @app.exception_handler(ReadsBusy)
+    async def reads_busy(_: Request, exc: ReadsBusy) -> JSONResponse:
+        return error(503, str(exc), RETRY_AFTER_SECONDS)
 
     @app.exception_handler(AuthError)
     async def auth_error(_: Request, exc: AuthError) -> JSONResponse:
@@ -68,7 +74,8 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(operations.router(service, scrape_auth(service), read_auth(service),
                                          read_scope(service)))
     if service.reads is not None:
-        app.include_router(reads.router(service.reads, read_auth(service), read_scope(service)))
+        app.include_router(reads.router(service.reads, service.read_slots, read_auth(service),
+                                        read_scope(service)))
     # The browser console: HTML pages behind a read token (collector/routes/console.py).
     app.include_router(console.router(service, pages))
     app.include_router(apidocs.router(app.title))

@@ -4,10 +4,16 @@ rollups and stall marks over a time range, all with paging.
 A database that is down or not migrated is a :class:`HistoryError` the API answers with 503 in
 general terms (:class:`Withheld`: the detail names the database, its host or file, and goes to
 the collector's log); an unknown query or operator is answered with 404.
+
+Reads are bounded so that one tenant's slow reads hold up nothing else: they run on threads of
+their own (:class:`ReadSlots`, ``read_concurrency``, one tenant at most half while several
+read), never on the thread pool ingest and /metrics use, and every statement gives up after
+``read_timeout_seconds`` (a wait for a lock after ``read_lock_timeout_seconds``), answered 503.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -16,11 +22,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
+import anyio.to_thread
 import sqlalchemy as sa
+from anyio import CapacityLimiter
 
-from sparkwatch.collector.config import BY_NAME
+from sparkwatch.collector.config import BY_NAME, CollectorSettings
+from sparkwatch.console.history import POOL_SECONDS, bounded_reader
 from sparkwatch.history import tenancy
-from sparkwatch.history.engine import connect, create_engine
+from sparkwatch.history.engine import bound_reads, connect, create_engine, read_failure
 from sparkwatch.history.errors import HistoryError, HistoryUnavailable, UnknownQuery
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.schema import Batch, OperatorRollup, QueryRollup, QueryStall
@@ -41,11 +50,94 @@ log = logging.getLogger(__name__)
 
 LOOKUP_SECONDS = 2
 """The most an ingest's owner lookup may wait on the history (see :meth:`Reads.owners`)."""
+SLOT_WAIT_SECONDS = 2.0
+"""The most a read waits for a read slot (:class:`ReadSlots`) before its 503."""
+RETRY_AFTER_SECONDS = 5
+"""Retry-After of the 503 to a read that timed out or found reads busy."""
+
+
+def read_bounds(settings: CollectorSettings) -> tuple[float, float]:
+    """The statement and lock timeouts of a read connection: ``read_timeout_seconds``, and
+    ``read_lock_timeout_seconds`` (at most the former: a lock waited for is the statement's
+    time too)."""
+    return settings.read_timeout_seconds, min(settings.read_lock_timeout_seconds,
+                                              settings.read_timeout_seconds)
+
+
+class ReadsBusy(Exception):
+    """No read slot freed up within :data:`SLOT_WAIT_SECONDS`; the read did not start."""
+
+
+class ReadSlots:
+    """The history reads (the read API's and the console's pages') running at once: at most
+    ``capacity``, on a thread limiter of their own (never the default pool ingest, /metrics and
+    the auth checks use); while several read scopes exist (tenants' read tokens, the admin's),
+    one scope runs at most half of them, as the in-flight bytes' and the spool's shares. A read
+    past its scope's share or the whole waits up to ``wait_seconds``, then :class:`ReadsBusy`.
+    Slots are counted from the event loop only."""
+
+    def __init__(self, capacity: int, wait_seconds: float = SLOT_WAIT_SECONDS,
+                 scopes: int = 1) -> None:
+        self.capacity = capacity
+        self.wait_seconds = wait_seconds
+        self._scopes = scopes
+        self.used = 0
+        self._held: dict[str, int] = {}
+        self._changed = asyncio.Condition()
+        self._threads = CapacityLimiter(capacity)
+
+    def share(self) -> int:
+        return self.capacity if self._scopes <= 1 else max(1, self.capacity // 2)
+
+    async def run(self, tenant: str | None, work: Callable[[], T]) -> T:
+        """``work()`` on a read thread, in a slot of ``tenant``'s share (None: the admin's or
+        open reads). The slot is held until the thread returns, even if the caller goes away:
+        a thread cannot be stopped, its statement's timeout ends it."""
+        key = "" if tenant is None else "t:" + tenant
+        await self._take(key)
+        try:
+            return await anyio.to_thread.run_sync(work, limiter=self._threads)
+        finally:
+            await self._give(key)
+
+    async def _take(self, key: str) -> None:
+        share = self.share()
+
+        def room() -> bool:
+            return self.used < self.capacity and self._held.get(key, 0) < share
+
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(room), self.wait_seconds)
+            except TimeoutError:
+                raise ReadsBusy(self._why_busy(key, share)) from None
+            self.used += 1
+            self._held[key] = self._held.get(key, 0) + 1
+
+    def _why_busy(self, key: str, share: int) -> str:
+        held = self._held.get(key, 0)
+        if held >= share:
+            return (f"reads are busy: this caller's scope has {held} history reads running, "
+                    f"its share of read_concurrency ({share} of {self.capacity}); retry when "
+                    "they end")
+        # Not how many reads each other tenant runs: any read token's holder reads this.
+        return (f"reads are busy: all {self.capacity} history reads (read_concurrency) are "
+                f"running, {held} of them this caller's; retry shortly")
+
+    async def _give(self, key: str) -> None:
+        async with self._changed:
+            self.used -= 1
+            left = self._held.pop(key, 0) - 1
+            if left:
+                self._held[key] = left
+            self._changed.notify_all()
 
 
 class Reads:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, bounds: tuple[float, float] = (30.0, 5.0)) -> None:
+        """``bounds``: the statement and lock timeouts of every read (:func:`read_bounds`)."""
         self._url = url
+        self._bounds = bounds
         self._lock = threading.Lock()
         self._reader: HistoryReader | None = None
         self._engine: sa.Engine | None = None
@@ -62,17 +154,18 @@ class Reads:
         """Created on first use: a SQLite file that does not exist yet is not an error at start."""
         with self._lock:
             if self._reader is None:
-                self._reader = HistoryReader(self._url, keep_notes=False)
+                self._reader = bounded_reader(self._url, *self._bounds)
             if self._engine is None:
-                self._engine = create_engine(self._url)
+                self._engine = create_engine(self._url, pool_timeout=POOL_SECONDS)
+                bound_reads(self._engine, *self._bounds)
             return self._reader, self._engine
 
     def _with(self, view: Callable[[HistoryReader], T]) -> T:
         reader, _ = self._ready()
         try:
             return view(reader)
-        except sa.exc.DBAPIError as exc:
-            raise HistoryUnavailable(f"history query failed: {one_line(exc)}") from None
+        except (sa.exc.DBAPIError, sa.exc.TimeoutError) as exc:
+            raise read_failure(exc) from None
 
     def owners(self, run_ids: set[str], query_ids: set[str]) -> dict[str, str]:
         """Who the history says owns these ids (see :func:`.tenancy.known_owners`), asked on an
@@ -112,8 +205,8 @@ class Reads:
               tenant: str | None = None) -> list[dict[str, Any]]:
         """Operator identity of the query's runs, latest read first."""
         _check_text(query)
-        plans = self._with(lambda r: r.plans(query, tenant=tenant))
-        return [plan_to_dict(p) for p in plans[offset:offset + limit]]
+        plans = self._with(lambda r: r.plans(query, tenant=tenant, limit=limit, offset=offset))
+        return [plan_to_dict(p) for p in plans]
 
     def resolve(self, query: str, tenant: str | None = None) -> str:
         _check_text(query)
@@ -176,8 +269,9 @@ class Reads:
         try:
             with connect(engine) as conn:
                 return [dict(row._mapping) for row in conn.execute(stmt)]
-        except sa.exc.DBAPIError as exc:
-            raise HistoryUnavailable(f"history query failed: {one_line(exc)}") from None
+        except (sa.exc.DBAPIError, sa.exc.TimeoutError) as exc:
+            raise read_failure(exc) from None
+
 
 
 def _check_text(query: str) -> None:

@@ -46,15 +46,22 @@ def _credentials_given(scope: dict[str, Any]) -> int:
     return sum(name == b"authorization" for name, _ in scope.get("headers", ()))
 
 
-async def _refuse_two_credentials(request_id: str, send: Any) -> None:
-    """400 to a request with more than one Authorization header: the collector read the first, a
-    proxy in front of it may check the last, and the two would disagree about who is calling."""
-    body = orjson.dumps({"detail": "more than one Authorization header: send one",
-                         "request_id": request_id})
-    await send({"type": "http.response.start", "status": 400, "headers": [
+log = logging.getLogger(__name__)
+INTERNAL_ERROR = "internal error: the collector's log has its detail under this request id"
+
+
+async def _json_error(send: Any, status: int, detail: str, request_id: str) -> None:
+    body = orjson.dumps({"detail": detail, "request_id": request_id})
+    await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
         (HEADER, request_id.encode()), *BASE_HEADERS, NO_STORE]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse_two_credentials(request_id: str, send: Any) -> None:
+    """400 to a request with more than one Authorization header: the collector read the first, a
+    proxy in front of it may check the last, and the two would disagree about who is calling."""
+    await _json_error(send, 400, "more than one Authorization header: send one", request_id)
 
 
 def current_request_id() -> str | None:
@@ -85,9 +92,12 @@ class RequestContext:
             return
         token = REQUEST_ID.set(request_id)
         private = _private(scope)
+        started = False
 
         async def send_with_headers(message: dict[str, Any]) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers", ()))
                 headers += [(HEADER, request_id.encode()), *BASE_HEADERS]
                 if private and not any(k == NO_STORE[0] for k, _ in headers):
@@ -102,6 +112,14 @@ class RequestContext:
 
         try:
             await self.app(scope, receive, send_with_headers)
+        except Exception:
+            # What no handler caught: Starlette's ServerErrorMiddleware, outside this one, would
+            # answer a bare text 500 without the id or the headers. Logged here, under the id.
+            if started:  # a response under way (a stream) cannot be replaced: cut it short
+                raise
+            log.exception("unhandled error answering %s %s", scope.get("method"),
+                          scope.get("path"))
+            await _json_error(send, 500, INTERNAL_ERROR, request_id)
         finally:
             REQUEST_ID.reset(token)
 

@@ -28,7 +28,7 @@ from sparkwatch.collector.limits import Caps
 from sparkwatch.collector.owners import HistoryOwners
 from sparkwatch.collector.pump import HistoryPump
 from sparkwatch.collector.rates import Rates
-from sparkwatch.collector.reads import Reads
+from sparkwatch.collector.reads import Reads, ReadSlots, read_bounds
 from sparkwatch.collector.scheduler import JobScheduler, add_history_jobs, start_scheduler
 from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.collector.stalls import StallBoard, StalledGauge
@@ -69,6 +69,8 @@ class Service:
     spool: Spool | None = None
     pump: HistoryPump | None = None
     reads: Reads | None = None
+    read_slots: ReadSlots = field(default_factory=lambda: ReadSlots(8))
+    """The history reads (read API, console pages) running at once, on threads of their own."""
     engine: sa.Engine | None = None
     scheduler: JobScheduler | None = None
     otlp: OtlpExport | None = None
@@ -190,7 +192,7 @@ def build_service(settings: CollectorSettings, otlp: OtlpConfig | None = None) -
         pump = HistoryPump(spool, writer, metrics, settings.write_batch_size,
                            deadline=settings.worker_deadline_seconds)
         metrics.track_worker(pump.worker)
-        reads = Reads(settings.history_url)
+        reads = Reads(settings.history_url, read_bounds(settings))
         # Provisional: an event admitted on a provisional claim (the history could not answer)
         # may name an id the history gives another tenant; the first request naming one asks.
         restored = sum(tenants.apply(tenant, event, provisional=True)
@@ -219,7 +221,14 @@ def build_service(settings: CollectorSettings, otlp: OtlpConfig | None = None) -
         queries_exposition=lambda only: [*families.collect_for(only), *stalled.collect_for(only)],
         spool=spool,
         pump=pump, reads=reads, engine=engine, otlp=export,
+        read_slots=ReadSlots(settings.read_concurrency, scopes=read_scopes(settings)),
     )
+
+
+def read_scopes(settings: CollectorSettings) -> int:
+    """How many read scopes share the read slots: each tenant with a read token, the admin."""
+    return (len({tenant for tenant, _ in settings.tenant_read_tokens})
+            + (settings.read_token is not None))
 
 
 def _otlp_export(config: OtlpConfig | None, metrics: SelfMetrics,

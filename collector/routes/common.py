@@ -18,9 +18,11 @@ bearer = HTTPBearer(auto_error=False, description="Ingest token (per app) or rea
 BEARER = Security(bearer)
 
 
-def error(status: int, message: str) -> JSONResponse:
+def error(status: int, message: str, retry_after: int | None = None) -> JSONResponse:
     """An error answer: what was wrong, in one line, and the request's id (also in the logs)."""
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
     if status == 408:
         headers["Connection"] = "close"  # the rest of a trickled body is not waited for
     return JSONResponse({"detail": message, "request_id": current_request_id()},
@@ -43,11 +45,12 @@ def scrape_auth(service: Service) -> list[Any]:
 
 def _guard(protected: bool, check_header: Callable[[str | None], None]) -> list[Any]:
     """A dependency passing the Authorization header to ``check_header`` (which raises on a
-    wrong token), or none when nothing is protected (no bearer scheme in OpenAPI then)."""
+    wrong token), or none when nothing is protected (no bearer scheme in OpenAPI then). Checked
+    on the event loop (a comparison in memory): not on a thread of the pool ingest uses."""
     if not protected:
         return []
 
-    def check(request: Request, _: Any = BEARER) -> None:
+    async def check(request: Request, _: Any = BEARER) -> None:
         check_header(request.headers.get("authorization"))
 
     return [Depends(check)]
@@ -56,7 +59,7 @@ def _guard(protected: bool, check_header: Callable[[str | None], None]) -> list[
 def read_scope(service: Service) -> Any:
     """The tenant a read answers for (None: every tenant), from the caller's read token."""
 
-    def scope(request: Request) -> str | None:
+    async def scope(request: Request) -> str | None:
         return service.auth.read_scope(request.headers.get("authorization"))
 
     return Depends(scope)

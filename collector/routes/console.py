@@ -14,6 +14,7 @@ import binascii
 from fastapi import APIRouter, Request, Response
 
 from sparkwatch.collector.auth import AuthError
+from sparkwatch.collector.reads import RETRY_AFTER_SECONDS, ReadsBusy, read_bounds
 from sparkwatch.collector.service import Service
 from sparkwatch.console.app import SECURITY_HEADERS, Console
 from sparkwatch.console.history import HistoryData
@@ -28,7 +29,8 @@ CHALLENGE = 'Basic realm="sparkwatch console", charset="UTF-8"'
 
 def make_console(service: Service) -> Console:
     url = service.settings.history_url if service.reads is not None else None
-    history = HistoryData(url) if url else None
+    # Bounded as the read API's reads (read_timeout_seconds).
+    history = HistoryData(url, read_bounds(service.settings)) if url else None
 
     def states(tenant: str | None) -> list[MetricState]:
         return [state for name, state in service.tenants.items()
@@ -52,7 +54,9 @@ def bearer_of(header: str | None) -> str | None:
 def router(service: Service, console: Console) -> APIRouter:
     routes = APIRouter(include_in_schema=False)
 
-    def answer(request: Request, path: str) -> Response:
+    async def answer(request: Request, path: str, reads: bool = True) -> Response:
+        """The page at ``path``; with ``reads`` (a page that may read the history) built on a
+        read slot's thread (:class:`~sparkwatch.collector.reads.ReadSlots`), else here."""
         try:
             if not service.auth.reads_protected:
                 raise AuthError("the console needs a read token: start the collector with "
@@ -61,26 +65,36 @@ def router(service: Service, console: Console) -> APIRouter:
         except AuthError as exc:
             return Response(error_page(401, str(exc)), 401, media_type="text/html",
                             headers={"WWW-Authenticate": CHALLENGE, **dict(SECURITY_HEADERS)})
-        page = console.handle(path, dict(request.query_params), tenant)
+        params = dict(request.query_params)
+        if not reads:
+            page = console.handle(path, params, tenant)
+        else:
+            try:
+                page = await service.read_slots.run(
+                    tenant, lambda: console.handle(path, params, tenant))
+            except ReadsBusy as exc:
+                return Response(error_page(503, str(exc)), 503, media_type="text/html",
+                                headers={"Retry-After": str(RETRY_AFTER_SECONDS),
+                                         **dict(SECURITY_HEADERS)})
         # (nosniff is added to every answer by the request context middleware.)
         headers = {k: v for k, v in page.headers if k != "X-Content-Type-Options"}
         return Response(page.body, page.status, headers=headers,
                         media_type=page.content_type)
 
     @routes.api_route("/", methods=READ_METHODS)
-    def overview(request: Request) -> Response:
-        return answer(request, "/")
+    async def overview(request: Request) -> Response:
+        return await answer(request, "/")
 
     @routes.api_route("/queries/{query:path}", methods=READ_METHODS)
-    def query_page(request: Request, query: str) -> Response:
-        return answer(request, "/queries/" + query)
+    async def query_page(request: Request, query: str) -> Response:
+        return await answer(request, "/queries/" + query)
 
     @routes.api_route("/console.css", methods=READ_METHODS)
-    def css(request: Request) -> Response:
-        return answer(request, "/console.css")
+    async def css(request: Request) -> Response:
+        return await answer(request, "/console.css", reads=False)
 
     @routes.api_route("/console.js", methods=READ_METHODS)
-    def js(request: Request) -> Response:
-        return answer(request, "/console.js")
+    async def js(request: Request) -> Response:
+        return await answer(request, "/console.js", reads=False)
 
     return routes

@@ -42,14 +42,17 @@ def router(service: Service, scrape_auth: list[Any], read_auth: list[Any],
         reads."""
         return _exposition(request, service.queries_exposition(tenant))
 
+    # The probes answer on the event loop (state in memory, no I/O): never behind a thread pool
+    # a burst of ingest could take. /metrics collects on a pool thread: thousands of queries
+    # take CPU time the event loop must not wait on; reads never take those threads.
     @routes.get("/healthz", tags=["operations"], response_model=models.Health)
-    def healthz() -> models.Health:
+    async def healthz() -> models.Health:
         """The process serves requests."""
         return models.Health(status="ok")
 
     @routes.get("/readyz", tags=["operations"], response_model=models.Ready,
              responses={503: {"model": models.Ready}})
-    def readyz() -> Any:
+    async def readyz() -> Any:
         """Ready to accept events; reports a degraded history store (ingest still works)."""
         ready = _readiness(service)
         refusing = ready.status in ("full", "spool_unwritable")

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
 
 from sparkwatch.collector import models
-from sparkwatch.collector.reads import Reads
+from sparkwatch.collector.reads import Reads, ReadSlots
 from sparkwatch.collector.routes.common import errors
 from sparkwatch.model.contract import LIMITS
 
@@ -60,7 +60,10 @@ Since = Query(None, description="Start of the range (inclusive), ISO-8601; witho
 Until = Query(None, description="End of the range (exclusive), ISO-8601.")
 
 
-def router(reads: Reads, read_auth: list[Any], Scope: Any) -> APIRouter:  # noqa: N803
+def router(reads: Reads, slots: ReadSlots, read_auth: list[Any],
+           Scope: Any) -> APIRouter:  # noqa: N803
+    """Each handler checks its parameters here, on the event loop, and reads the history on a
+    read slot's thread (``slots``: never the thread pool ingest and /metrics use)."""
     routes = APIRouter()
 
     def get(path: str, model: Any, summary: str) -> Callable[[Any], Any]:
@@ -68,48 +71,59 @@ def router(reads: Reads, read_auth: list[Any], Scope: Any) -> APIRouter:  # noqa
                           dependencies=read_auth, responses=errors(401, 404, 503))
 
     @get("/api/v1/queries", list[models.QuerySummary], "Every query with its latest run")
-    def queries(limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        return [_dump(q) for q in reads.queries(limit, offset, tenant)]
+    async def queries(limit: int = Limit, offset: int = Offset,
+                      tenant: str | None = Scope) -> Any:
+        return await slots.run(tenant, lambda: [_dump(q) for q in reads.queries(limit, offset,
+                                                                                 tenant)])
 
     @get(QUERY + "/runs", list[models.RunSummary], "The runs of one query")
-    def runs(query: str, limit: int = Limit, offset: int = Offset,
-             tenant: str | None = Scope) -> Any:
-        return [_dump(r) for r in reads.runs(_query(query), limit, offset, tenant)]
+    async def runs(query: str, limit: int = Limit, offset: int = Offset,
+                   tenant: str | None = Scope) -> Any:
+        name = _query(query)
+        return await slots.run(tenant, lambda: [_dump(r) for r in reads.runs(name, limit, offset,
+                                                                              tenant)])
 
     @get(QUERY + "/state", list[models.StatePoint],
          "State operators of one query over time")
-    def state(query: str, operator: int | None = Query(None, ge=0, le=10_000),
-              since: datetime | None = Since, until: datetime | None = Until,
-              limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        points = reads.state(_query(query), operator, *_range(since, until), limit, offset,
-                             tenant)
-        return [_dump(p) for p in points]
+    async def state(query: str, operator: int | None = Query(None, ge=0, le=10_000),
+                    since: datetime | None = Since, until: datetime | None = Until,
+                    limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
+        name, (start, end) = _query(query), _range(since, until)
+        return await slots.run(tenant, lambda: [
+            _dump(p) for p in reads.state(name, operator, start, end, limit, offset, tenant)])
 
     @get(QUERY + "/progress", list[models.ProgressPoint],
          "Per-batch progress of one query over time")
-    def progress(query: str, since: datetime | None = Since, until: datetime | None = Until,
-                 limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        return reads.progress(_query(query), *_range(since, until), limit, offset, tenant)
+    async def progress(query: str, since: datetime | None = Since,
+                       until: datetime | None = Until, limit: int = Limit,
+                       offset: int = Offset, tenant: str | None = Scope) -> Any:
+        name, (start, end) = _query(query), _range(since, until)
+        return await slots.run(tenant, lambda: reads.progress(name, start, end, limit, offset,
+                                                              tenant))
 
     @get(QUERY + "/rollups", list[models.Rollup],
          "Per-minute or per-hour aggregates of a query, or of one of its operators")
-    def rollups(query: str, resolution: Literal["minute", "hour", "day"] = "minute",
-                operator: int | None = Query(None, ge=0, le=10_000),
-                since: datetime | None = Since, until: datetime | None = Until,
-                limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        return reads.rollups(_query(query), resolution, operator, *_range(since, until), limit,
-                             offset, tenant)
+    async def rollups(query: str, resolution: Literal["minute", "hour", "day"] = "minute",
+                      operator: int | None = Query(None, ge=0, le=10_000),
+                      since: datetime | None = Since, until: datetime | None = Until,
+                      limit: int = Limit, offset: int = Offset,
+                      tenant: str | None = Scope) -> Any:
+        name, (start, end) = _query(query), _range(since, until)
+        return await slots.run(tenant, lambda: reads.rollups(name, resolution, operator, start,
+                                                             end, limit, offset, tenant))
 
     @get(QUERY + "/plans", list[models.QueryPlan],
          "Operator identity of each run of one query (from its executed plan), latest first")
-    def plans(query: str, limit: int = Limit, offset: int = Offset,
-              tenant: str | None = Scope) -> Any:
-        return reads.plans(_query(query), limit, offset, tenant)
+    async def plans(query: str, limit: int = Limit, offset: int = Offset,
+                    tenant: str | None = Scope) -> Any:
+        name = _query(query)
+        return await slots.run(tenant, lambda: reads.plans(name, limit, offset, tenant))
 
     @get("/api/v1/stalls", list[models.Stall], "Stall marks, newest first")
-    def stalls(open: bool = Query(False, description="only stalls not yet cleared"),
-               limit: int = Limit, offset: int = Offset, tenant: str | None = Scope) -> Any:
-        return reads.stalls(open, limit, offset, tenant)
+    async def stalls(open: bool = Query(False, description="only stalls not yet cleared"),
+                     limit: int = Limit, offset: int = Offset,
+                     tenant: str | None = Scope) -> Any:
+        return await slots.run(tenant, lambda: reads.stalls(open, limit, offset, tenant))
 
     return routes
 

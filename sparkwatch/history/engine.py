@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
@@ -70,11 +71,13 @@ def describe_url(url: str | URL) -> str:
 
 def create_engine(url: str, must_exist: bool = False,
                   sqlite_busy_seconds: float | None = None,
-                  quick_seconds: int | None = None) -> sa.Engine:
+                  quick_seconds: int | None = None,
+                  pool_timeout: float | None = None) -> sa.Engine:
     """An engine for ``url``; with ``must_exist`` a missing SQLite file is an error, not created;
     ``sqlite_busy_seconds``: how long SQLite waits for another connection's lock (its default 5);
     ``quick_seconds``: on PostgreSQL, the most a connect, a statement or a wait for a lock may
-    take (for a lookup that must not hold up what asks it).
+    take (for a lookup that must not hold up what asks it); ``pool_timeout``: how long a
+    checkout waits for a connection of a full pool (SQLAlchemy's default 30).
 
     Connects lazily: reachability errors surface in :func:`connect`.
     """
@@ -94,7 +97,9 @@ def create_engine(url: str, must_exist: bool = False,
         # JSON columns as compact orjson text: SQLAlchemy's default (the standard library with
         # spaces) was a tenth of the SQLite writer's CPU, and spelled the maps otherwise than
         # PostgreSQL's COPY path (docs/benchmarks.md, "A write path near the floor").
-        return sa.create_engine(parsed, connect_args=connect_args, json_serializer=dumps_text)
+        pool: dict[str, object] = {} if pool_timeout is None else {"pool_timeout": pool_timeout}
+        return sa.create_engine(parsed, connect_args=connect_args, json_serializer=dumps_text,
+                                **pool)
     except (ImportError, sa.exc.NoSuchModuleError) as exc:
         raise HistoryUrlError(
             f"cannot load the database driver for {describe_url(parsed)}: {exc} "
@@ -111,10 +116,72 @@ def _pg_args(quick_seconds: int | None) -> dict[str, object]:
             "options": f"{options} -c statement_timeout={ms} -c lock_timeout={ms}"}
 
 
+def bound_reads(engine: sa.Engine, statement_seconds: float, lock_seconds: float) -> None:
+    """Every connection ``engine`` opens from now on gives up a statement after
+    ``statement_seconds`` and a wait for a lock after ``lock_seconds`` (PostgreSQL's
+    statement_timeout and lock_timeout; SQLite's busy timeout: its statements hold no server's
+    time). For a server's reads: a slow statement must not hold its thread and connection for
+    as long as the database lets it. Call before the engine's first connection."""
+    if _is_pg(engine.url):
+        statement_ms, lock_ms = int(statement_seconds * 1000), int(lock_seconds * 1000)
+
+        def on_connect(dbapi_connection: Any, _: Any) -> None:
+            # SET, not the connect options: an engine made elsewhere (HistoryReader's) is
+            # bounded here too. Autocommit for the moment: no transaction is left open.
+            autocommit = dbapi_connection.autocommit
+            dbapi_connection.autocommit = True
+            try:
+                with dbapi_connection.cursor() as cursor:
+                    cursor.execute(f"SET statement_timeout = {statement_ms}")
+                    cursor.execute(f"SET lock_timeout = {lock_ms}")
+            finally:
+                dbapi_connection.autocommit = autocommit
+    else:
+        busy_ms = int(lock_seconds * 1000)
+
+        def on_connect(dbapi_connection: Any, _: Any) -> None:
+            dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+
+    sa.event.listen(engine, "connect", on_connect)
+
+
+class ReadTimedOut(HistoryUnavailable):
+    """A read ran past its bound (:func:`bound_reads`) or waited past it for a lock; the
+    history may be fine, and busy."""
+
+    public = ("the read took too long: it ran past the bound on one history read, or waited "
+              "past it for a lock; retry later, or ask for a narrower range or fewer rows")
+
+
+class NoFreeConnection(HistoryUnavailable):
+    """No connection of the engine's pool freed up in time: too many reads at once."""
+
+    public = "reads are busy: too many history reads at once; retry shortly"
+
+
+# PostgreSQL's query_canceled (statement_timeout) and lock_not_available (lock_timeout).
+_TIMED_OUT_STATES = ("57014", "55P03")
+
+
+def read_failure(exc: sa.exc.SQLAlchemyError) -> HistoryUnavailable:
+    """What a failed read is, for its answer: :class:`ReadTimedOut` past its bound, a busy
+    SQLite file or a timed-out statement; :class:`NoFreeConnection` for a full pool; else the
+    history is unavailable. The message (for the log) has the driver's words."""
+    if isinstance(exc, sa.exc.TimeoutError):
+        return NoFreeConnection(f"history read found no free connection: {one_line(exc)}")
+    orig = getattr(exc, "orig", None)
+    if getattr(orig, "sqlstate", None) in _TIMED_OUT_STATES or (
+            isinstance(exc, sa.exc.OperationalError) and "database is locked" in str(orig)):
+        return ReadTimedOut(f"history read timed out: {one_line(exc)}")
+    return HistoryUnavailable(f"history query failed: {one_line(exc)}")
+
+
 def connect(engine: sa.Engine) -> sa.Connection:
     """Open a connection, turning "cannot connect" into :class:`HistoryUnavailable`."""
     try:
         return engine.connect()
+    except sa.exc.TimeoutError as exc:
+        raise read_failure(exc) from None
     except sa.exc.DBAPIError as exc:
         raise HistoryUnavailable(
             f"cannot connect to {describe_url(engine.url)}: {driver_message(exc)}"

@@ -25,6 +25,13 @@ from sparkwatch.plan.codec import identity_from_dict
 from sparkwatch.plan.model import QueryPlan, Source
 
 DEFAULT_LIMIT = 100
+EXCEPTION_EXCERPT_CHARS = 1_000
+"""The most of a run's exception a list of runs carries (its first characters: the message and
+the top of the stack); ``exception_chars`` says how long the whole text is, and
+:meth:`HistoryReader.exception` reads it whole. A run's exception may be 64 Ki characters, which
+JSON's escapes can make six times as many bytes: a page of 1,000 runs answered 394 MB."""
+LISTED_OPERATORS = 50
+"""The most operators an unknown operator's error names."""
 FULL_ID_CHARS = 36
 """The length of Spark's query ids (``java.util.UUID.toString``): one that long names an id in
 full, never the start of one."""
@@ -83,11 +90,21 @@ class HistoryReader:
 
     def runs(self, query: str, limit: int | None = None, offset: int = 0,
              tenant: str | None = None) -> list[RunSummary]:
-        """The runs of one query (or the page ``offset``, ``limit``), latest first."""
+        """The runs of one query (or the page ``offset``, ``limit``), latest first; each with at
+        most :data:`EXCEPTION_EXCERPT_CHARS` of its exception (see :meth:`exception`)."""
         with self._connection() as conn:
             query_id = _resolve(conn, query, self._notes(), tenant)
             stmt = _runs_select(query_id, tenant).limit(limit).offset(offset)
             return [RunSummary(**row._mapping) for row in conn.execute(stmt)]
+
+    def exception(self, query: str, run_id: str, tenant: str | None = None) -> str | None:
+        """The whole exception of one run of the query (None: the run ended without one, or
+        is no run of the query)."""
+        with self._connection() as conn:
+            query_id = _resolve(conn, query, self._notes(), tenant)
+            runs = QueryRun.__table__.c
+            return conn.execute(sa.select(runs.exception).where(
+                runs.query_id == query_id, runs.run_id == run_id, _in_tenant(tenant))).scalar()
 
     def state(
         self,
@@ -115,20 +132,26 @@ class HistoryReader:
                 _check_operator(conn, query_id, operator)
             return [StatePoint(**row._mapping) for row in rows]
 
-    def plans(self, query: str, run_id: str | None = None,
-              tenant: str | None = None) -> list[QueryPlan]:
-        """Operator identity of each run of one query (or of ``run_id``), latest read first."""
+    def plans(self, query: str, run_id: str | None = None, tenant: str | None = None,
+              limit: int | None = None, offset: int = 0) -> list[QueryPlan]:
+        """Operator identity of each run of one query (or of ``run_id``), latest read first;
+        the page ``offset``, ``limit`` of them is chosen in SQL (a plan is one run's rows):
+        only that page's rows are read whole."""
         with self._connection() as conn:
             query_id = _resolve(conn, query, self._notes(), tenant)
             plans = OperatorPlan.__table__.c
             stmt = sa.select(OperatorPlan.__table__).where(plans.query_id == query_id)
-            if run_id is not None:
-                stmt = stmt.where(plans.run_id == run_id)
-            rows = conn.execute(stmt.order_by(plans.read_at.desc(), plans.operator_index)).all()
             t = RunTrigger.__table__.c
             triggers = sa.select(RunTrigger.__table__).where(t.query_id == query_id)
-            if run_id is not None:
-                triggers = triggers.where(t.run_id == run_id)
+            chosen = [run_id] if run_id is not None else None
+            if limit is not None or offset:
+                page = _plan_runs(query_id, run_id).limit(limit).offset(offset)
+                chosen = list(conn.execute(page).scalars())
+            if chosen is not None:
+                stmt, triggers = stmt.where(plans.run_id.in_(chosen)), triggers.where(
+                    t.run_id.in_(chosen))
+            rows = conn.execute(stmt.order_by(plans.read_at.desc(), plans.operator_index,
+                                              plans.run_id)).all()
             return plans_from_rows([dict(row._mapping) for row in rows],
                                    [dict(row._mapping) for row in conn.execute(triggers)])
 
@@ -145,6 +168,22 @@ class HistoryReader:
         """:class:`UnknownOperator`, naming the query's operators, unless it has ``operator``."""
         with self._connection() as conn:
             _check_operator(conn, query_id, operator)
+
+
+def _plan_runs(query_id: str, run_id: str | None) -> sa.Select[Any]:
+    """The run ids of the query's plans, in the order :func:`plans_from_rows` returns them
+    (latest read first, then by run id): the runs with operator rows, and the runs with a
+    trigger only (a stateless query)."""
+    plans, t = OperatorPlan.__table__.c, RunTrigger.__table__.c
+    with_operators = (sa.select(plans.run_id, sa.func.max(plans.read_at).label("read_at"))
+                      .where(plans.query_id == query_id).group_by(plans.run_id))
+    has_operators = sa.exists().where(plans.run_id == t.run_id)
+    trigger_only = sa.select(t.run_id, t.read_at).where(t.query_id == query_id, ~has_operators)
+    if run_id is not None:
+        with_operators = with_operators.where(plans.run_id == run_id)
+        trigger_only = trigger_only.where(t.run_id == run_id)
+    both = sa.union_all(with_operators, trigger_only).subquery()
+    return sa.select(both.c.run_id).order_by(both.c.read_at.desc(), both.c.run_id)
 
 
 def _in_tenant(tenant: str | None) -> sa.ColumnElement[bool]:
@@ -278,6 +317,10 @@ def _runs_select(query_id: str, tenant: str | None = None) -> sa.Select[Any]:
     return (
         sa.select(
             *(runs[name] for name in _RUN_COLUMNS),
+            # The start of the exception only, and its whole length: a page's size is bounded.
+            sa.func.substr(runs.exception, 1, EXCEPTION_EXCERPT_CHARS).label("exception"),
+            sa.func.length(runs.exception).label("exception_chars"),
+            runs.error_class,
             runs.batches,
             _scalar(sa.func.min(batches.batch_id), of_run).label("first_batch_id"),
             _scalar(sa.func.max(batches.batch_id), of_run).label("last_batch_id"),
@@ -289,7 +332,7 @@ def _runs_select(query_id: str, tenant: str | None = None) -> sa.Select[Any]:
 
 _RUN_COLUMNS = (
     "run_id", "query_id", "name", "app_name", "app_id", "spark_version", "status",
-    "started_at", "ended_at", "last_event_at", "exception", "error_class",
+    "started_at", "ended_at", "last_event_at",
 )
 
 
@@ -329,16 +372,19 @@ def _state_select(
 
 
 def _check_operator(conn: sa.Connection, query_id: str, operator: int) -> None:
+    """Index probes only, however long the query's history: is there a row of ``operator``;
+    if not, the query's operators (a skip scan) and one name each."""
     ops = OperatorBatch.__table__.c
-    known = conn.execute(
-        sa.select(ops.operator_index, ops.operator_name)
-        .where(ops.query_id == query_id)
-        .distinct()
-        .order_by(ops.operator_index)
-    ).all()
-    if operator in {index for index, _ in known}:
+    of_query = ops.query_id == query_id
+    if conn.execute(sa.select(ops.operator_index).where(
+            of_query, ops.operator_index == operator).limit(1)).first():
         return
-    listed = ", ".join(f"{index} {name}" for index, name in known) or "none recorded"
+    indexes = operator_indexes(conn, query_id, LISTED_OPERATORS + 1)
+    known = [(index, conn.execute(sa.select(ops.operator_name).where(
+        of_query, ops.operator_index == index).limit(1)).scalar())
+        for index in indexes[:LISTED_OPERATORS]]
+    more = ", ..." if len(indexes) > LISTED_OPERATORS else ""
+    listed = (", ".join(f"{index} {name}" for index, name in known) + more) or "none recorded"
     raise UnknownOperator(
         f"query {query_id} has no state operator {operator} (operators: {listed})"
     )
@@ -360,7 +406,7 @@ def plans_from_rows(rows: list[dict[str, Any]],
                              read_at=t["read_at"].timestamp())
         plans[t["run_id"]] = replace(plan, trigger=t["trigger_kind"],
                                      trigger_interval_ms=t["trigger_interval_ms"])
-    return sorted(plans.values(), key=lambda p: -p.read_at)
+    return sorted(plans.values(), key=lambda p: (-p.read_at, p.run_id))
 
 
 def _plan_of(rows: list[dict[str, Any]]) -> QueryPlan:

@@ -29,7 +29,7 @@ from sparkwatch.model.fields import OPERATOR_FIELDS, OperatorField
 from sparkwatch.model.tenant import DEFAULT_TENANT
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0011"
+SCHEMA_REVISION = "0012"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -297,7 +297,9 @@ class QueryStall(Base):
     """A run that stopped reporting (no progress, no idle event) and, once it resumes, when."""
 
     __tablename__ = "query_stalls"
-    __table_args__ = (sa.Index(None, "query_id", "detected_at"),)
+    # (tenant, detected_at): a tenant's newest marks, GET /api/v1/stalls (migration 0012).
+    __table_args__ = (sa.Index(None, "query_id", "detected_at"),
+                      sa.Index(None, "tenant", "detected_at"))
 
     run_id: Mapped[str] = mapped_column(primary_key=True)
     detected_at: Mapped[datetime] = mapped_column(primary_key=True)

@@ -54,11 +54,12 @@ def batches(conn: sa.Connection, query_id: str, since: datetime | None = None,
     return _rows(conn, _newest(stmt, table, since, until, limit).offset(offset))
 
 
-def operator_indexes(conn: sa.Connection, query_id: str) -> list[int]:
-    """The query's operator positions: one index probe per operator (a skip scan)."""
+def operator_indexes(conn: sa.Connection, query_id: str, most: int | None = None) -> list[int]:
+    """The query's operator positions (the first ``most``): one index probe per operator (a
+    skip scan)."""
     ops = OperatorBatch.__table__.c
     found: list[int] = []
-    while True:
+    while most is None or len(found) < most:
         stmt = sa.select(sa.func.min(ops.operator_index)).where(ops.query_id == query_id)
         if found:
             stmt = stmt.where(ops.operator_index > found[-1])
@@ -66,6 +67,7 @@ def operator_indexes(conn: sa.Connection, query_id: str) -> list[int]:
         if index is None:
             return found
         found.append(int(index))
+    return found
 
 
 def operator_series(conn: sa.Connection, query_id: str, operator: int,

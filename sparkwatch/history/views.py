@@ -42,6 +42,9 @@ class RunSummary:
     ended_at: datetime | None
     last_event_at: datetime
     exception: str | None
+    """At most the first ``EXCEPTION_EXCERPT_CHARS`` (1,000) of the run's exception (reader)."""
+    exception_chars: int | None
+    """The whole exception's length in characters: more than ``exception``'s when it was cut."""
     error_class: str | None
     batches: int
     first_batch_id: int | None

@@ -79,6 +79,11 @@ class CollectorSettings:
     max_body_bytes: int = 16 << 20
     max_inflight_body_bytes: int | None = None
     """None: twice max_body_bytes (see :func:`inflight_bound`)"""
+    read_concurrency: int = 8
+    """history reads (the read API's, the console's pages) run at once, on threads of their own
+    (see :class:`sparkwatch.collector.reads.ReadSlots`)"""
+    read_timeout_seconds: float = 30.0
+    read_lock_timeout_seconds: float = 5.0
     max_events_per_request: int = 5000
     max_apps: int = 100
     max_queries_per_app: int = 200
@@ -236,6 +241,17 @@ SETTINGS: tuple[Setting, ...] = (
        "request bytes decoded at once, bodies and what they inflate to (each costs about 4 "
        "times its size in memory); past it a request waits up to 5 s, then gets 503 "
        "(default: twice --max-body-bytes)"),
+    _S("read_concurrency", positive_int,
+       "history reads (the read API's, the console's pages) run at once, on threads of their "
+       "own, apart from ingest's and the probes'; while several read tokens exist one runs at "
+       "most half; past it a read waits up to 2 s, then gets 503 with Retry-After"),
+    _S("read_timeout_seconds", positive_float,
+       "the most one history read statement may run (PostgreSQL's statement_timeout); past "
+       "it the read gets 503 with Retry-After"),
+    _S("read_lock_timeout_seconds", positive_float,
+       "the most a history read waits for a lock (PostgreSQL's lock_timeout, SQLite's busy "
+       "timeout; a migration's, a housekeeping job's), at most --read-timeout-seconds; past it "
+       "the read gets 503 with Retry-After"),
     _S("max_events_per_request", positive_int, "most events in one ingest request"),
     _S("max_apps", positive_int, "quota: most distinct apps per tenant in /metrics"),
     _S("max_queries_per_app", positive_int, "quota: most distinct queries per app"),
