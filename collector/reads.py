@@ -27,9 +27,8 @@ import sqlalchemy as sa
 from anyio import CapacityLimiter
 
 from sparkwatch.collector.config import BY_NAME, CollectorSettings
-from sparkwatch.console.history import POOL_SECONDS, bounded_reader
 from sparkwatch.history import tenancy
-from sparkwatch.history.engine import bound_reads, connect, create_engine, read_failure
+from sparkwatch.history.engine import connect, create_engine, read_failure
 from sparkwatch.history.errors import HistoryError, HistoryUnavailable, UnknownQuery
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.schema import Batch, OperatorRollup, QueryRollup, QueryStall
@@ -154,10 +153,10 @@ class Reads:
         """Created on first use: a SQLite file that does not exist yet is not an error at start."""
         with self._lock:
             if self._reader is None:
-                self._reader = bounded_reader(self._url, *self._bounds)
+                self._reader = HistoryReader(self._url, keep_notes=False,
+                                             read_bounds=self._bounds)
             if self._engine is None:
-                self._engine = create_engine(self._url, pool_timeout=POOL_SECONDS)
-                bound_reads(self._engine, *self._bounds)
+                self._engine = create_engine(self._url, read_bounds=self._bounds)
             return self._reader, self._engine
 
     def _with(self, view: Callable[[HistoryReader], T]) -> T:
@@ -271,7 +270,6 @@ class Reads:
                 return [dict(row._mapping) for row in conn.execute(stmt)]
         except (sa.exc.DBAPIError, sa.exc.TimeoutError) as exc:
             raise read_failure(exc) from None
-
 
 
 def _check_text(query: str) -> None:

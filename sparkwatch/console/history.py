@@ -33,7 +33,7 @@ from sparkwatch.console.model import (
 )
 from sparkwatch.console.notes import hidden
 from sparkwatch.history import series
-from sparkwatch.history.engine import bound_reads, connect, create_engine, read_failure
+from sparkwatch.history.engine import connect, create_engine, read_failure
 from sparkwatch.history.errors import HistoryError
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun
@@ -48,30 +48,13 @@ MAX_POINTS = 360
 triggers; a chart is 490 pixels wide)."""
 FINDINGS_SECONDS = 30.0
 """doctor's findings of a query are recomputed at most this often (they look at 200 batches)."""
-POOL_SECONDS = 3.0
-"""With bounds (a server's reads): the most a read waits for a connection of a full pool before
-it fails (:class:`~sparkwatch.history.engine.NoFreeConnection`; SQLAlchemy's default is 30 s)."""
-
-
-def bounded_reader(url: str, statement_seconds: float, lock_seconds: float) -> HistoryReader:
-    """A reader whose connections give up a statement after ``statement_seconds`` and a lock
-    wait after ``lock_seconds`` (:func:`~sparkwatch.history.engine.bound_reads`), and a wait for a
-    pooled connection after :data:`POOL_SECONDS`. The reader makes its engine itself: the bounds
-    are set on it here, before its first connection."""
-    reader = HistoryReader(url, keep_notes=False)
-    engine: sa.Engine = reader._engine  # noqa: SLF001 - the reader takes no engine
-    bound_reads(engine, statement_seconds, lock_seconds)
-    engine.pool._timeout = POOL_SECONDS  # type: ignore[attr-defined]  # noqa: SLF001
-    return reader
-
-
 class HistoryData:
     """Reads one history URL; the engine is made on first use (a driver's SQLite file may not
     exist yet when the first page is asked for)."""
 
     def __init__(self, url: str, bounds: tuple[float, float] | None = None) -> None:
         """``bounds``: the statement and lock timeouts of every read (a server's: see
-        :func:`bounded_reader`); None: the database's own."""
+        :func:`~sparkwatch.history.engine.create_engine`); None: the database's own."""
         self.url = url
         self._bounds = bounds
         self._lock = threading.Lock()
@@ -92,15 +75,11 @@ class HistoryData:
     def _ready(self) -> tuple[HistoryReader, sa.Engine]:
         with self._lock:
             if self._reader is None:
-                self._reader = (HistoryReader(self.url, keep_notes=False) if self._bounds is None
-                                else bounded_reader(self.url, *self._bounds))
+                self._reader = HistoryReader(self.url, keep_notes=False,
+                                             read_bounds=self._bounds)
             if self._engine is None:
-                if self._bounds is None:
-                    self._engine = create_engine(self.url, must_exist=True)
-                else:
-                    self._engine = create_engine(self.url, must_exist=True,
-                                                 pool_timeout=POOL_SECONDS)
-                    bound_reads(self._engine, *self._bounds)
+                self._engine = create_engine(self.url, must_exist=True,
+                                             read_bounds=self._bounds)
             return self._reader, self._engine
 
     def _guard(self, work: Callable[[], T]) -> T:

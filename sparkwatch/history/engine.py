@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
@@ -69,15 +68,22 @@ def describe_url(url: str | URL) -> str:
     return redact_url(url)
 
 
+POOL_SECONDS = 3.0
+"""With read bounds: the most a read waits for a connection of a full pool before it fails
+(:class:`NoFreeConnection`; SQLAlchemy's default is 30 s)."""
+
+
 def create_engine(url: str, must_exist: bool = False,
                   sqlite_busy_seconds: float | None = None,
                   quick_seconds: int | None = None,
-                  pool_timeout: float | None = None) -> sa.Engine:
+                  read_bounds: tuple[float, float] | None = None) -> sa.Engine:
     """An engine for ``url``; with ``must_exist`` a missing SQLite file is an error, not created;
     ``sqlite_busy_seconds``: how long SQLite waits for another connection's lock (its default 5);
     ``quick_seconds``: on PostgreSQL, the most a connect, a statement or a wait for a lock may
-    take (for a lookup that must not hold up what asks it); ``pool_timeout``: how long a
-    checkout waits for a connection of a full pool (SQLAlchemy's default 30).
+    take (for a lookup that must not hold up what asks it); ``read_bounds``: a server's reads,
+    (statement seconds, lock seconds): PostgreSQL's statement_timeout and lock_timeout, SQLite's
+    busy timeout, and a wait for a connection of a full pool of :data:`POOL_SECONDS` (a slow
+    statement must not hold its thread and connection for as long as the database lets it).
 
     Connects lazily: reachability errors surface in :func:`connect`.
     """
@@ -90,14 +96,16 @@ def create_engine(url: str, must_exist: bool = False,
     # Time zone UTC: the driver reads timestamps back in the session's zone, and in a server's
     # other zone an accepted time near year 1 or 9999 falls outside what Python holds (reads
     # answered 503, the stall job failed every run).
+    if read_bounds is not None:
+        sqlite_busy_seconds = read_bounds[1]
     connect_args: dict[str, object] = (
-        _pg_args(quick_seconds) if _is_pg(parsed) else
+        _pg_args(quick_seconds, read_bounds) if _is_pg(parsed) else
         {} if sqlite_busy_seconds is None else {"timeout": sqlite_busy_seconds})
     try:
         # JSON columns as compact orjson text: SQLAlchemy's default (the standard library with
         # spaces) was a tenth of the SQLite writer's CPU, and spelled the maps otherwise than
         # PostgreSQL's COPY path (docs/benchmarks.md, "A write path near the floor").
-        pool: dict[str, object] = {} if pool_timeout is None else {"pool_timeout": pool_timeout}
+        pool: dict[str, object] = {} if read_bounds is None else {"pool_timeout": POOL_SECONDS}
         return sa.create_engine(parsed, connect_args=connect_args, json_serializer=dumps_text,
                                 **pool)
     except (ImportError, sa.exc.NoSuchModuleError) as exc:
@@ -107,47 +115,22 @@ def create_engine(url: str, must_exist: bool = False,
         ) from None
 
 
-def _pg_args(quick_seconds: int | None) -> dict[str, object]:
+def _pg_args(quick_seconds: int | None,
+             read_bounds: tuple[float, float] | None = None) -> dict[str, object]:
     options = "-c jit=off -c timezone=UTC"
-    if quick_seconds is None:
-        return {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS, "options": options}
-    ms = quick_seconds * 1000
-    return {"connect_timeout": max(quick_seconds, 2),  # libpq's least is 2 s
-            "options": f"{options} -c statement_timeout={ms} -c lock_timeout={ms}"}
-
-
-def bound_reads(engine: sa.Engine, statement_seconds: float, lock_seconds: float) -> None:
-    """Every connection ``engine`` opens from now on gives up a statement after
-    ``statement_seconds`` and a wait for a lock after ``lock_seconds`` (PostgreSQL's
-    statement_timeout and lock_timeout; SQLite's busy timeout: its statements hold no server's
-    time). For a server's reads: a slow statement must not hold its thread and connection for
-    as long as the database lets it. Call before the engine's first connection."""
-    if _is_pg(engine.url):
-        statement_ms, lock_ms = int(statement_seconds * 1000), int(lock_seconds * 1000)
-
-        def on_connect(dbapi_connection: Any, _: Any) -> None:
-            # SET, not the connect options: an engine made elsewhere (HistoryReader's) is
-            # bounded here too. Autocommit for the moment: no transaction is left open.
-            autocommit = dbapi_connection.autocommit
-            dbapi_connection.autocommit = True
-            try:
-                with dbapi_connection.cursor() as cursor:
-                    cursor.execute(f"SET statement_timeout = {statement_ms}")
-                    cursor.execute(f"SET lock_timeout = {lock_ms}")
-            finally:
-                dbapi_connection.autocommit = autocommit
-    else:
-        busy_ms = int(lock_seconds * 1000)
-
-        def on_connect(dbapi_connection: Any, _: Any) -> None:
-            dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
-
-    sa.event.listen(engine, "connect", on_connect)
+    if quick_seconds is not None:
+        ms = quick_seconds * 1000
+        return {"connect_timeout": max(quick_seconds, 2),  # libpq's least is 2 s
+                "options": f"{options} -c statement_timeout={ms} -c lock_timeout={ms}"}
+    if read_bounds is not None:
+        statement_ms, lock_ms = (int(seconds * 1000) for seconds in read_bounds)
+        options += f" -c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
+    return {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS, "options": options}
 
 
 class ReadTimedOut(HistoryUnavailable):
-    """A read ran past its bound (:func:`bound_reads`) or waited past it for a lock; the
-    history may be fine, and busy."""
+    """A read ran past its bound (``read_bounds`` of :func:`create_engine`) or waited past it
+    for a lock; the history may be fine, and busy."""
 
     public = ("the read took too long: it ran past the bound on one history read, or waited "
               "past it for a lock; retry later, or ask for a narrower range or fewer rows")

@@ -40,8 +40,10 @@ full, never the start of one."""
 class HistoryReader:
     """Reads the history at ``url``; the schema is checked on first use (must be at head)."""
 
-    def __init__(self, url: str, keep_notes: bool = True) -> None:
-        self._engine = create_engine(url, must_exist=True)
+    def __init__(self, url: str, keep_notes: bool = True,
+                 read_bounds: tuple[float, float] | None = None) -> None:
+        """``read_bounds``: a server's (:func:`~sparkwatch.history.engine.create_engine`)."""
+        self._engine = create_engine(url, must_exist=True, read_bounds=read_bounds)
         self._checked = False
         self._keep_notes = keep_notes
         self.notes: list[str] = []
