@@ -93,6 +93,15 @@ def test_collector_pod_is_locked_down() -> None:
     assert "--tokens-file=/etc/sparkwatch/tokens/tokens" in container["args"]
 
 
+def test_the_pod_gets_the_configured_grace_after_sigterm() -> None:
+    def grace(values: dict) -> int:
+        deployment = one(manifests(values), "Deployment")
+        return deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+
+    assert grace({}) == 30
+    assert grace({"terminationGracePeriodSeconds": 120}) == 120
+
+
 def test_dashboard_configmaps_hold_exactly_the_generated_json() -> None:
     docs = manifests(ci_values(CHART / "ci" / "monitoring-values.yaml"))
     maps = [d for d in by_kind(docs, "ConfigMap") if "grafana_dashboard" in d["metadata"]["labels"]]
@@ -284,6 +293,7 @@ BAD_VALUES = [
     ({"networkPolicy": {"egress": [{"too": []}]}}, "/networkPolicy/egress/0", "too"),
     ({"securityContext": {"runAsUser": "root"}}, "/securityContext/runAsUser", "integer"),
     ({"podSecurityContext": {"fsGroup": "10001"}}, "/podSecurityContext/fsGroup", "integer"),
+    ({"terminationGracePeriodSeconds": -1}, "/terminationGracePeriodSeconds", "minimum"),
     (
         {"podDisruptionBudget": {"maxUnavailable": "abc"}},
         "/podDisruptionBudget/maxUnavailable",

@@ -102,7 +102,7 @@ def router(reads: Reads, slots: ReadSlots, read_auth: list[Any],
                                                               tenant))
 
     @get(QUERY + "/rollups", list[models.Rollup],
-         "Per-minute or per-hour aggregates of a query, or of one of its operators")
+         "Per-minute, per-hour or per-day aggregates of a query, or of one of its operators")
     async def rollups(query: str, resolution: Literal["minute", "hour", "day"] = "minute",
                       operator: int | None = Query(None, ge=0, le=10_000),
                       since: datetime | None = Since, until: datetime | None = Until,
