@@ -77,9 +77,9 @@ def test_a_schema_whose_revision_is_not_recorded_is_reported_and_no_command_migr
     schema = tables(history_url)
     unknown = (
         f"{ERROR}{describe_url(history_url)} has the history's tables but no revision in "
-        f"{VERSION_TABLE}: record the one they are at (this sparkwatch's head is "
-        f"{SCHEMA_REVISION}: INSERT INTO {VERSION_TABLE} (version_num) VALUES "
-        f"('{SCHEMA_REVISION}') if they are at it), or drop them to start afresh\n")
+        f"{VERSION_TABLE}: record the one they are at with `sparkwatch db stamp --revision "
+        f"REVISION` (this sparkwatch's head is {SCHEMA_REVISION}), or drop them to start "
+        "afresh\n")
     for argv in (["current"], ["downgrade", "--revision", "base"], ["upgrade"]):
         code, out, err = run(capsys, "db", *argv, "--url", history_url)
         assert (code, out, err) == (2, "", unknown), argv
@@ -88,10 +88,11 @@ def test_a_schema_whose_revision_is_not_recorded_is_reported_and_no_command_migr
     with pytest.raises(MigrationError, match="but no revision in"):
         migrate.upgrade(history_url)
 
-    # Recorded as the message says, the schema is ours again.
-    sql(history_url, f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} "
-        "(version_num VARCHAR(32) NOT NULL PRIMARY KEY)",
-        f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('{SCHEMA_REVISION}')")
+    # Recorded as the message says, the schema is ours again, and nothing was migrated.
+    code, out, _ = run(capsys, "db", "stamp", "--revision", "head", "--url", history_url)
+    assert (code, out) == (0, f"history schema recorded at {SCHEMA_REVISION} (head) in "
+                              f"{describe_url(history_url)} (nothing migrated)\n")
+    assert tables(history_url) == sorted({*schema, VERSION_TABLE})
     code, out, _ = run(capsys, "db", "current", "--url", history_url)
     assert (code, out) == (0, f"{SCHEMA_REVISION} (head)\n")
 
@@ -105,9 +106,48 @@ def test_two_revisions_in_the_version_table_are_refused_naming_both(
     sql(history_url, f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('{older}')")
     schema = tables(history_url)
     several = (f"{ERROR}{describe_url(history_url)} has several revisions in its version table "
-               f"{VERSION_TABLE} ({older}, {SCHEMA_REVISION}), where a schema is at one: delete "
-               "the rows of those its tables are not at\n")
+               f"{VERSION_TABLE} ({older}, {SCHEMA_REVISION}), where a schema is at one: record "
+               "the one its tables are at with `sparkwatch db stamp --revision REVISION`\n")
     for argv in (["current"], ["downgrade", "--revision", older], ["upgrade"]):
         code, out, err = run(capsys, "db", *argv, "--url", history_url)
         assert (code, out, err) == (2, "", several), argv
     assert (tables(history_url), versions(history_url)) == (schema, [older, SCHEMA_REVISION])
+
+    # The one the tables are at, recorded: the other row goes.
+    code, _, _ = run(capsys, "db", "stamp", "--revision", SCHEMA_REVISION, "--url", history_url)
+    assert (code, versions(history_url)) == (0, [SCHEMA_REVISION])
+
+
+def test_stamp_refuses_a_database_without_the_history_tables_and_writes_nothing(
+    history_url: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Recording a revision there would make `db upgrade` skip creating the tables."""
+    sql(history_url, "CREATE TABLE batches (id INTEGER PRIMARY KEY, payload TEXT)")
+    code, out, err = run(capsys, "db", "stamp", "--revision", "head", "--url", history_url)
+    assert (code, out) == (2, "")
+    assert err == (f"{ERROR}{describe_url(history_url)} has no sparkwatch history tables to "
+                   "record a revision of: `sparkwatch db upgrade` creates them\n")
+    assert tables(history_url) == ["batches"]
+
+
+@pytest.mark.parametrize("revision", ["base", "9999", "", "-1"])
+def test_stamp_takes_only_a_revision_this_sparkwatch_ships(
+    history_url: str, capsys: pytest.CaptureFixture[str], revision: str,
+) -> None:
+    migrate.upgrade(history_url)
+    code, out, err = run(capsys, "db", "stamp", "--revision", revision, "--url", history_url)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"{ERROR}--revision {revision!r}: {revision!r} is not a revision "
+                          "this sparkwatch ships (they are 0001 to "), err
+    assert versions(history_url) == [SCHEMA_REVISION]
+
+
+def test_stamp_never_records_an_older_revision_over_a_newer_sparkwatch_s(
+    history_url: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    migrate.upgrade(history_url)
+    sql(history_url, f"UPDATE {VERSION_TABLE} SET version_num = '9999'")
+    code, out, err = run(capsys, "db", "stamp", "--revision", "head", "--url", history_url)
+    assert (code, out) == (2, "")
+    assert "has history schema 9999, newer than this sparkwatch" in err, err
+    assert versions(history_url) == ["9999"]

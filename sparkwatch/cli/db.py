@@ -34,7 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     down.set_defaults(func=run_downgrade)
     current = actions.add_parser("current", help="show the schema revision")
     current.set_defaults(func=run_current)
-    for action in (up, down, current):
+    stamp = actions.add_parser(
+        "stamp", help="record the revision the history's tables are at, migrating nothing",
+        description="Repair a version table that does not say one revision (emptied, dropped, "
+        "or holding several): record the one the history's tables are at. Nothing is migrated.")
+    stamp.add_argument("--revision", required=True,
+                       help="the revision the tables are at, e.g. head or 0011")
+    stamp.set_defaults(func=run_stamp)
+    for action in (up, down, current, stamp):
         add_url_argument(action)
 
 
@@ -125,6 +132,22 @@ def _migrate(
         except migrate.BadRevision as exc:
             raise CliError(f"--revision {args.revision!r}: {exc}") from None
         print(f"history schema at {describe(migrate.current(url))} in {describe_url(url)}")
+    return 0
+
+
+def run_stamp(args: argparse.Namespace) -> int:
+    quiet_alembic(args)
+    from sparkwatch.history import migrate
+    from sparkwatch.history.engine import describe_url
+
+    url = _history_url(args)
+    with user_errors():
+        try:
+            migrate.stamp(url, args.revision)
+        except migrate.BadRevision as exc:
+            raise CliError(f"--revision {args.revision!r}: {exc}") from None
+        print(f"history schema recorded at {_describe(migrate.current(url))} in "
+              f"{describe_url(url)} (nothing migrated)")
     return 0
 
 

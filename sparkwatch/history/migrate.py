@@ -26,7 +26,7 @@ from alembic.util import CommandError
 
 from sparkwatch.history.engine import connect, create_engine, describe_url
 from sparkwatch.history.errors import MigrationError
-from sparkwatch.history.revision import current_of, recorded_revisions
+from sparkwatch.history.revision import current_of, holds_history, recorded_revisions
 from sparkwatch.history.schema import VERSION_TABLE
 
 Target = str | sa.Engine
@@ -169,6 +169,36 @@ def downgrade(url: Target, revision: str) -> None:
     with no history schema raises :class:`NoHistorySchema`, untouched."""
     _run(url, revision, lambda config: command.downgrade(config, revision), must_exist=True,
          needs_schema=True)
+
+
+def stamp(url: Target, revision: str) -> None:
+    """Record ``revision`` (one this sparkwatch ships, or ``head``) as the one revision of a
+    database whose tables are the history's, whatever its version table said: none (emptied,
+    dropped) or several (:class:`~sparkwatch.history.revision.RevisionUnknown`). Nothing is
+    migrated: the caller says which revision the tables are at. Refused for a database without
+    the history's tables (an upgrade would then skip creating them) and for one a newer
+    sparkwatch recorded (stamping it down would claim tables older than they are)."""
+    target = head() if revision == "head" else revision
+    if target not in known_revisions():
+        raise BadRevision(f"{revision!r} is not a revision this sparkwatch ships (they are "
+                          f"{min(known_revisions())} to {head()}, or head)")
+    with _IN_PROCESS, _connection(url, must_exist=True) as conn:
+        where = describe_url(conn.engine.url)
+        try:
+            recorded = recorded_revisions(conn) or []
+            tables = holds_history(conn)
+        finally:
+            conn.rollback()
+        if not tables:
+            raise NoHistorySchema(f"{where} has no sparkwatch history tables to record a "
+                                  "revision of: `sparkwatch db upgrade` creates them")
+        newer = [r for r in recorded if r not in known_revisions()]
+        if newer:
+            raise MigrationError(f"{where} has history schema {', '.join(newer)}, newer than "
+                                 f"this sparkwatch (its newest is {head()}): upgrade sparkwatch")
+        with _revision_errors(target):
+            command.stamp(make_config(conn), target, purge=True)
+        conn.commit()
 
 
 def current(url: Target) -> str | None:

@@ -36,15 +36,18 @@ def current_of(conn: sa.Connection) -> str | None:
     if revisions:
         raise RevisionUnknown(
             f"{where} has several revisions in its version table {VERSION_TABLE} "
-            f"({', '.join(revisions)}), where a schema is at one: delete the rows of those "
-            f"its tables are not at")
+            f"({', '.join(revisions)}), where a schema is at one: record the one its tables "
+            f"are at with {STAMP_HINT}")
     if holds_history(conn):
-        record = f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('{SCHEMA_REVISION}')"  # nosec B608 - advice shown, never run
         raise RevisionUnknown(
             f"{where} has the history's tables but no revision in {VERSION_TABLE}: record the "
-            f"one they are at (this sparkwatch's head is {SCHEMA_REVISION}: {record} if they "
-            f"are at it), or drop them to start afresh")
+            f"one they are at with {STAMP_HINT} (this sparkwatch's head is {SCHEMA_REVISION}), "
+            "or drop them to start afresh")
     return None
+
+
+STAMP_HINT = "`sparkwatch db stamp --revision REVISION`"
+"""How a version table that does not say one revision is repaired (``migrate.stamp``)."""
 
 
 def holds_history(conn: sa.Connection) -> bool:
