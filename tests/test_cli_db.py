@@ -261,16 +261,21 @@ def test_upgrade_of_a_newer_database_says_to_upgrade_sparkwatch(sqlite_url: str,
 def test_upgrade_after_a_conflicting_table_is_dropped_reaches_head(
     sqlite_url: str, capsys
 ) -> None:
-    """The reviewer's case: the first upgrade fails in migration 0002 and leaves nothing of 0001."""
+    """The reviewer's case: an upgrade from 0001 fails in migration 0003 and leaves nothing of
+    0002."""
+    code, _, _ = run(capsys, "db", "upgrade", "--revision", "0001", "--url", sqlite_url)
+    assert code == 0
     with engine_for(sqlite_url).begin() as conn:
-        conn.execute(sa.text("CREATE TABLE job_runs (x INTEGER)"))
+        conn.execute(sa.text("CREATE TABLE operator_plans (x INTEGER)"))
     code, _, err = run(capsys, "db", "upgrade", "--url", sqlite_url)
     assert (code, err) == (
-        2, "sparkwatch db: error: database error: table job_runs already exists\n")
-    assert sa.inspect(engine_for(sqlite_url)).get_table_names() == ["job_runs"]
+        2, "sparkwatch db: error: database error: table operator_plans already exists\n")
+    assert "job_runs" not in sa.inspect(engine_for(sqlite_url)).get_table_names()
+    code, out, _ = run(capsys, "db", "current", "--url", sqlite_url)
+    assert (code, out) == (0, f"0001 (head is {SCHEMA_REVISION}: run `sparkwatch db upgrade`)\n")
 
     with engine_for(sqlite_url).begin() as conn:
-        conn.execute(sa.text("DROP TABLE job_runs"))
+        conn.execute(sa.text("DROP TABLE operator_plans"))
     code, out, _ = run(capsys, "db", "upgrade", "--url", sqlite_url)
     assert (code, out) == (0, f"history schema at {SCHEMA_REVISION} (head) in {sqlite_url}\n")
     code, out, _ = run(capsys, "db", "current", "--url", sqlite_url)

@@ -151,3 +151,16 @@ def test_stamp_never_records_an_older_revision_over_a_newer_sparkwatch_s(
     assert (code, out) == (2, "")
     assert "has history schema 9999, newer than this sparkwatch" in err, err
     assert versions(history_url) == ["9999"]
+
+
+def test_an_upgrade_refuses_another_application_s_tables_of_the_history_s_names(
+    history_url: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before: "database error: table batches already exists", midway through the migration."""
+    sql(history_url, "CREATE TABLE batches (id INTEGER PRIMARY KEY, payload TEXT)")
+    code, out, err = run(capsys, "db", "upgrade", "--url", history_url)
+    assert (code, out) == (2, "")
+    assert err == (f"{ERROR}{describe_url(history_url)} has tables named as the history's "
+                   f"(batches) but no sparkwatch version table ({VERSION_TABLE}): they are not "
+                   "sparkwatch's; give the history a database (or schema) of its own\n")
+    assert tables(history_url) == ["batches"]

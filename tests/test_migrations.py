@@ -189,17 +189,22 @@ def interrupt_at_index(monkeypatch: pytest.MonkeyPatch, index_name: str) -> None
 
 
 def test_upgrade_failing_part_way_leaves_no_table_and_can_be_run_again(history_url: str) -> None:
-    """A table of migration 0002 already there: the upgrade fails after 0001 created its tables,
-    and takes them back. Before, SQLite kept them (non-transactional DDL) at revision 0001, and
-    every later upgrade failed on "table query_rollups already exists"."""
+    """A table of migration 0003 already there (made by hand at 0001): the upgrade fails after
+    0002 created its tables, and takes them back. Before, SQLite kept them (non-transactional
+    DDL) at revision 0002, and every later upgrade failed on "table query_rollups already
+    exists". (A database sparkwatch never migrated is refused before any step when it holds a
+    table of the history's names: tests/test_cli_db_version_table.py.)"""
+    migrate.upgrade(history_url, "0001")
     with engine_for(history_url).begin() as conn:
-        conn.execute(sa.text("CREATE TABLE job_runs (x INTEGER)"))
-    with pytest.raises(sa.exc.DBAPIError, match="job_runs"):
+        conn.execute(sa.text("CREATE TABLE operator_plans (x INTEGER)"))
+    before = schema_of(history_url)
+    with pytest.raises(sa.exc.DBAPIError, match="operator_plans"):
         migrate.upgrade(history_url)
-    assert schema_of(history_url) == {"tables": {"job_runs": (["x"], [])}, "revision": None}
+    assert schema_of(history_url) == before
+    assert before["revision"] == "0001" and "job_runs" not in before["tables"]  # type: ignore[operator]
 
     with engine_for(history_url).begin() as conn:
-        conn.execute(sa.text("DROP TABLE job_runs"))
+        conn.execute(sa.text("DROP TABLE operator_plans"))
     migrate.upgrade(history_url)
     assert migrate.current(history_url) == SCHEMA_REVISION
     assert schema_drift(history_url) == []

@@ -27,7 +27,7 @@ from alembic.util import CommandError
 from sparkwatch.history.engine import connect, create_engine, describe_url
 from sparkwatch.history.errors import MigrationError
 from sparkwatch.history.revision import current_of, holds_history, recorded_revisions
-from sparkwatch.history.schema import VERSION_TABLE
+from sparkwatch.history.schema import VERSION_TABLE, metadata
 
 Target = str | sa.Engine
 
@@ -102,6 +102,8 @@ def _run(target: Target, revision: str, alembic_command: Callable[[Config], None
         raise BadRevision("a range is not a revision: give one (e.g. head, base, -1 or 0005)")
     with _IN_PROCESS, _connection(target, must_exist=must_exist) as conn:
         current, versioned = _check_not_newer(conn)
+        if not needs_schema and not versioned:
+            _refuse_foreign_tables(conn)
         if needs_schema and not versioned:
             with _revision_errors(revision):
                 _scripts().get_revisions(revision)  # a mistyped revision is said as such first
@@ -151,6 +153,21 @@ def _check_not_newer(conn: sa.Connection) -> tuple[str | None, bool]:
             f"sparkwatch (its newest is {head()}): upgrade sparkwatch"
         )
     return revision, versioned
+
+
+def _refuse_foreign_tables(conn: sa.Connection) -> None:
+    """Before the first upgrade of a database sparkwatch never migrated: refuse one that has
+    tables of the history's names (another application's ``batches``), which the migration
+    would fail on midway ("table batches already exists"), or worse, share."""
+    try:
+        taken = sorted(set(sa.inspect(conn).get_table_names()) & set(metadata.tables))
+    finally:
+        conn.rollback()
+    if taken:
+        raise MigrationError(
+            f"{describe_url(conn.engine.url)} has tables named as the history's ("
+            f"{', '.join(taken)}) but no sparkwatch version table ({VERSION_TABLE}): they are "
+            "not sparkwatch's; give the history a database (or schema) of its own")
 
 
 def _raised_in_revision_lookup(exc: AssertionError) -> bool:
