@@ -119,9 +119,14 @@ class Ingestor:
         self, tenants: Tenants, spool: Spool | None, caps: Caps, metrics: SelfMetrics,
         event_rates: Rates | None = None, history_owners: HistoryOwners | None = None,
         spool_share: Callable[[], int] | None = None,
+        written_until: Callable[[], datetime] | None = None,
     ) -> None:
         """``spool_share``: the spool bytes one tenant's pending records may hold now (see
-        :func:`~sparkwatch.settings.collector.spool_share`); None: the whole spool."""
+        :func:`~sparkwatch.settings.collector.spool_share`); None: the whole spool.
+        ``written_until``: the history pump's (see :meth:`.HistoryPump.written_until`): an
+        eviction keeps the ids of the events spooled since (see :meth:`.Tenants.evict`); None:
+        no history."""
+        self._written_until = written_until
         self._tenants = tenants
         self._history_owners = history_owners
         self._spool = spool
@@ -134,9 +139,13 @@ class Ingestor:
         self._lock = threading.Lock()
 
     def evict(self) -> int:
-        """Evict stale series and forget the ids they held, with no request in between."""
+        """Evict stale series and forget the ids they held once the history has their events,
+        with no request in between."""
+        # Read before the lock: every event ingested before it is in the history, so a pump
+        # that moves on meanwhile only makes the ids kept a few more than needed.
+        written = None if self._written_until is None else self._written_until().timestamp()
         with self._lock:
-            return self._tenants.evict()
+            return self._tenants.evict(written)
 
     def ingest(self, items: list[Any], caller: Caller,
                strict_body: bytes | bytearray | None = None) -> Outcome:

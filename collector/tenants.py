@@ -10,13 +10,17 @@ owner's rows in the history, which is keyed by run id). A run is also its app's 
 query's: one query of one Spark application reports it, so an event of another app (another app's
 token) or of another query naming it is refused too, where it would have rewritten the run's app,
 query name, status and exception. A query id is not (a query restarted from its checkpoint by
-another application keeps it). Ownership is remembered for what is in memory here; the history
-writer checks the same against its rows (see ``history/tenancy.py``).
+another application keeps it). Ownership is remembered for what is in memory here, and for what
+left memory (an evicted query) while its events may still be in the spool, not yet in the
+history (see :meth:`Tenants.evict`); the history writer checks the same against its rows (see
+``history/tenancy.py``), and ingest asks the history about the ids memory does not know (see
+``collector/owners.py``).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
@@ -58,7 +62,10 @@ class Tenants:
         self._states: dict[str, MetricState] = {}
         self._owners: dict[str, Owner] = {}
         """``q:``query id or ``r:``run id -> the tenant (and, for a run, the app) that used it
-        first (of those in memory)"""
+        first (of those in memory, and of those kept until written, see :meth:`evict`)"""
+        self._unwritten: dict[str, float] = {}
+        """Owner keys no query holds any more, kept in ``_owners`` while their events may not be
+        in the history yet -> when their last event was ingested (at the latest)"""
 
     def state(self, tenant: str) -> MetricState:
         with self._lock:
@@ -150,6 +157,8 @@ class Tenants:
                 self._owners.setdefault(key, Owner(
                     tenant, parsed.app.name if run else None, provisional,
                     parsed.event.query_id if run else None))
+                if self._unwritten:  # a kept key used again: its query holds it from now on
+                    self._unwritten.pop(key, None)
 
     def apply(self, tenant: str, parsed: ParsedEvent | PlanEvent,
               provisional: bool = False) -> bool:
@@ -170,19 +179,53 @@ class Tenants:
         self.claim(tenant, parsed, provisional)
         return self.state(tenant).apply(parsed)
 
-    def evict(self) -> int:
-        """Evict every tenant's stale queries, then forget the ids no query holds any more.
-        Called under the ingestor's lock (:meth:`.Ingestor.evict`): no id is claimed meanwhile."""
+    def evict(self, written_until: float | None = None, now: float | None = None) -> int:
+        """Evict every tenant's stale queries, then forget the ids no query holds any more, but
+        those whose last event was ingested at or after ``written_until`` (epoch seconds: the
+        history pump's :meth:`~.pump.HistoryPump.written_until`, before which every spooled
+        event is in the history). Such an id may still be in the spool only: forgotten, the
+        history would not know it either, another tenant's events naming it would be
+        acknowledged, and the writer would then quarantine them. It is kept, as it was, until a
+        tick finds the writer past it (the history answers for it then): the ids kept are those
+        of the queries evicted while the history lagged, each once. ``written_until`` None: no
+        history (nothing is written, nothing to wait for). ``now``: when the tick runs (the
+        clock by default), the time given to an id held by no query since before the tick
+        began (an earlier run that left its query's remembered runs), whose last event is not
+        known more precisely.
+
+        Called under the ingestor's lock (:meth:`.Ingestor.evict`): no id is claimed or event
+        applied meanwhile."""
+        ingested = self._held()[1]  # before the eviction: the evicted queries' last events
         evicted = sum(state.evict() for _, state in self.items())
-        held = self._held()
+        held = self._held()[0]
+        when = time.time() if now is None else now
         with self._lock:
-            self._owners = _kept(self._owners, held)
+            kept = _kept(self._owners, held)
+            unwritten: dict[str, float] = {}
+            if written_until is not None:
+                for key, owner in self._owners.items():
+                    if key in kept:
+                        continue
+                    last = max(ingested.get(key, -1.0), self._unwritten.get(key, -1.0))
+                    if last < 0:  # claimed since the last tick, held by no query now
+                        last = when
+                    if last >= written_until:
+                        kept[key] = owner
+                        unwritten[key] = last
+            self._owners, self._unwritten = kept, unwritten
         return evicted
 
-    def _held(self) -> dict[str, Owner | None]:
-        """Each owner key the tenants' queries hold, with the owner their state shows; None for
-        a run whose app the state does not know (an earlier run of its query)."""
+    def unwritten(self) -> int:
+        """How many ids no query holds are kept until the history has their events."""
+        with self._lock:
+            return len(self._unwritten)
+
+    def _held(self) -> tuple[dict[str, Owner | None], dict[str, float]]:
+        """Each owner key the tenants' queries hold, with the owner their state shows (None for
+        a run whose app the state does not know: an earlier run of its query), and when the last
+        event of a query holding it was ingested (its ``last_seen``)."""
         held: dict[str, Owner | None] = {}
+        seen: dict[str, float] = {}
         for tenant, state in self.items():
             with state.read() as (_, queries):
                 for q in queries:
@@ -192,7 +235,9 @@ class Tenants:
                             tenant, app, query=q.query_id if run else None)
                         if held.get(key) is None:
                             held[key] = owner
-        return held
+                        if seen.get(key, q.last_seen) <= q.last_seen:
+                            seen[key] = q.last_seen
+        return held, seen
 
 
 def _kept(known: Mapping[str, Owner], held: Mapping[str, Owner | None]) -> dict[str, Owner]:
