@@ -22,7 +22,7 @@ from sparkwatch.collector.routes.common import error, read_auth, read_scope, scr
 from sparkwatch.collector.routes.ingest import INGEST_PATH
 from sparkwatch.collector.service import Service
 from sparkwatch.history.engine import NoFreeConnection, ReadTimedOut
-from sparkwatch.history.errors import HistoryError, UnknownOperator, UnknownQuery
+from sparkwatch.history.errors import HistoryError, UnknownOperator, UnknownQuery, UnknownRun
 from sparkwatch.version import __version__
 
 __all__ = ["INGEST_PATH", "create_app"]
@@ -54,7 +54,7 @@ def create_app(service: Service) -> FastAPI:
     async def history_error(_: Request, exc: HistoryError) -> JSONResponse:
         if isinstance(exc, UnknownQuery):
             return error(404, exc.message)
-        if isinstance(exc, UnknownOperator):
+        if isinstance(exc, UnknownOperator | UnknownRun):
             return error(404, str(exc))
         # A tenant's reader must not learn where the history lives: the detail goes to the log.
         busy = isinstance(exc, ReadTimedOut | NoFreeConnection)

@@ -36,6 +36,13 @@ class IngestResult(BaseModel):
     rejected: list[Rejected] = Field(description="Events refused, with the reason for each.")
 
 
+class RunException(BaseModel):
+    query_id: str
+    run_id: str
+    exception: str = Field(description="The run's whole exception, as Spark reported it (runs "
+                           "answers carry its first 1,000 characters).")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
 

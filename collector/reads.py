@@ -29,7 +29,7 @@ from anyio import CapacityLimiter
 from sparkwatch.collector.config import BY_NAME, CollectorSettings
 from sparkwatch.history import tenancy
 from sparkwatch.history.engine import connect, create_engine, read_failure
-from sparkwatch.history.errors import HistoryError, HistoryUnavailable, UnknownQuery
+from sparkwatch.history.errors import HistoryError, HistoryUnavailable, UnknownQuery, UnknownRun
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.schema import Batch, OperatorRollup, QueryRollup, QueryStall
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
@@ -192,6 +192,21 @@ class Reads:
              tenant: str | None = None) -> list[RunSummary]:
         _check_text(query)
         return self._with(lambda r: r.runs(query, limit, offset, tenant))
+
+    def exception(self, query: str, run_id: str, tenant: str | None = None) -> dict[str, str]:
+        """The whole exception of one run of the query; :class:`UnknownRun` when the query has
+        no such run, or the run ended without one."""
+        _check_text(query)
+
+        def read(reader: HistoryReader) -> dict[str, str]:
+            query_id = reader.resolve_query(query, tenant)
+            text = reader.exception(query_id, run_id, tenant)
+            if text is None:
+                raise UnknownRun(f"query {query_id!r} has no run {run_id!r} that ended with an "
+                                 "exception")
+            return {"query_id": query_id, "run_id": run_id, "exception": text}
+
+        return self._with(read)
 
     def state(self, query: str, operator: int | None, since: datetime | None,
               until: datetime | None, limit: int, offset: int,

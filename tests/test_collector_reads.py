@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support import wait_for
-from tests.tenants_support import A_APP, A_READ, A_TOKEN, accepted_all, tenant_env
+from tests.tenants_support import A_APP, A_READ, A_TOKEN, B_READ, accepted_all, tenant_env
 from tests.test_collector_support import (
     READ_TOKEN,
     Collector,
@@ -143,3 +143,36 @@ def test_a_sqlite_history_not_there_is_a_generic_503_with_the_collectors_hint_lo
         assert f"no history database at {path}" in log
         assert "--history-url" in log and "SPARKWATCH_COLLECTOR_HISTORY_URL" in log
         assert "--url or SPARKWATCH_HISTORY_URL" not in log
+
+
+def test_a_run_s_whole_exception_is_read_by_its_own_route_and_only_by_its_tenant(
+        sqlite_collector: Collector) -> None:
+    """Runs answers carry the first 1,000 characters of an exception: the rest of a 64 KiB
+    stack trace is read one run at a time, never by another tenant's reader."""
+    query_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    trace = "org.apache.spark.SparkException: boom\n" + "\tat a.b.C.d(C.scala:1)\n" * 2_000
+    events = run_events(app=A_APP, query_id=query_id, run_id=run_id)
+    events[-1]["payload"]["exception"] = trace
+    accepted_all(sqlite_collector, events, A_TOKEN)
+    wait_for(lambda: sqlite_collector.get(f"/api/v1/queries/{query_id}/runs",
+                                          A_READ).status_code == 200, 60,
+             "the pushed run to reach the history")
+    (run,) = sqlite_collector.get(f"/api/v1/queries/{query_id}/runs", A_READ).json()
+    assert (len(run["exception"]), run["exception_chars"]) == (1_000, len(trace))
+
+    whole = sqlite_collector.get(f"/api/v1/queries/{query_id}/runs/{run_id}/exception", A_READ)
+    assert whole.status_code == 200, whole.text
+    assert whole.json() == {"query_id": query_id, "run_id": run_id, "exception": trace}
+
+    other = sqlite_collector.get(f"/api/v1/queries/{query_id}/runs/{run_id}/exception", B_READ)
+    assert other.status_code == 404, other.text
+    assert trace[:40] not in other.text
+    unknown = sqlite_collector.get(f"/api/v1/queries/{query_id}/runs/no-such-run/exception",
+                                   A_READ)
+    assert unknown.status_code == 404
+    assert unknown.json()["detail"] == (f"query {query_id!r} has no run 'no-such-run' that ended "
+                                        "with an exception")
+    too_long = sqlite_collector.get(f"/api/v1/queries/{query_id}/runs/{'r' * 129}/exception",
+                                    A_READ)
+    assert too_long.status_code == 422 and "r" * 129 not in too_long.text
+    assert too_long.json()["detail"][0]["loc"] == ["path", "run_id"]

@@ -45,8 +45,16 @@ def _query(query: str) -> str:
     return query
 
 
-def _refuse(message: str) -> NoReturn:
-    raise RequestValidationError([{"type": "value_error", "loc": ("path", "query"),
+def _run_id(run_id: str) -> str:
+    """The path's run id, refused as :func:`_query` refuses a name (never echoed)."""
+    if len(run_id) > LIMITS.id_chars:
+        _refuse(f"string of {len(run_id)} characters is over the limit of {LIMITS.id_chars}",
+                "run_id")
+    return run_id
+
+
+def _refuse(message: str, parameter: str = "query") -> NoReturn:
+    raise RequestValidationError([{"type": "value_error", "loc": ("path", parameter),
                                    "msg": message}])
 
 
@@ -82,6 +90,12 @@ def router(reads: Reads, slots: ReadSlots, read_auth: list[Any],
         name = _query(query)
         return await slots.run(tenant, lambda: [_dump(r) for r in reads.runs(name, limit, offset,
                                                                               tenant)])
+
+    @get(QUERY + "/runs/{run_id}/exception", models.RunException,
+         "The whole exception of one run of a query")
+    async def run_exception(query: str, run_id: str, tenant: str | None = Scope) -> Any:
+        name, run_id = _query(query), _run_id(run_id)
+        return await slots.run(tenant, lambda: reads.exception(name, run_id, tenant))
 
     @get(QUERY + "/state", list[models.StatePoint],
          "State operators of one query over time")

@@ -66,6 +66,10 @@ class UnknownOperator(HistoryError):
     """The query has no state operator at the index given."""
 
 
+class UnknownRun(HistoryError):
+    """The query has no run of the id given (that ended with what was asked for)."""
+
+
 def is_data_error(exc: BaseException) -> bool:
     """Whether ``exc`` is about the data written, not the database: retrying the same data will
     fail the same way (the collector quarantines such events, the listener's history sink drops
