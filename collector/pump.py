@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
@@ -29,6 +30,10 @@ from sparkwatch.spool import Position, Spool
 from sparkwatch.worker import DEFAULT_DEADLINE_SECONDS, Backoff, Worker
 
 log = logging.getLogger(__name__)
+
+MAX_ENDS = 4096
+"""Ends kept while a backlog drains, one per write: past it the oldest goes, and
+``written_until`` waits for a later end (it never runs ahead of what is written)."""
 
 
 class SpanWriter(Protocol):
@@ -62,6 +67,10 @@ class HistoryPump:
         self.healthy = True
         self.last_error: str | None = None
         self._written_until = time.time()
+        self._ends: deque[tuple[Position, float]] = deque(maxlen=MAX_ENDS)
+        """(the spool's end, a time before which every record was appended before that end),
+        one per pass, oldest first: a write that passes an end moves ``written_until`` on to
+        its time, also while the backlog stays larger than one write"""
         self.worker = Worker("history", self._run, "collector-history", deadline)
         # Here, where the spool and the metrics meet: the service tracks the spool's bytes only.
         metrics.track_spool_appends(lambda: spool.append_error)
@@ -88,16 +97,25 @@ class HistoryPump:
         while not self._stop.is_set():
             began = time.time()
             if not self._spool.wait(0.5):
+                self._ends.clear()
                 self._written_until = began  # nothing was pending: all before it is written
                 self.worker.beat()
                 continue
             end = self._spool.end  # holds every record appended before ``began``
+            self._ends.append((end, began))
             written = self._write(self._spool.cursor, end)
             if written is not None:
                 self._spool.commit(written.position)
-                if written.position >= end:
-                    self._written_until = began
+                self._passed(written.position)
             self.worker.beat()
+
+    def _passed(self, position: Position) -> None:
+        """Written up to ``position``: ``written_until`` is the time of the last end it passed
+        (a write takes ``batch_size`` events; under a backlog larger than that, the end a pass
+        began with was never reached, and the time stood still until ingest paused: the stall
+        and lost-runs jobs, and the tenants' ids of evicted queries, waited on it)."""
+        while self._ends and self._ends[0][0] <= position:
+            _, self._written_until = self._ends.popleft()
 
     def _write(self, start: Position, end: Position) -> Written | None:
         """Write until it succeeds, or None when the pump stops first."""
