@@ -52,13 +52,20 @@ def exists(url: str, table: str) -> bool:
     return scalar(url, "select to_regclass(:t)", t=table) is not None
 
 
+# query_runs' columns of migration 0013 (the runs' batch bounds, filled in from the batches by
+# its upgrade): left out, so that rows dumped before 0010 compare with rows dumped at head.
+RUN_BOUNDS = ("first_batch_id", "last_batch_id", "last_progress_at")
+
+
 def dump(url: str) -> dict[str, list[Any]]:
-    """Every row of every history table, in key order (JSON maps as text)."""
+    """Every row of every history table, in key order (JSON maps as text), but for the
+    columns of :data:`RUN_BOUNDS`."""
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
-            return {t: [tuple(map(str, r)) for r in conn.execute(sa.text(
-                f"SELECT * FROM {t} ORDER BY 1, 2, 3"))] for t in TABLES}
+            return {t: [tuple(str(v) for k, v in r._mapping.items() if k not in RUN_BOUNDS)
+                        for r in conn.execute(sa.text(f"SELECT * FROM {t} ORDER BY 1, 2, 3"))]
+                    for t in TABLES}
     finally:
         engine.dispose()
 
@@ -90,8 +97,10 @@ def day_partition(table: str, days_ago: float) -> str:
 
 def test_a_populated_history_is_partitioned_in_place_and_back_without_changing_a_row(
         pg_url: str) -> None:
-    migrate.upgrade(pg_url, "0009")
+    # Written at head (the writer writes the newest run columns: 0013's), taken back to 0009.
+    migrate.upgrade(pg_url)
     query_ids = populate(pg_url, [12, 5.5, 5.4, 2, 1, 0.01], migrate_first=False)
+    migrate.downgrade(pg_url, "0009")
     assert relkind(pg_url, "batches") == "r"
     before_counts, before_rows = table_counts(pg_url), dump(pg_url)
     assert before_counts["operator_batches"] == 2 * 6 * len(

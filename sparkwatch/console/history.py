@@ -36,7 +36,7 @@ from sparkwatch.history import series
 from sparkwatch.history.engine import connect, create_engine, read_failure
 from sparkwatch.history.errors import HistoryError
 from sparkwatch.history.reader import HistoryReader
-from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun
+from sparkwatch.history.schema import OperatorBatch, QueryRun
 from sparkwatch.history.views import StatePoint, state_point
 from sparkwatch.plan.describe import summary
 
@@ -246,6 +246,7 @@ def _latest_runs(tenant: str | None, query_ids: list[str] | None = None) -> sa.S
     latest_first = (runs.last_event_at.desc(), runs.run_id.desc())
     ranked = sa.select(
         runs.query_id, runs.run_id, runs.name, runs.app_name, runs.status, runs.last_event_at,
+        runs.last_batch_id,
         sa.func.row_number().over(partition_by=runs.query_id, order_by=latest_first).label("n"))
     if tenant is not None:
         ranked = ranked.where(runs.tenant == tenant)
@@ -273,15 +274,12 @@ def _counts(conn: sa.Connection, latest: Any, rank: sa.ColumnElement[int]) -> Qu
 
 
 def _page(latest: Any, rank: sa.ColumnElement[int], page: int) -> sa.Select[Any]:
-    batches = Batch.__table__.c
-    chosen = (sa.select(latest, rank.label("rank"))
-              .order_by(rank, latest.c.last_event_at.desc(), latest.c.query_id)
-              .limit(OVERVIEW_PAGE).offset(page * OVERVIEW_PAGE).subquery())
-    # One index probe per query of the page: the newest entry of its run's (run_id, batch_id).
-    last_batch = (sa.select(sa.func.max(batches.batch_id)).where(batches.run_id == chosen.c.run_id)
-                  .scalar_subquery())
-    return (sa.select(chosen, last_batch.label("last_batch_id"))
-            .order_by(chosen.c.rank, chosen.c.last_event_at.desc(), chosen.c.query_id))
+    """One page of the latest runs, with each run's last batch id as the writer keeps it on the
+    run (migration 0013): no batch row is read to find it (a probe per daily partition of
+    ``batches`` did, for every query of the page)."""
+    return (sa.select(latest, rank.label("rank"))
+            .order_by(rank, latest.c.last_event_at.desc(), latest.c.query_id)
+            .limit(OVERVIEW_PAGE).offset(page * OVERVIEW_PAGE))
 
 
 def _epoch(value: datetime | None) -> float | None:

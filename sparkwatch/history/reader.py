@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sparkwatch.history.engine import connect, create_engine, describe_url
 from sparkwatch.history.errors import UnknownOperator, UnknownQuery
 from sparkwatch.history.revision import check_schema
-from sparkwatch.history.schema import Batch, OperatorBatch, OperatorPlan, QueryRun, RunTrigger
+from sparkwatch.history.schema import OperatorBatch, OperatorPlan, QueryRun, RunTrigger
 from sparkwatch.history.series import operator_indexes
 from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
 from sparkwatch.model.contract import LIMITS, fit
@@ -72,9 +72,11 @@ class HistoryReader:
                 tenant: str | None = None) -> list[QuerySummary]:
         """The page ``offset``, ``limit`` of the queries, most recently active first.
 
-        A page reads its queries' runs and two index entries per query, however many batches
-        the history keeps (the runs carry their batch counts). For every query's id and status
-        alone, :meth:`statuses` reads the runs only. ``tenant``: that tenant's queries only
+        A page reads its queries' runs only, however many batches (and daily partitions of
+        them) the history keeps: the runs carry their batch counts, last batch ids and latest
+        batch times (migrations 0007, 0013; after retention these are the bounds of what the run
+        recorded, see :class:`~sparkwatch.history.schema.QueryRun`). For every query's id and
+        status alone, :meth:`statuses` reads the runs only. ``tenant``: that tenant's queries only
         (None: every tenant's; the same for every method taking it).
         """
         with self._connection() as conn:
@@ -260,7 +262,7 @@ def _distinct_ids(conn: sa.Connection, condition: sa.ColumnElement[bool]) -> lis
 
 
 def _queries_select(limit: int | None, offset: int, tenant: str | None = None) -> sa.Select[Any]:
-    runs, batches = QueryRun.__table__.c, Batch.__table__.c
+    runs = QueryRun.__table__.c
     latest_first = (runs.last_event_at.desc(), runs.run_id.desc())
     of_query = sa.func.count().over(partition_by=runs.query_id)
     ranked = sa.select(
@@ -269,6 +271,9 @@ def _queries_select(limit: int | None, offset: int, tenant: str | None = None) -
         of_query.label("runs"),
         # The runs' own counts (migration 0007): no batch row is read to count them.
         sa.func.sum(runs.batches).over(partition_by=runs.query_id).label("query_batches"),
+        # The latest batch of any of the query's runs, from the runs' own (migration 0013).
+        sa.func.max(runs.last_progress_at).over(partition_by=runs.query_id)
+        .label("query_last_progress_at"),
     ).where(_in_tenant(tenant)).subquery()
     page = (
         sa.select(ranked)
@@ -289,11 +294,10 @@ def _queries_select(limit: int | None, offset: int, tenant: str | None = None) -
         page.c.last_event_at,
         page.c.runs,
         sa.cast(page.c.query_batches, sa.BigInteger).label("batches"),
-        # One index probe each: the newest entry of (run_id, batch_id) and (query_id, timestamp).
-        _scalar(sa.func.max(batches.batch_id), batches.run_id == page.c.run_id)
-        .label("last_batch_id"),
-        _scalar(sa.func.max(batches.timestamp), batches.query_id == page.c.query_id)
-        .label("last_progress_at"),
+        # The latest run's last batch and the query's latest batch time: no batch row is read
+        # (a probe per daily partition each made a page of 100 queries take seconds).
+        page.c.last_batch_id,
+        page.c.query_last_progress_at.label("last_progress_at"),
     ).order_by(page.c.last_event_at.desc(), page.c.query_id)
 
 
@@ -308,14 +312,8 @@ def _latest_runs() -> sa.Select[Any]:
         ranked.c.n == 1)
 
 
-def _scalar(aggregate: Any, condition: sa.ColumnElement[bool]) -> sa.ScalarSelect[Any]:
-    """``aggregate`` over the batches matching ``condition``, as a correlated subquery."""
-    return sa.select(aggregate).select_from(Batch.__table__).where(condition).scalar_subquery()
-
-
 def _runs_select(query_id: str, tenant: str | None = None) -> sa.Select[Any]:
-    runs, batches = QueryRun.__table__.c, Batch.__table__.c
-    of_run = batches.run_id == runs.run_id
+    runs = QueryRun.__table__.c
     return (
         sa.select(
             *(runs[name] for name in _RUN_COLUMNS),
@@ -324,8 +322,9 @@ def _runs_select(query_id: str, tenant: str | None = None) -> sa.Select[Any]:
             sa.func.length(runs.exception).label("exception_chars"),
             runs.error_class,
             runs.batches,
-            _scalar(sa.func.min(batches.batch_id), of_run).label("first_batch_id"),
-            _scalar(sa.func.max(batches.batch_id), of_run).label("last_batch_id"),
+            # Kept on the run by the writer (migration 0013): no batch row is read.
+            runs.first_batch_id,
+            runs.last_batch_id,
         )
         .where(runs.query_id == query_id, _in_tenant(tenant))
         .order_by(runs.last_event_at.desc(), runs.run_id)

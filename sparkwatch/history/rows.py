@@ -74,6 +74,10 @@ def rows_for(events: Sequence[ParsedEvent]) -> Rows:
     return rows
 
 
+NO_BOUNDS: Row = {"first_batch_id": None, "last_batch_id": None, "last_progress_at": None}
+"""The batch bounds of a run no event of a write is a batch of (the upsert keeps what is stored)."""
+
+
 def run_rows(events: Iterable[ParsedEvent]) -> list[Row]:
     """One row per run, folding all of the run's events in order (see ``writer`` for the merge
     with what the database already holds)."""
@@ -103,8 +107,13 @@ def run_patch(parsed: ParsedEvent) -> Row:
         "error_class": None,
         "status": RUNNING,
         "last_event_at": from_epoch(parsed.happened_at),
+        **NO_BOUNDS,
     }
-    if isinstance(event, QueryStarted):
+    if isinstance(event, QueryProgress):
+        # The run's batch bounds (query_runs.first_batch_id, last_batch_id, last_progress_at).
+        row["first_batch_id"] = row["last_batch_id"] = event.batch_id
+        row["last_progress_at"] = from_epoch(event.timestamp)
+    elif isinstance(event, QueryStarted):
         row["started_at"] = row["last_event_at"]
         row["job_tags"] = list(event.job_tags)
     elif isinstance(event, QueryTerminated):
@@ -115,6 +124,9 @@ def run_patch(parsed: ParsedEvent) -> Row:
     return row
 
 
+_BOUNDS = (("first_batch_id", min), ("last_batch_id", max), ("last_progress_at", max))
+
+
 def merge_run(old: Row, new: Row) -> Row:
     """``new`` fills what it knows; the end of a run and the latest event time are sticky."""
     merged = {k: new[k] if new[k] is not None else old[k] for k in old}
@@ -122,6 +134,11 @@ def merge_run(old: Row, new: Row) -> Row:
         for key in ("ended_at", "exception", "error_class", "status"):
             merged[key] = old[key]
     merged["last_event_at"] = max(old["last_event_at"], new["last_event_at"])
+    # The batch bounds only widen: the least first batch, the greatest last batch and time,
+    # whatever order the batches came in (the writer's upsert does the same with what is stored).
+    for key, pick in _BOUNDS:
+        if old[key] is not None and new[key] is not None:
+            merged[key] = pick(old[key], new[key])
     # A run ends no earlier than its latest event: a driver's clock stepping back between a
     # progress and the end (its time is the listener's) or a made-up end would make a negative
     # run. The writer's upsert does the same against what is stored.

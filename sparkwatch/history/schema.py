@@ -29,7 +29,7 @@ from sparkwatch.model.fields import OPERATOR_FIELDS, OperatorField
 from sparkwatch.model.tenant import DEFAULT_TENANT
 
 # The migration (migrations/versions) that creates exactly these tables; a test keeps them in step.
-SCHEMA_REVISION = "0012"
+SCHEMA_REVISION = "0013"
 # A name of our own: the history may share a PostgreSQL database with other Alembic projects.
 VERSION_TABLE = "sparkwatch_alembic_version"
 
@@ -134,6 +134,16 @@ class QueryRun(Base):
     # Rows of this run in ``batches``: the writer adds what it inserts, retention subtracts what
     # it deletes, so listing queries reads no batch rows (migration 0007).
     batches: Mapped[int] = mapped_column(server_default=sa.text("0"), default=0)
+    # The run's first and last batch ids and its latest batch time, as the writer recorded them
+    # (migration 0013): least and greatest of every batch it was given, whatever the order, so a
+    # replay or a late batch never moves them inwards. Listing queries and runs reads them here,
+    # not from ``batches`` (one probe per partition each). Retention leaves them as they are:
+    # they say which batches the run recorded, while ``batches`` counts the rows still held
+    # (a run whose old days were dropped keeps its first_batch_id; one with none left keeps all
+    # three). Null until the run's first batch.
+    first_batch_id: Mapped[int | None]
+    last_batch_id: Mapped[int | None]
+    last_progress_at: Mapped[datetime | None]
 
 
 class Batch(Base):

@@ -30,7 +30,7 @@ from sparkwatch.history.errors import (
     is_data_error,
 )
 from sparkwatch.history.revision import holds_history
-from sparkwatch.history.rows import Row, plan_rows, rows_for, run_rows, trigger_rows
+from sparkwatch.history.rows import NO_BOUNDS, Row, plan_rows, rows_for, run_rows, trigger_rows
 from sparkwatch.history.schema import (
     LOST,
     Batch,
@@ -324,6 +324,13 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
     """Insert runs or fill in what the new events know (rows hold one run each, see rows.py);
     ``added`` batches are added to each run's count.
 
+    A row's ``first_batch_id``, ``last_batch_id`` and ``last_progress_at`` (the bounds of its
+    events' batches, :func:`.rows.run_rows`; absent or None: no batch) only ever widen what is
+    stored: the least first, the greatest last and latest. Every path writes each batch it is
+    given or finds it there already, so the bounds of all the given batches are right whether
+    the batches are new, replayed or older than the stored ones (the readers take them from
+    here instead of ``batches``, migration 0013).
+
     A run's ``last_event_at`` is when the stall and lost-runs jobs measure its silence from, so
     it is its latest event's time but never later than now, when this writes it: an event
     stamped ahead (a driver's clock, ingest takes up to a day) would otherwise hold the run
@@ -335,7 +342,7 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
         return
     added = added or {}
     now = datetime.now(UTC)
-    rows = [{**row, "batches": added.get(row["run_id"], 0),
+    rows = [{**NO_BOUNDS, **row, "batches": added.get(row["run_id"], 0),
              "last_event_at": min(row["last_event_at"], now)} for row in rows]
     stmt = _insert(conn, QueryRun)
     new, old = stmt.excluded, QueryRun.__table__.c
@@ -358,6 +365,9 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
         **{c: sa.case((ended, new[c]), (revived, new[c]), else_=old[c]) for c in _END_COLUMNS},
         "last_event_at": sa.case((newer, new.last_event_at), else_=stored),
         "batches": old.batches + new.batches,
+        "first_batch_id": _widened(old.first_batch_id, new.first_batch_id, lower=True),
+        "last_batch_id": _widened(old.last_batch_id, new.last_batch_id),
+        "last_progress_at": _widened(old.last_progress_at, new.last_progress_at),
     }
     # A run ends no earlier than its latest event (as in rows.merge_run): an end stamped by a
     # clock that stepped back, or a start arriving after the end, made a negative run.
@@ -370,6 +380,14 @@ def _upsert_runs(conn: sa.Connection, rows: list[Row], added: Mapping[str, int] 
 
 
 _END_COLUMNS = ("ended_at", "exception", "error_class", "status")
+
+
+def _widened(stored: sa.ColumnElement[Any], new: sa.ColumnElement[Any], lower: bool = False
+             ) -> sa.ColumnElement[Any]:
+    """The least (``lower``) or greatest of ``stored`` and ``new``, ignoring a NULL one (SQLite's
+    two-argument min/max would return NULL; PostgreSQL's least/greatest ignore it)."""
+    beyond = new < stored if lower else new > stored
+    return sa.case((stored.is_(None) | beyond, new), else_=stored)
 
 
 def _no_later_than(column: sa.ColumnElement[datetime], now: datetime
