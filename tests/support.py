@@ -190,3 +190,14 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+class SettableClock:
+    """A clock a test sets (``clock.now = ...``) instead of sleeping: for MetricState's eviction,
+    the tenants' and the demo's timing."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

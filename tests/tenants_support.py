@@ -123,3 +123,20 @@ def event_of(kind: str, app: dict[str, str], query_id: str, run_id: str) -> dict
 
 def fresh() -> dict[str, str]:
     return fresh_ids()
+
+
+@contextmanager
+def history_held(url: str, table: str = "query_runs") -> Iterator[None]:
+    """``table`` locked for the block: the collector's history writer cannot write. Locking
+    ``batches`` alone leaves the owner lookup (``query_runs``) answering: ids are then claimed
+    for sure, not provisionally (another tenant naming a provisional claim waits, 503)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+            yield
+            conn.rollback()
+    finally:
+        engine.dispose()

@@ -6,14 +6,11 @@ goes down as the history drains, after which every accepted event is in the hist
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
 from tests.support import wait_for
 from tests.tenants_support import (
@@ -26,6 +23,7 @@ from tests.tenants_support import (
     drained,
     event_of,
     fresh,
+    history_held,
     tenant_collector,
 )
 from tests.test_collector_support import TOKEN, Collector, module_database, running
@@ -38,17 +36,6 @@ PUSH = 5
 """Progress events per push (about 1.5 KB each, encoded)."""
 
 
-@contextmanager
-def history_held(url: str) -> Iterator[None]:
-    """``query_runs`` locked for the block: the collector's history writer cannot write."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.text("LOCK TABLE query_runs IN ACCESS EXCLUSIVE MODE"))
-            yield
-            conn.rollback()
-    finally:
-        engine.dispose()
 
 
 def progress(app: dict[str, str], ids: dict[str, str], n: int = PUSH) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from sparkwatch.demo.stopping import (
     until_next_trigger,
 )
 from sparkwatch.demo.waiting import wait_until
+from tests.support import SettableClock
 from tests.workloads import installed_spark_version
 
 
@@ -43,14 +44,6 @@ class ScriptedQuery:
         return {"isTriggerActive": active}
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_next_trigger_is_the_next_multiple_of_the_interval_since_the_epoch() -> None:
     assert until_next_trigger(1_000_000.0, 3.0) == pytest.approx(2.0)
     assert until_next_trigger(999_998.5, 3.0) == pytest.approx(0.5)
@@ -60,7 +53,7 @@ def test_the_next_trigger_is_the_next_multiple_of_the_interval_since_the_epoch()
 
 def test_a_query_seen_idle_once_is_not_yet_waiting_for_its_trigger() -> None:
     """The instant between two back-to-back batches of a query that overran its interval."""
-    clock = Clock(999_999.0 + 0.5)  # 2.5 s before the next trigger
+    clock = SettableClock(999_999.0 + 0.5)  # 2.5 s before the next trigger
     wait = TriggerWait(ScriptedQuery([False, True, False]), 3.0, clock)
     assert not wait()  # idle, but only just
     clock.now += 0.05
@@ -70,7 +63,7 @@ def test_a_query_seen_idle_once_is_not_yet_waiting_for_its_trigger() -> None:
 
 
 def test_a_query_idle_over_consecutive_reads_with_time_to_spare_is_stopped() -> None:
-    clock = Clock(999_999.0 + 0.5)
+    clock = SettableClock(999_999.0 + 0.5)
     wait = TriggerWait(ScriptedQuery([False]), 3.0, clock)
     assert not wait()
     clock.now += IDLE_SECONDS + 0.01
@@ -79,7 +72,7 @@ def test_a_query_idle_over_consecutive_reads_with_time_to_spare_is_stopped() -> 
 
 def test_a_query_idle_too_close_to_its_next_trigger_is_not_stopped() -> None:
     """stop() would reach the JVM as the next batch starts planning."""
-    clock = Clock(1_000_002.0 - MARGIN_SECONDS - IDLE_SECONDS + 0.05)
+    clock = SettableClock(1_000_002.0 - MARGIN_SECONDS - IDLE_SECONDS + 0.05)
     wait = TriggerWait(ScriptedQuery([False]), 3.0, clock)
     assert not wait()
     clock.now += IDLE_SECONDS + 0.01

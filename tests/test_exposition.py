@@ -22,20 +22,11 @@ from sparkwatch.metrics.stats import ListenerStats
 from sparkwatch.model.events import AppInfo, Envelope, EventKind, ParsedEvent
 from sparkwatch.model.parse import parse_envelope
 from tests.conftest import FIXTURES
+from tests.support import SettableClock
 
 FIXTURE_FILES = sorted(FIXTURES.glob("spark-*/*.json"))
 APP = AppInfo(name="capture", id="local-1", spark_version="4.3.0")
 GRACE = 300.0
-
-
-class Clock:
-    """A settable clock for MetricState (eviction) instead of sleeping."""
-
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def fixture(relative: str) -> dict[str, Any]:
@@ -66,9 +57,9 @@ class Scraper:
     """A MetricState with its collector on a private registry."""
 
     def __init__(
-        self, clock: Clock | None = None, listener_stats: list[ListenerStats] | None = None
+        self, clock: SettableClock | None = None, listener_stats: list[ListenerStats] | None = None
     ) -> None:
-        self.clock = clock or Clock()
+        self.clock = clock or SettableClock()
         self.state = MetricState(terminated_grace_seconds=GRACE, clock=self.clock)
         self.registry = CollectorRegistry(auto_describe=True)
         stats = None if listener_stats is None else (lambda: listener_stats)
@@ -251,7 +242,7 @@ def test_late_redelivery_from_the_previous_run_is_not_counted_again() -> None:
 
 def test_terminated_query_is_evicted_after_the_grace_period() -> None:
     data = fixture("spark-4.3.0/limit_hdfs.json")
-    clock = Clock()
+    clock = SettableClock()
     scraper = Scraper(clock)
     scraper.apply(run_events(data, terminated=True))
     q = query_labels(data)

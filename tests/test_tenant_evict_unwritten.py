@@ -11,14 +11,11 @@ shared quarantine filled."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from sparkwatch.collector.auth import Caller
@@ -28,7 +25,7 @@ from sparkwatch.collector.selfmetrics import SelfMetrics
 from sparkwatch.collector.tenants import Tenants
 from sparkwatch.metrics.state import RUNS_REMEMBERED, MetricState
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
-from tests.support import wait_for
+from tests.support import SettableClock, wait_for
 from tests.tenants_support import (
     A_APP,
     A_TOKEN,
@@ -39,6 +36,7 @@ from tests.tenants_support import (
     drained,
     event_of,
     fresh,
+    history_held,
     tenant_collector,
 )
 from tests.test_collector_support import Collector, samples
@@ -46,20 +44,12 @@ from tests.test_collector_support import Collector, samples
 GRACE = 60.0
 
 
-class Clock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def parsed(kind: str, app: dict[str, str], ids: dict[str, str]) -> Any:
     return parse_envelope(envelope_from_dict(event_of(kind, app, ids["query_id"],
                                                       ids["run_id"])))
 
 
-def tenants_on(clock: Clock) -> Tenants:
+def tenants_on(clock: SettableClock) -> Tenants:
     return Tenants(lambda: MetricState(GRACE, 10 * GRACE, clock=clock))
 
 
@@ -76,7 +66,7 @@ def terminated_run(tenants: Tenants, tenant: str, app: dict[str, str]) -> dict[s
 
 
 def test_an_evicted_run_not_yet_written_stays_its_tenants() -> None:
-    clock = Clock()
+    clock = SettableClock(1_000.0)
     tenants = tenants_on(clock)
     ids = terminated_run(tenants, "alpha", A_APP)  # last event ingested at 1000
     clock.now += GRACE + 1
@@ -112,7 +102,7 @@ def test_an_evicted_run_not_yet_written_stays_its_tenants() -> None:
 def test_an_evicted_run_already_written_is_forgotten_at_once_and_without_a_history() -> None:
     """What was before: a healthy writer (past the run) or no history (nothing to wait for)."""
     for written_until in (1_000.5, None):
-        clock = Clock()
+        clock = SettableClock(1_000.0)
         tenants = tenants_on(clock)
         ids = terminated_run(tenants, "alpha", A_APP)
         clock.now += GRACE + 1
@@ -123,7 +113,7 @@ def test_an_evicted_run_already_written_is_forgotten_at_once_and_without_a_histo
 
 def test_a_kept_id_used_again_by_its_tenant_is_held_again_then_kept_from_its_new_last_event(
 ) -> None:
-    clock = Clock()
+    clock = SettableClock(1_000.0)
     tenants = tenants_on(clock)
     ids = terminated_run(tenants, "alpha", A_APP)
     clock.now += GRACE + 1
@@ -144,7 +134,7 @@ def test_a_kept_id_used_again_by_its_tenant_is_held_again_then_kept_from_its_new
 def test_a_run_its_query_no_longer_remembers_is_kept_until_written() -> None:
     """A query restarted more than RUNS_REMEMBERED times between two ticks: its oldest run
     left the query's state before any tick saw its last event, which is taken as the tick's."""
-    clock = Clock()
+    clock = SettableClock(1_000.0)
     tenants = tenants_on(clock)
     query = fresh()["query_id"]
     runs = [fresh()["run_id"] for _ in range(RUNS_REMEMBERED + 1)]
@@ -165,7 +155,7 @@ def test_a_run_its_query_no_longer_remembers_is_kept_until_written() -> None:
 
 def test_the_ids_kept_are_bounded_by_the_queries_evicted_meanwhile_and_dropped_once_written(
 ) -> None:
-    clock = Clock()
+    clock = SettableClock(1_000.0)
     tenants = tenants_on(clock)
     for i in range(200):  # a run a second, each terminated, the writer stuck at 999
         clock.now = 1_000.0 + i
@@ -192,7 +182,7 @@ def _ingestor(tenants: Tenants, written: list[float]) -> Ingestor:
 
 
 def test_another_tenants_push_naming_an_evicted_unwritten_run_is_refused_at_ingest() -> None:
-    clock, written = Clock(), [500.0]
+    clock, written = SettableClock(1_000.0), [500.0]
     tenants = tenants_on(clock)
     ingestor = _ingestor(tenants, written)
     ids = fresh()
@@ -215,19 +205,6 @@ def test_another_tenants_push_naming_an_evicted_unwritten_run_is_refused_at_inge
 
 # A real collector on PostgreSQL, its history held back by a lock on query_runs.
 
-@contextmanager
-def history_held(url: str) -> Iterator[None]:
-    """``batches`` locked for the block: the collector's history writer cannot write a
-    progress, while the owner lookup (``query_runs``) still answers: ids are claimed for sure,
-    not provisionally (another tenant naming a provisional claim waits, 503)."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.text("LOCK TABLE batches IN ACCESS EXCLUSIVE MODE"))
-            yield
-            conn.rollback()
-    finally:
-        engine.dispose()
 
 
 def _has_query(c: Collector, query_id: str) -> bool:
@@ -258,7 +235,7 @@ def test_another_tenants_push_naming_a_spooled_evicted_run_is_refused_by_a_real_
         accepted_all(c, [event_of("started", A_APP, decoy["query_id"], decoy["run_id"])],
                      A_TOKEN)
         drained(c)
-        with history_held(c.history_url):
+        with history_held(c.history_url, "batches"):
             accepted_all(c, [event_of(kind, A_APP, ids["query_id"], ids["run_id"])
                              for kind in ("started", "progress", "terminated")], A_TOKEN)
             wait_for(lambda: not _has_query(c, ids["query_id"]), 30,
