@@ -8,6 +8,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -147,6 +148,27 @@ def test_bad_parameters_are_400_naming_the_parameter(console: Console) -> None:
 def test_an_unknown_query_is_404(console: Console) -> None:
     assert console.handle("/queries/no-such-query", {}, None).status == 404
     assert console.handle("/queries/<script>x</script>", {}, None).status == 404
+
+
+def test_a_prefix_of_several_query_ids_is_404_saying_so_not_no_query(tmp_path: Path) -> None:
+    """"no query" sent the reader looking for a query that is there, twice."""
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    ids = ["abcd0000-0000-4000-8000-000000000001", "abcd0000-0000-4000-8000-000000000002"]
+    write(url, *(progress(batch_of(JOIN, 1, "2026-11-21T08:00:00.000Z", id=qid, runId=qid,
+                                   name=f"q{n}")) for n, qid in enumerate(ids)))
+    data = HistoryData(url)
+    try:
+        console = Console(data, lambda _tenant: [])
+        several = console.handle("/queries/abcd", {}, None)
+        assert several.status == 404
+        assert (f"&#x27;abcd&#x27; is the start of the ids of more than one query ({ids[0]}, "
+                f"{ids[1]})").encode() in several.body, several.body[-800:]
+        assert b"sqlite" not in several.body and str(tmp_path).encode() not in several.body
+        assert console.handle(f"/queries/{ids[1][:-1]}2", {}, None).status == 200
+        assert b"no query with id or name &#x27;nope&#x27;" in console.handle(
+            "/queries/nope", {}, None).body
+    finally:
+        data.close()
 
 
 @pytest.mark.parametrize("query", ["a\x00b", "\ud800", "x" * 100_000])

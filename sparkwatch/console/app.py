@@ -166,16 +166,19 @@ class Console:
         live = {q.query_id: q for q in snapshot(self.states(tenant))}
         detail: QueryDetail | None = None
         note = None
+        unknown = f"no query with id or name {query!r}"
         if self.history is not None:
             try:
                 detail = self.history.detail(query, tenant, since, page, self.findings, ops_page)
-            except UnknownQuery:
-                detail = None
+            except UnknownQuery as exc:
+                # Its words, not "no query": a prefix of several ids is answered by giving
+                # more of the id, and the history's location is not in them.
+                unknown = exc.message
             except HistoryError as exc:
                 note = hidden("history not readable yet", exc, self.log_name)
         if detail is None:
             if query not in live:
-                return _error(503 if note else 404, note or f"no query with id or name {query!r}")
+                return _error(503 if note else 404, note or unknown)
             detail = live_detail(live[query])
             if note:
                 detail.notes.append(note)
