@@ -100,6 +100,13 @@ def run_on(connection: sa.Connection) -> None:
             # Released at commit; a waiting process then finds the schema already at head.
             lock = sa.text("SELECT pg_advisory_xact_lock(:key)")
             connection.execute(lock, {"key": PG_MIGRATION_LOCK})
+            # After the advisory lock (another upgrade is waited for as long as it runs): a step
+            # waiting on another session's lock fails instead of queueing every session after
+            # it (sparkwatch.history.migrate.LOCK_WAIT_SECONDS). For this transaction only.
+            wait = context.config.attributes.get("lock_wait_seconds")
+            if wait:
+                connection.execute(sa.text("SELECT set_config('lock_timeout', :ms, true)"),
+                                   {"ms": f"{round(float(wait) * 1000)}ms"})
         context.run_migrations()
 
 

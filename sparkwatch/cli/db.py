@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sparkwatch.cli.errors import CliError
+from sparkwatch.cli.numbers import shown
 from sparkwatch.history.errors import UPGRADE_HINT, HistoryError
 from sparkwatch.history.urls import resolve_url
 from sparkwatch.settings.cli import HISTORY_URL
@@ -41,8 +42,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     stamp.add_argument("--revision", required=True,
                        help="the revision the tables are at, e.g. head or 0011")
     stamp.set_defaults(func=run_stamp)
+    for action in (up, down):
+        action.add_argument(
+            "--lock-wait-seconds", type=_lock_wait, metavar="SECONDS",
+            help="on PostgreSQL, the most a step waits for a lock another session holds (a "
+            "long read, a backup) before the migration is rolled back (default "
+            f"{LOCK_WAIT_DEFAULT:g}; 0: wait as long as it is held, with every session after "
+            "it waiting too)")
     for action in (up, down, current, stamp):
         add_url_argument(action)
+
+
+LOCK_WAIT_DEFAULT = 10.0
+"""``sparkwatch.history.migrate.LOCK_WAIT_SECONDS`` (not imported to build the parser: Alembic
+costs a second; tests/test_cli_db.py holds the two equal)."""
+
+
+def _lock_wait(raw: str) -> float:
+    from sparkwatch.settings.parsers import non_negative_float
+
+    try:
+        return non_negative_float(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}: {shown(raw)}") from None
 
 
 def add_url_argument(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +133,7 @@ def run_downgrade(args: argparse.Namespace) -> int:
 
 def _migrate(
     args: argparse.Namespace,
-    step: Callable[[str, str], None],
+    step: Callable[[str, str, float], None],
     describe: Callable[[str | None], str],
 ) -> int:
     """Move the schema to ``args.revision`` with ``step``, then say where it stands."""
@@ -121,7 +143,8 @@ def _migrate(
     url = _history_url(args)
     with user_errors():
         try:
-            step(url, args.revision)
+            wait = LOCK_WAIT_DEFAULT if args.lock_wait_seconds is None else args.lock_wait_seconds
+            step(url, args.revision, wait)
         except migrate.NoHistorySchema:
             # A downgrade, which wrote nothing. Base is where such a database stands already (a
             # teardown run twice, or before anything was created); no other revision is.

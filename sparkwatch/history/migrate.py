@@ -36,6 +36,22 @@ class BadRevision(MigrationError):
     """The target revision is empty, unknown, or not reachable from the database's."""
 
 
+class MigrationBlocked(MigrationError):
+    """A step waited past its bound for a lock another session holds (a long read, a backup):
+    the whole migration was rolled back, nothing changed."""
+
+
+LOCK_WAIT_SECONDS = 10.0
+"""The most one migration step waits on PostgreSQL for a lock another session holds on a table
+it changes. Past it the migration is rolled back and said so (:class:`MigrationBlocked`), to be
+run again: waiting on, it held every write and read of that table queued behind it (an ALTER
+TABLE waits for a ``pg_dump`` or a long dashboard query, and everything after waits for it).
+The collector and the listener's writer retry it; ``db upgrade --lock-wait-seconds 0`` waits
+for ever."""
+
+_LOCK_NOT_AVAILABLE = "55P03"
+
+
 class NoHistorySchema(MigrationError):
     """A downgrade of a database that has no sparkwatch history schema (no version table and
     none of its tables): nothing was written to it."""
@@ -47,11 +63,16 @@ def script_location() -> str:
     return str(Path(str(resources.files("sparkwatch.migrations"))).resolve())
 
 
-def make_config(connection: sa.Connection | None = None) -> Config:
+def make_config(connection: sa.Connection | None = None,
+                lock_wait_seconds: float | None = None) -> Config:
+    """``lock_wait_seconds``: PostgreSQL's lock_timeout for the migration's steps (env.py);
+    None or 0: they wait for a lock as long as it is held."""
     config = Config()
     config.set_main_option("script_location", script_location())
     if connection is not None:
         config.attributes["connection"] = connection
+    if lock_wait_seconds:
+        config.attributes["lock_wait_seconds"] = lock_wait_seconds
     return config
 
 
@@ -90,7 +111,8 @@ _IN_PROCESS = threading.Lock()
 
 
 def _run(target: Target, revision: str, alembic_command: Callable[[Config], None],
-         must_exist: bool = False, needs_schema: bool = False) -> None:
+         must_exist: bool = False, needs_schema: bool = False,
+         lock_wait_seconds: float | None = LOCK_WAIT_SECONDS) -> None:
     """Run ``alembic_command`` towards ``revision``; with ``needs_schema`` (a downgrade) only on
     a database sparkwatch migrated: Alembic creates its version table before any step, so a
     downgrade of another application's database (even to base) wrote a table into it."""
@@ -115,9 +137,24 @@ def _run(target: Target, revision: str, alembic_command: Callable[[Config], None
             # SQLite's write lock (one migration run is one write transaction), which would wait
             # for every reader in the middle of a read.
             return
-        with _revision_errors(revision):
-            alembic_command(make_config(conn))
+        with _revision_errors(revision), _lock_waits(conn, lock_wait_seconds):
+            alembic_command(make_config(conn, lock_wait_seconds))
         conn.commit()
+
+
+@contextmanager
+def _lock_waits(conn: sa.Connection, seconds: float | None) -> Iterator[None]:
+    """A step that waited past ``seconds`` for a lock, as :class:`MigrationBlocked`."""
+    try:
+        yield
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
+            raise
+        raise MigrationBlocked(
+            f"the migration of {describe_url(conn.engine.url)} waited more than {seconds:g} s "
+            "for a lock another session holds on a table it changes (a long read or a backup): "
+            "it was rolled back, nothing changed; run it again once that session ends (`db "
+            "upgrade --lock-wait-seconds 0` waits for it)") from None
 
 
 @contextmanager
@@ -176,16 +213,20 @@ def _raised_in_revision_lookup(exc: AssertionError) -> bool:
         "alembic", "script", "revision.py")
 
 
-def upgrade(url: Target, revision: str = "head") -> None:
-    _run(url, revision, lambda config: command.upgrade(config, revision))
+def upgrade(url: Target, revision: str = "head",
+            lock_wait_seconds: float | None = LOCK_WAIT_SECONDS) -> None:
+    """``lock_wait_seconds``: see :data:`LOCK_WAIT_SECONDS` (None or 0: no bound)."""
+    _run(url, revision, lambda config: command.upgrade(config, revision),
+         lock_wait_seconds=lock_wait_seconds)
 
 
-def downgrade(url: Target, revision: str) -> None:
+def downgrade(url: Target, revision: str,
+              lock_wait_seconds: float | None = LOCK_WAIT_SECONDS) -> None:
     """Only :func:`upgrade` creates a missing SQLite file: a downgrade of a mistyped path
     refuses it, as :func:`current` does, instead of leaving an empty file there. A database
     with no history schema raises :class:`NoHistorySchema`, untouched."""
     _run(url, revision, lambda config: command.downgrade(config, revision), must_exist=True,
-         needs_schema=True)
+         needs_schema=True, lock_wait_seconds=lock_wait_seconds)
 
 
 def stamp(url: Target, revision: str) -> None:
