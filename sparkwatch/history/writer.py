@@ -13,7 +13,7 @@ import socket
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,6 +48,9 @@ from sparkwatch.plan.model import QueryPlan
 
 log = logging.getLogger(__name__)
 
+PARTITIONS_RETRY = timedelta(seconds=60)
+"""How soon a writer tries again to create the partitions another session's lock held up."""
+
 
 class HistoryWriter:
     """Writes events to the SQL history at ``url``.
@@ -72,6 +75,8 @@ class HistoryWriter:
         """Without ``migrate``: look for the schema before the next write (after a failure)."""
         self._partitions_until: datetime | None = None
         """The last day this writer made sure has its partitions (PostgreSQL, migration 0010)."""
+        self._partitions_retry_at: datetime | None = None
+        """After a creation another session's lock held up: not tried again before this."""
         self._copy: bool | None = None
         """COPY for new batches (PostgreSQL with psycopg 3); None until the first write knows."""
         # Names this driver in job_runs when it claims a rollups slot.
@@ -180,8 +185,22 @@ class HistoryWriter:
             newest = now
         if self._partitions_until is not None and newest < self._partitions_until:
             return
+        if self._partitions_retry_at is not None and now < self._partitions_retry_at:
+            return
+        busy = None
         with engine.begin() as conn:
-            partitions.ensure_ahead(conn, newest)
+            try:
+                partitions.ensure_ahead(conn, newest, on_busy="raise")
+            except partitions.PartitionsBusy as exc:  # the days made before it stand
+                busy = exc
+        if busy is not None:
+            # Not made sure of: tried again in a while, not once the batches reach the last day
+            # (days later, with every row of the days between waiting in DEFAULT meanwhile).
+            self._partitions_retry_at = datetime.now(UTC) + PARTITIONS_RETRY
+            log.info("partitions not created now, tried again in %.0f s: %s",
+                     PARTITIONS_RETRY.total_seconds(), busy)
+            return
+        self._partitions_retry_at = None
         self._partitions_until = partitions.day_of(newest) + partitions.DAYS_AHEAD * partitions.DAY
 
     def write_plans(self, plans: Sequence[QueryPlan], tenants: Sequence[str] | None = None
