@@ -32,8 +32,10 @@ from sparkwatch.worker import DEFAULT_DEADLINE_SECONDS, Backoff, Worker
 log = logging.getLogger(__name__)
 
 MAX_ENDS = 4096
-"""Ends kept while a backlog drains, one per write: past it the oldest goes, and
-``written_until`` waits for a later end (it never runs ahead of what is written)."""
+"""Ends kept while a backlog drains, one per write. Past it the last is replaced by each newer
+one: the oldest are kept, for the writes to pass one by one (dropping them instead left no end
+a write could reach under a backlog of more than this many writes, and the time stood still),
+and ``written_until`` never runs ahead of what is written."""
 
 
 class SpanWriter(Protocol):
@@ -67,7 +69,7 @@ class HistoryPump:
         self.healthy = True
         self.last_error: str | None = None
         self._written_until = time.time()
-        self._ends: deque[tuple[Position, float]] = deque(maxlen=MAX_ENDS)
+        self._ends: deque[tuple[Position, float]] = deque()
         """(the spool's end, a time before which every record was appended before that end),
         one per pass, oldest first: a write that passes an end moves ``written_until`` on to
         its time, also while the backlog stays larger than one write"""
@@ -102,7 +104,10 @@ class HistoryPump:
                 self.worker.beat()
                 continue
             end = self._spool.end  # holds every record appended before ``began``
-            self._ends.append((end, began))
+            if len(self._ends) < MAX_ENDS:
+                self._ends.append((end, began))
+            else:  # the oldest stay, to be passed first; the newest takes the last place
+                self._ends[-1] = (end, began)
             written = self._write(self._spool.cursor, end)
             if written is not None:
                 self._spool.commit(written.position)

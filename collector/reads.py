@@ -197,6 +197,8 @@ class Reads:
         """The whole exception of one run of the query; :class:`UnknownRun` when the query has
         no such run, or the run ended without one."""
         _check_text(query)
+        if "\x00" in run_id:  # as in a name (below): PostgreSQL would refuse it, a 503
+            raise UnknownRun("no run has a NUL character in its id")
 
         def read(reader: HistoryReader) -> dict[str, str]:
             query_id = reader.resolve_query(query, tenant)

@@ -10,8 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 from prometheus_client import CollectorRegistry
 
+from sparkwatch.collector import pump as pump_module
 from sparkwatch.collector.history_process import WriterProcess, Written
 from sparkwatch.collector.ingest import spool_record
 from sparkwatch.collector.pump import HistoryPump
@@ -86,5 +88,26 @@ def test_written_until_moves_on_while_the_backlog_stays_larger_than_a_write(
         drained_at = time.time()
         wait_for(lambda: pump.written_until().timestamp() >= drained_at - 1, 10,
                  "written_until at the drain")
+    finally:
+        pump.stop(10)
+
+
+def test_past_its_bound_on_ends_kept_written_until_still_moves_with_the_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backlog of more writes than ends are kept (4 here, 4,096 by default): dropping the
+    oldest end left none a write could reach, and the time stood still again."""
+    monkeypatch.setattr(pump_module, "MAX_ENDS", 4)
+    spool = Spool(tmp_path / "spool", 64 << 20, fsync=False)
+    writer = WriterProcess(f"sqlite:///{tmp_path / 'history.db'}", True, tmp_path / "spool")
+    records = _records(300)
+    arriving = ArrivingMeanwhile(writer, spool, records[2 * BATCH:], writes=60)
+    for record in records[:2 * BATCH]:
+        spool.append_encoded(record)
+    pump = HistoryPump(spool, arriving, SelfMetrics(CollectorRegistry()), BATCH)
+    arriving.pump = pump
+    pump.start()
+    try:
+        wait_for(lambda: arriving.writes_left == 0, 60, "60 writes under a growing backlog")
+        assert arriving.seen[-1] > arriving.seen[-30], arriving.seen[-30:]
     finally:
         pump.stop(10)

@@ -176,3 +176,18 @@ def test_a_run_s_whole_exception_is_read_by_its_own_route_and_only_by_its_tenant
                                     A_READ)
     assert too_long.status_code == 422 and "r" * 129 not in too_long.text
     assert too_long.json()["detail"][0]["loc"] == ["path", "run_id"]
+
+
+@pytest.mark.postgres
+def test_a_run_id_with_a_nul_is_a_404_on_postgresql_not_an_unreachable_history(
+        pg_admin_url: str, tmp_path: Path) -> None:
+    """PostgreSQL refuses NUL in text: the read failed as "its database cannot be reached"
+    (503), and the collector logged a false outage for each such request."""
+    with module_database(pg_admin_url) as url, running(Collector(
+            url, tmp_path / "spool", env=tenant_env())) as c:
+        query_id = _named(c, "nul-reader")
+        for run_id in ("%00", "a%00b"):
+            answer = c.get(f"/api/v1/queries/{query_id}/runs/{run_id}/exception", A_READ)
+            assert answer.status_code == 404, answer.text
+            assert answer.json()["detail"] == "no run has a NUL character in its id"
+        assert "cannot be reached" not in c.log_text()
