@@ -164,3 +164,23 @@ def test_an_upgrade_refuses_another_application_s_tables_of_the_history_s_names(
                    f"(batches) but no sparkwatch version table ({VERSION_TABLE}): they are not "
                    "sparkwatch's; give the history a database (or schema) of its own\n")
     assert tables(history_url) == ["batches"]
+
+
+def test_a_revision_no_sparkwatch_has_is_said_so_and_stamp_repairs_it(
+    history_url: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """'13' typed by hand: every command called it "newer than this sparkwatch: upgrade
+    sparkwatch", and stamp refused to replace it on the same grounds."""
+    migrate.upgrade(history_url)
+    sql(history_url, f"UPDATE {VERSION_TABLE} SET version_num = '13'")
+    where = describe_url(history_url)
+    code, out, _ = run(capsys, "db", "current", "--url", history_url)
+    assert (code, out) == (0, "13 (not a revision of any sparkwatch: record the one the tables "
+                              "are at with `sparkwatch db stamp --revision REVISION`)\n")
+    code, out, err = run(capsys, "db", "upgrade", "--url", history_url)
+    assert (code, out) == (2, "")
+    assert err == (f"{ERROR}{where} has '13' in its version table {VERSION_TABLE}, no revision "
+                   f"of this sparkwatch's (0001 to {SCHEMA_REVISION}) nor a later one: record the "
+                   "one its tables are at with `sparkwatch db stamp --revision REVISION`\n")
+    code, _, _ = run(capsys, "db", "stamp", "--revision", "head", "--url", history_url)
+    assert (code, versions(history_url)) == (0, [SCHEMA_REVISION])

@@ -285,3 +285,24 @@ def test_an_empty_or_unknown_revision_is_a_bad_revision(
         migrate.upgrade(sqlite_url, revision)
     with pytest.raises(migrate.BadRevision, match=message):
         migrate.downgrade(sqlite_url, revision)
+
+
+def test_a_first_upgrade_racing_another_finds_the_history_at_head_not_foreign(
+    history_url: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two first upgrades of one empty history (two replicas starting, a collector and a
+    listener): the one whose version check ran before the other's migration committed refused
+    the history as "not sparkwatch's" (its tables were there by then, their version too)."""
+    original = migrate._check_not_newer
+
+    def then_another_process_migrates(conn: sa.Connection) -> tuple[str | None, bool]:
+        found = original(conn)
+        subprocess.run([sys.executable, "-c", "import sys; from sparkwatch.history import "
+                        "migrate; migrate.upgrade(sys.argv[1])", history_url],
+                       check=True, timeout=120)
+        return found
+
+    monkeypatch.setattr(migrate, "_check_not_newer", then_another_process_migrates)
+    migrate.upgrade(history_url)
+    monkeypatch.undo()
+    assert migrate.current(history_url) == SCHEMA_REVISION

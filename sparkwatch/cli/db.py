@@ -212,6 +212,11 @@ def _describe(revision: str | None) -> str:
     if revision == head:
         return f"{revision} (head)"
     if revision not in migrate.known_revisions():
+        from sparkwatch.history.revision import STAMP_HINT, is_newer
+
+        if not is_newer(revision):  # a hand-made row: no sparkwatch's revision
+            return (f"{revision} (not a revision of any sparkwatch: record the one the tables "
+                    f"are at with {STAMP_HINT})")
         # Written by a newer sparkwatch: `db upgrade` here cannot know its migrations.
         return f"{revision} (newer than this sparkwatch, whose head is {head}: upgrade sparkwatch)"
     return f"{revision} (head is {head}: {UPGRADE_HINT})"

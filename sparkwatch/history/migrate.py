@@ -26,7 +26,14 @@ from alembic.util import CommandError
 
 from sparkwatch.history.engine import connect, create_engine, describe_url
 from sparkwatch.history.errors import MigrationError
-from sparkwatch.history.revision import current_of, holds_history, recorded_revisions
+from sparkwatch.history.revision import (
+    STAMP_HINT,
+    RevisionUnknown,
+    current_of,
+    holds_history,
+    is_newer,
+    recorded_revisions,
+)
 from sparkwatch.history.schema import VERSION_TABLE, metadata
 
 Target = str | sa.Engine
@@ -185,9 +192,15 @@ def _check_not_newer(conn: sa.Connection) -> tuple[str | None, bool]:
     finally:
         conn.rollback()  # the reads' autobegun transaction: the migration opens its own
     if revision is not None and revision not in known_revisions():
+        where = describe_url(conn.engine.url)
+        if not is_newer(revision):
+            raise RevisionUnknown(
+                f"{where} has {revision!r} in its version table {VERSION_TABLE}, no revision of "
+                f"this sparkwatch's ({min(known_revisions())} to {head()}) nor a later one: "
+                f"record the one its tables are at with {STAMP_HINT}")
         raise MigrationError(
-            f"{describe_url(conn.engine.url)} has history schema {revision}, newer than this "
-            f"sparkwatch (its newest is {head()}): upgrade sparkwatch"
+            f"{where} has history schema {revision}, newer than this sparkwatch (its newest is "
+            f"{head()}): upgrade sparkwatch"
         )
     return revision, versioned
 
@@ -198,9 +211,12 @@ def _refuse_foreign_tables(conn: sa.Connection) -> None:
     would fail on midway ("table batches already exists"), or worse, share."""
     try:
         taken = sorted(set(sa.inspect(conn).get_table_names()) & set(metadata.tables))
+        # Another first upgrade may have committed its tables (with their version) since the
+        # version was read: then they are ours, and the migration below finds them at head.
+        versioned = bool(taken) and recorded_revisions(conn) is not None
     finally:
         conn.rollback()
-    if taken:
+    if taken and not versioned:
         raise MigrationError(
             f"{describe_url(conn.engine.url)} has tables named as the history's ("
             f"{', '.join(taken)}) but no sparkwatch version table ({VERSION_TABLE}): they are "
@@ -250,7 +266,7 @@ def stamp(url: Target, revision: str) -> None:
         if not tables:
             raise NoHistorySchema(f"{where} has no sparkwatch history tables to record a "
                                   "revision of: `sparkwatch db upgrade` creates them")
-        newer = [r for r in recorded if r not in known_revisions()]
+        newer = [r for r in recorded if is_newer(r)]
         if newer:
             raise MigrationError(f"{where} has history schema {', '.join(newer)}, newer than "
                                  f"this sparkwatch (its newest is {head()}): upgrade sparkwatch")

@@ -74,6 +74,13 @@ def check_schema(conn: sa.Connection) -> None:
     )
 
 
+def is_newer(revision: str) -> bool:
+    """Whether ``revision`` is shaped as this sparkwatch's are and after its head: a newer
+    sparkwatch's. Anything else not known here (``13``, a typo) is no one's revision."""
+    return len(revision) == len(SCHEMA_REVISION) and revision.isdigit() \
+        and revision > SCHEMA_REVISION
+
+
 def is_older(revision: str) -> bool:
     """Whether ``revision`` is one this sparkwatch's migrations go past: they are numbered
     0001, 0002, ... up to :data:`SCHEMA_REVISION` (tests/test_migrations.py holds them to it)."""
