@@ -18,7 +18,9 @@ from sqlalchemy.sql.util import find_tables
 from sparkwatch.collector.retention import Retention
 from sparkwatch.console import history as console_history
 from sparkwatch.history import migrate
+from sparkwatch.history.bounds import widen_from_recent
 from sparkwatch.history.reader import HistoryReader, _queries_select, _runs_select
+from sparkwatch.history.rollups import recompute
 from sparkwatch.history.schema import Batch, QueryRun
 from sparkwatch.history.writer import HistoryWriter
 from sparkwatch.model.events import ParsedEvent
@@ -253,3 +255,25 @@ def test_the_queries_and_runs_pages_execute_no_read_of_batches(
     assert len(statements) >= 2
     assert [s for s in statements if _READS_BATCHES.search(s)] == []
     assert any(re.search(r"\bquery_runs\b", s) for s in statements)
+
+
+def test_the_rollups_pass_brings_bounds_an_older_writer_left_short_up_to_its_batches(
+    history_url: str,
+) -> None:
+    """A writer of a release before 0013 still attached after the upgrade (a driver, an old
+    collector replica during a rolling update) writes batches and runs without the bounds;
+    the pages read only the runs, so they stayed short, or empty, for good."""
+    write_each(history_url, [batch(b, b, RUN) for b in range(6)],
+               [batch(b, b, OTHER_RUN) for b in range(3)])
+    truth = {run: from_batches(history_url, run) for run in (RUN, OTHER_RUN)}
+    engine = engine_for(history_url)
+    with engine.begin() as conn:  # what the older writer's rows look like
+        runs = QueryRun.__table__
+        conn.execute(sa.update(runs).where(runs.c.run_id == RUN).values(last_batch_id=1))
+        conn.execute(sa.update(runs).where(runs.c.run_id == OTHER_RUN).values(
+            first_batch_id=None, last_batch_id=None, last_progress_at=None))
+    with engine.begin() as conn:
+        recompute(conn, at(10), 3600)
+    assert {run: bounds(history_url, run) for run in (RUN, OTHER_RUN)} == truth
+    with engine.begin() as conn:  # nothing short any more: nothing written
+        assert widen_from_recent(conn, at(-60)) == 0
