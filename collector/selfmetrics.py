@@ -6,10 +6,10 @@ collector process, so that ingest refusals, spool growth and history failures ca
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from sparkwatch.metrics.catalogue import COLLECTOR_WORKER_LAST_PROGRESS
@@ -58,6 +58,12 @@ class SelfMetrics:
         self.inflight_capacity = gauge("ingest_inflight_capacity_bytes",
                                        "Bound of the request bytes decoded at once.")
         self._spool_write_failures: Callable[[], int] = lambda: 0
+        self._spool_tenants: Callable[[], Mapping[str, int]] = dict
+        registry.register(_GaugesOf(
+            PREFIX + "spool_tenant_bytes",
+            "Bytes in the spool not yet in the history, by tenant (each may hold its "
+            "--spool-tenant-share of the spool while the tokens name several): which tenant's "
+            "backlog fills it.", "tenant", lambda: self._spool_tenants()))
         registry.register(_CounterOf(
             PREFIX + "spool_write_failures",
             "Spool writes the disk refused (full, I/O error): appends answered 503, cursor "
@@ -96,10 +102,14 @@ class SelfMetrics:
         self.worker_progress.labels(worker.name).set_function(lambda: worker.last_progress)
 
     def track_spool(self, pending_bytes: Callable[[], int], capacity: int,
-                    write_failures: Callable[[], int]) -> None:
+                    write_failures: Callable[[], int],
+                    tenants: Callable[[], Mapping[str, int]] | None = None) -> None:
+        """``tenants``: the pending bytes of each tenant with records in the spool."""
         self.spool_bytes.set_function(pending_bytes)
         self.spool_capacity.set(capacity)
         self._spool_write_failures = write_failures
+        if tenants is not None:
+            self._spool_tenants = tenants
 
     def track_spool_appends(self, failing: Callable[[], object]) -> None:
         """``failing()``: why the last append failed, or None (:attr:`.Spool.append_error`)."""
@@ -119,3 +129,18 @@ class _CounterOf(Collector):
 
     def collect(self) -> Iterable[CounterMetricFamily]:
         yield CounterMetricFamily(self._name, self._help, value=self._value())
+
+
+class _GaugesOf(Collector):
+    """A gauge per label value of a map kept elsewhere (read at each scrape): values gone from
+    the map go from the exposition too."""
+
+    def __init__(self, name: str, help: str, label: str,
+                 values: Callable[[], Mapping[str, int]]) -> None:
+        self._name, self._help, self._label, self._values = name, help, label, values
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self._name, self._help, labels=[self._label])
+        for key, value in sorted(self._values().items()):
+            family.add_metric([key], value)
+        yield family

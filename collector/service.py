@@ -186,7 +186,7 @@ def build_service(settings: CollectorSettings, otlp: OtlpConfig | None = None) -
         spool = Spool(settings.spool_dir, settings.spool_max_bytes, settings.spool_fsync,
                       owner_of=record_tenant)
         metrics.track_spool(lambda: spool.pending_bytes, settings.spool_max_bytes,
-                            lambda: spool.write_failures)
+                            lambda: spool.write_failures, spool.owners)
         writer = WriterProcess(settings.history_url, settings.history_migrate, settings.spool_dir,
                                settings.quarantine_max_bytes)
         pump = HistoryPump(spool, writer, metrics, settings.write_batch_size,

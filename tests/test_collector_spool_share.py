@@ -19,6 +19,7 @@ from tests.tenants_support import (
     A_TOKEN,
     B_APP,
     B_TOKEN,
+    SCRAPE_TOKEN,
     accepted_all,
     drained,
     event_of,
@@ -26,7 +27,7 @@ from tests.tenants_support import (
     history_held,
     tenant_collector,
 )
-from tests.test_collector_support import TOKEN, Collector, module_database, running
+from tests.test_collector_support import TOKEN, Collector, module_database, running, samples
 
 pytestmark = pytest.mark.postgres
 
@@ -61,6 +62,11 @@ def push_until_refused(c: Collector, app: dict[str, str], ids: dict[str, str],
 
 def pending(c: Collector) -> int:
     return int(c.get("/readyz").json()["spool"]["pending_bytes"])
+
+
+def spool_by_tenant(c: Collector) -> dict[str, float]:
+    return {labels["tenant"]: value for labels, value in samples(
+        c.metrics(SCRAPE_TOKEN), "sparkwatch_collector_spool_tenant_bytes")}
 
 
 def assert_share_full(c: Collector, response: httpx.Response) -> None:
@@ -102,6 +108,8 @@ def test_one_tenants_backlog_fills_its_share_of_the_spool_and_another_tenant_is_
                 accepted(c, B_APP, b, B_TOKEN, 3)
             assert_share_full(c, refused)
             assert BOUND // 2 - 2000 < a_pending <= BOUND // 2, "A holds its share, no more"
+            # Which tenant's backlog fills the spool, on /metrics.
+            assert spool_by_tenant(c) == {"alpha": a_pending, "beta": pending(c) - a_pending}
 
             # A crash and a restart: the spool's pending records are counted again by tenant.
             c.kill()
@@ -110,6 +118,7 @@ def test_one_tenants_backlog_fills_its_share_of_the_spool_and_another_tenant_is_
             accepted(c, B_APP, b, B_TOKEN)
 
         drained(c)  # the history back: A's share is given back as its records are written
+        assert spool_by_tenant(c) == {}
         accepted(c, A_APP, a, A_TOKEN)
         a_accepted += 1
         drained(c)
