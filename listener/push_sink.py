@@ -3,7 +3,9 @@
 Standard library only (a Spark driver cannot afford a web stack). Events wait in a bounded memory
 queue; past its capacity the oldest are dropped and counted. A failed POST (refused, reset, no
 answer within the timeout, an HTTP error) is retried with exponential backoff and jitter; a 429 or
-503 with ``Retry-After`` is retried after that long instead (capped by the backoff's ceiling).
+503 with ``Retry-After`` is retried after that long instead (at least the backoff's first wait,
+at most its ceiling); a 429 without it (the collector's cardinality limit) is refused. What a
+server answers is logged on one short line, refusals at most once a minute.
 With a spool directory, a batch that failed goes to a bounded disk spool instead, and so does
 everything behind it, keeping the order; the spool is sent first once the collector answers again,
 and what it holds survives a driver restart. Nothing here runs on Spark's callback thread: the
@@ -53,6 +55,15 @@ Wire = dict[str, Any]
 PERMANENT = frozenset({400, 415, 422})
 # "Not now": with a Retry-After, the server says when to send the same batch again.
 COME_BACK = frozenset({429, 503})
+FAILURE_REMINDER_SECONDS = 300.0
+"""During an outage, the failure is said again (every 20th attempt) at most this often: a server
+answering "Retry-After: 1" to every POST made a line every 20 s for as long as it lasted."""
+REFUSED_LOG_SECONDS = 60.0
+"""Refusals are said at most once in this long, with how many came since: a server answering
+413 to everything had the sink split a batch of 500 down to single events, one line each."""
+DETAIL_CHARS = 200
+"""Characters of a server's reason shown in a log line: one line, whatever the server sent (a
+100 KB reason with line breaks in it made one warning look like many, of the server's making)."""
 REPLY_LIMIT = 4 << 20
 """Bytes of a collector's answer read at most: a batch's reply (a count and the refused events'
 reasons) is a few kilobytes; a server answering more is not a collector, and would otherwise
@@ -87,6 +98,8 @@ class PushSink:
         backoff: tuple[float, float] = (0.5, 30.0),
     ) -> None:
         self._endpoint = endpoint
+        self._url = _without_userinfo(endpoint.url)
+        """Where the POST goes: the URL without a ``user:password@`` (see _without_userinfo)."""
         self._counters = counters
         self._batch_size = batch_size
         self._flush_seconds = flush_seconds
@@ -94,6 +107,10 @@ class PushSink:
         self._backoff = Backoff(*backoff)
         self._next_wait = 0.0
         """Before the next attempt: the backoff's, or the server's Retry-After."""
+        self._refused_said_at: float | None = None
+        self._refused_unsaid = 0
+        self._failure_said_at = 0.0
+        """Refused events not yet said (see REFUSED_LOG_SECONDS)."""
         self._queue: BoundedQueue[Wire | None] = BoundedQueue(capacity)
         self._deadline: float | None = None
         self._stop_seen = False
@@ -270,37 +287,48 @@ class PushSink:
     def _send(self, events: list[Wire]) -> Sent:
         """POST ``events`` once; OK when the collector took responsibility for them (accepted,
         or refused for good), RETRY when they should be sent again."""
-        status, reply, retry_after = self._post(events)
-        if status in COME_BACK and retry_after is not None:
+        status, reply, retry_header = self._post(events)
+        if status in COME_BACK and retry_header is not None:
             self._failed(status, reply)
-            self._next_wait = min(retry_after, self._backoff.ceiling)
+            retry_after = retry_after_seconds(retry_header)
+            if retry_after is not None:  # unreadable: the backoff's wait, as for any failure
+                # At least the backoff's first wait: "Retry-After: 0" answered at once, again
+                # and again, made a loop of hundreds of POSTs (and log lines) a second.
+                self._next_wait = min(max(retry_after, self._backoff.first),
+                                      self._backoff.ceiling)
             return Sent.RETRY
-        if status is not None and (200 <= status < 300 or status == 429):
+        if status is not None and 200 <= status < 300:
             self._delivered(events, reply)
+            return Sent.OK
+        if status == 429:
+            # Without Retry-After: the collector's cardinality limit, which accepts nothing of
+            # the request (its reply lists every event as refused). Counted as refused, whatever
+            # the reply says: a 429 from anything else was counted as delivered.
+            self._refused(len(events), f"HTTP 429: {_detail(reply)}")
             return Sent.OK
         if status == 413 and len(events) > 1:
             half = len(events) // 2
             first = self._send(events[:half])
             return first if first is Sent.RETRY else self._send(events[half:])
         if status in PERMANENT or status == 413:
-            self._refused(len(events), f"HTTP {status}: {reply.get('detail', '')}")
+            self._refused(len(events), f"HTTP {status}: {_detail(reply)}")
             return Sent.OK
         self._failed(status, reply)
         return Sent.RETRY
 
-    def _post(self, events: list[Wire]) -> tuple[int | None, dict[str, Any], float | None]:
-        """One POST: the status (None: no answer), the JSON reply, the Retry-After in seconds."""
+    def _post(self, events: list[Wire]) -> tuple[int | None, dict[str, Any], str | None]:
+        """One POST: the status (None: no answer), the JSON reply, the Retry-After header."""
         body = gzip.compress(json.dumps({"events": events}, separators=(",", ":")).encode(), 5)
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip",
                    "User-Agent": f"sparkwatch-listener/{__version__}"}
         if self._endpoint.token:
             headers["Authorization"] = f"Bearer {self._endpoint.token}"
-        request = urllib.request.Request(self._endpoint.url, body, headers, method="POST")
+        request = urllib.request.Request(self._url, body, headers, method="POST")
         try:
             # read_http raises HTTPError for every status outside 2xx: any answer is a 2xx here.
             return 200, _json(read_http(request, self._endpoint.timeout, REPLY_LIMIT)), None
         except urllib.error.HTTPError as exc:
-            return exc.code, _json(exc.read()), retry_after_seconds(exc.headers.get("Retry-After"))
+            return exc.code, _json(exc.read()), exc.headers.get("Retry-After")
         except (OSError, ValueError, http.client.HTTPException) as exc:
             # refused, reset, timed out, DNS, a bad URL, too long an answer, not HTTP at all
             return None, {"detail": request_failure(exc)}, None
@@ -313,22 +341,34 @@ class PushSink:
             1 for i, e in enumerate(events) if not is_plan_item(e) and i not in refused))
         if rejected:
             first = rejected[0]
-            self._refused(len(rejected), first.get("error", "") if isinstance(first, dict) else "")
+            self._refused(len(rejected), _shown(first.get("error", "")) if isinstance(first, dict)
+                          else "")
         if failures := self._backoff.succeeded():
             log.info("sparkwatch: collector reachable again after %d failed attempts", failures)
 
     def _refused(self, n: int, why: str) -> None:
         self._counters.count_dropped("push_refused", n)
-        log.warning("sparkwatch: the collector refused %d events (%s)", n, why)
+        now = time.monotonic()
+        if (self._refused_said_at is not None
+                and now - self._refused_said_at < REFUSED_LOG_SECONDS):
+            self._refused_unsaid += n  # counted; said with the next line
+            return
+        more = (f"; {self._refused_unsaid} more refused since the last such line"
+                if self._refused_unsaid else "")
+        self._refused_said_at, self._refused_unsaid = now, 0
+        log.warning("sparkwatch: the collector refused %d events (%s)%s", n, why, more)
 
     def _failed(self, status: int | None, reply: dict[str, Any]) -> None:
         self._next_wait = self._backoff.failed()
         self._counters.count_delivery_failure(self.QUEUE)
-        if self._backoff.loud:
+        now = time.monotonic()
+        if self._backoff.failures == 1 or (
+                self._backoff.loud and now - self._failure_said_at >= FAILURE_REMINDER_SECONDS):
+            self._failure_said_at = now
             what = f"HTTP {status}" if status is not None else "no answer"
             # The URL has no secret (the token travels in a header); the reply is the server's.
             log.warning("sparkwatch: push to %s failed (%s: %s), attempt %d, retrying",
-                        safe_url(self._endpoint.url), what, reply.get("detail", ""),
+                        safe_url(self._url), what, _detail(reply),
                         self._backoff.failures)
 
 
@@ -343,20 +383,51 @@ def retry_after_seconds(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "\xb2" (a superscript two) is a digit to isdigit
         return float(value)
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        if when.tzinfo is None:
+            return None
+        return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError, IndexError):
+        # Whatever a server sends must not end the sender thread (a ValueError here did).
         return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without a ``user:password@``: the collector authenticates by ``push.token`` only,
+    and urllib takes the userinfo for part of the host name, asking DNS for
+    ``user:password@host`` (the password sent to the resolver) and never reaching the collector.
+    Said once, the password masked."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url  # refused where it is opened, its words never the URL's
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    log.warning("sparkwatch: the push URL %s names a user or password, which is not sent: the "
+                "collector takes a token (push.token)", safe_url(url))
+    return urllib.parse.urlunsplit(parts._replace(netloc=host))
+
+
+def _shown(text: Any) -> str:
+    """A server's words fit for one log line: control characters as spaces, at most
+    :data:`DETAIL_CHARS` characters."""
+    if not isinstance(text, str):
+        return f"(a JSON {type(text).__name__})"
+    flat = " ".join("".join(c if c.isprintable() else " " for c in text[:DETAIL_CHARS * 4]).split())
+    return flat if len(flat) <= DETAIL_CHARS else flat[:DETAIL_CHARS - 1] + "…"
+
+
+def _detail(reply: dict[str, Any]) -> str:
+    return _shown(reply.get("detail", ""))
 
 
 def _json(raw: bytes) -> dict[str, Any]:
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # "[" * 100000 is 100 KB, and ended the sender thread
         return {"detail": raw[:200].decode(errors="replace")}
     return value if isinstance(value, dict) else {}

@@ -79,7 +79,7 @@ def read_http(request: urllib.request.Request, timeout: float,
     seconds kept a command waiting for as long as it liked. Past the deadline the connection's
     socket is shut down, which ends the read under way."""
     check_http_url(request.full_url)
-    with _Deadline(timeout) as deadline:
+    with Deadline(timeout) as deadline:
         opener = urllib.request.build_opener(
             _SafeRedirects, *(_watched_handler(base, deadline)
                               for base in (urllib.request.HTTPHandler,
@@ -137,7 +137,7 @@ def _same_server(url: str, target: str) -> bool:
     return schemes == ("http", "https") and ports[1] in (ports[0], 443)
 
 
-class _Deadline:
+class Deadline:
     """Shuts down the socket of the request under way once ``seconds`` have passed."""
 
     def __init__(self, seconds: float) -> None:
@@ -148,7 +148,7 @@ class _Deadline:
         self._timer = threading.Timer(seconds, self._expire)
         self._timer.daemon = True
 
-    def __enter__(self) -> _Deadline:
+    def __enter__(self) -> Deadline:
         self._timer.start()
         return self
 
@@ -181,7 +181,7 @@ def _shut(sock: socket.socket) -> None:
 
 
 def _watched(base: type[http.client.HTTPConnection],
-             deadline: _Deadline) -> type[http.client.HTTPConnection]:
+             deadline: Deadline) -> type[http.client.HTTPConnection]:
     class Watched(base):  # type: ignore[valid-type, misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -202,7 +202,7 @@ def _watched(base: type[http.client.HTTPConnection],
 
 
 def _watched_handler(base: type[urllib.request.AbstractHTTPHandler],
-                     deadline: _Deadline) -> urllib.request.BaseHandler:
+                     deadline: Deadline) -> urllib.request.BaseHandler:
     """``base`` (urllib's http or https handler) opening watched connections."""
 
     class Handler(base):  # type: ignore[valid-type, misc]

@@ -54,6 +54,10 @@ _HEADER_VALUE = re.compile(r"[\x20\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*")
 _HEADER_SEPARATOR = re.compile(r"[ \t]*,[ \t]*")
 
 
+CREDENTIAL_PROVIDER = "OTEL_PYTHON_EXPORTER_OTLP_HTTP_METRICS_CREDENTIAL_PROVIDER"
+"""The SDK's variable naming a ``requests.Session`` of the user's making to send with."""
+
+
 @dataclass(frozen=True, slots=True)
 class OtlpConfig:
     protocol: str = HTTP
@@ -63,6 +67,9 @@ class OtlpConfig:
     timeout_seconds: float = DEFAULT_TIMEOUT_MS / 1000
     request_timeout_seconds: float | None = None
     """``OTEL_EXPORTER_OTLP[_METRICS]_TIMEOUT`` as checked here (None: the SDK's default)."""
+    own_session: bool = False
+    """The user names a ``requests.Session`` of their own for OTLP/HTTP
+    (:data:`CREDENTIAL_PROVIDER`): the SDK sends with it as it is, without our bounds."""
     secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """What the SDK's log lines must never show: header values, the endpoint's password and
     query string (raw and decoded)."""
@@ -188,6 +195,7 @@ def otlp_config(env: Mapping[str, str]) -> OtlpConfig:
         timeout_seconds=_millis(env, "OTEL_METRIC_EXPORT_TIMEOUT", DEFAULT_TIMEOUT_MS,
                                 0, MAX_TIMEOUT_MS),
         request_timeout_seconds=_request_timeout(env),
+        own_session=_first(env, CREDENTIAL_PROVIDER) is not None,
         # Longest first: a value that contains another is masked whole.
         secrets=tuple(sorted(secrets, key=len, reverse=True)),
     )

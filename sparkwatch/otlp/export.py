@@ -87,8 +87,15 @@ def _exporter_class(config: OtlpConfig) -> Any:
 def _exporter(exporter_class: Any, config: OtlpConfig) -> Any:
     # Headers, compression and certificates: the SDK reads its OTEL_EXPORTER_OTLP_* (the headers
     # checked by otlp_config first); the timeout is given as otlp_config checked it.
+    kwargs: dict[str, Any] = {}
+    if config.protocol != GRPC and not config.own_session:
+        # Bounded requests against an endless answer, a drip, a redirect (otlp.transport).
+        # A session of the user's own (a credential provider) is left as it is.
+        from sparkwatch.otlp.transport import BoundedSession
+
+        kwargs["session"] = BoundedSession()
     return exporter_class(endpoint=config.endpoint, timeout=config.request_timeout_seconds,
-                          max_export_batch_size=MAX_EXPORT_BATCH_SIZE)
+                          max_export_batch_size=MAX_EXPORT_BATCH_SIZE, **kwargs)
 
 
 def resource(defaults: Mapping[str, str]) -> Any:
