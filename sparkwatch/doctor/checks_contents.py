@@ -32,6 +32,8 @@ class Inspected:
 
     report: StateReport
     growth: dict[tuple[int, str], Growth]
+    error: str | None = None
+    """Why the checkpoint could not be read (then the report is empty)."""
 
     @property
     def name(self) -> str:
@@ -39,6 +41,8 @@ class Inspected:
 
 
 def check_contents(inspected: Inspected) -> list[Finding]:
+    if inspected.error is not None:
+        return [_unreadable(inspected)]
     out = []
     for op, store in _stores(inspected.report):
         for check in (_partition_skew, _hot_key, _expired):
@@ -49,6 +53,19 @@ def check_contents(inspected: Inspected) -> list[Finding]:
         if g is not None and (found := _growing(inspected, op, store, g)) is not None:
             out.append(found)
     return out
+
+
+def _unreadable(inspected: Inspected) -> Finding:
+    return Finding(
+        code="state-unreadable", severity=Severity.ERROR, query_id=inspected.report.checkpoint,
+        query_name=inspected.name, run_id="", title="the checkpoint's state cannot be read",
+        evidence=(str(inspected.error),),
+        fix=("Check the path (the checkpointLocation the query was started with) and its "
+             "permissions; a corrupt or truncated file under offsets/, commits/ or state/ is "
+             "named above: restore the checkpoint from a copy, or read an earlier batch with "
+             "`sparkwatch state CHECKPOINT --batch-id N`."),
+        numbers={"error": str(inspected.error)},
+    )
 
 
 def _stores(report: StateReport) -> Iterator[tuple[OperatorReport, StoreReport]]:

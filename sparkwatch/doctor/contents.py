@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sparkwatch.doctor.checks_contents import Inspected
 from sparkwatch.state.changes import MIN_GROWTH_BATCHES, RECENT_BATCHES, recent_growth
 from sparkwatch.state.inspect import Request, inspect
-from sparkwatch.state.model import Growth
+from sparkwatch.state.model import Growth, StateReport
+from sparkwatch.state.source import StateError, readable_location, spark_reason
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -16,6 +18,36 @@ TOP_KEYS = 3
 
 
 def inspect_checkpoint(spark: SparkSession, checkpoint: str) -> Inspected:
+    """One checkpoint's state; one that cannot be read (not a checkpoint, a corrupt file) is an
+    ``Inspected`` with its ``error``: the first broken checkpoint of twenty ended doctor with
+    exit 2 and none of the others reported. A signal's interrupt still ends the command."""
+    try:
+        with readable_location(checkpoint) as where:
+            found = _inspect(spark, where)
+    except Exception as exc:  # noqa: BLE001 - whatever Spark raised, as the checkpoint's error
+        if _interrupted(exc):
+            # Ctrl-C or SIGTERM inside a Py4J call, come back as a failed read: the command
+            # stops (130/143), it does not go on to the next checkpoint.
+            raise
+        if isinstance(exc, StateError):
+            return Inspected(StateReport(checkpoint, None, None, ()), {}, error=str(exc))
+        return Inspected(StateReport(checkpoint, None, None, ()), {},
+                         error=f"cannot read the state of {checkpoint}: {spark_reason(exc)}")
+    return replace(found, report=replace(found.report, checkpoint=checkpoint))
+
+
+def _interrupted(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _inspect(spark: SparkSession, checkpoint: str) -> Inspected:
     report = inspect(spark, Request(checkpoint, top=TOP_KEYS))
     growth: dict[tuple[int, str], Growth] = {}
     if report.batch_id is None:

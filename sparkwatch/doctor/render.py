@@ -60,6 +60,7 @@ def _checked_state(i: Inspected) -> dict[str, Any]:
         "name": i.name,
         "batch_id": i.report.batch_id,
         "stores": sum(len(op.stores) for op in i.report.operators),
+        "error": i.error,
     }
 
 
@@ -122,6 +123,8 @@ def _trigger_text(record: QueryRecord) -> str:
 
 
 def _state_line(i: Inspected, findings: Sequence[Finding]) -> str:
+    if i.error is not None:
+        return f"{i.name} (state of {i.report.checkpoint}): unreadable - {i.error}"
     own = sum(1 for f in findings if f.query_id == i.report.checkpoint)
     verdict = f"{own} finding{'s' if own != 1 else ''}" if own else "ok"
     stores = sum(len(op.stores) for op in i.report.operators)

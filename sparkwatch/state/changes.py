@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 from sparkwatch.state.model import Changes, Growth, Target
 from sparkwatch.state.profile import as_json
-from sparkwatch.state.source import StateError, change_frame, store_frame
-from sparkwatch.summary import one_line
+from sparkwatch.state.source import StateError, change_frame, spark_reason, store_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,7 +26,7 @@ def changes(spark: SparkSession, checkpoint: str, target: Target, first: int, la
                   .collect()}
     except Exception as exc:  # noqa: BLE001 - Spark says why (no changelog, batch cleaned up)
         raise StateError(f"no change feed for {target.label} in batches {first}..{last}: "
-                         f"{one_line(exc)}") from exc
+                         f"{spark_reason(exc)}") from exc
 
     def keys(kind: str) -> tuple[str, ...]:
         if top <= 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sparkwatch.state import profile
@@ -13,12 +13,13 @@ from sparkwatch.state.model import OperatorReport, StateReport, StoreReport, Tar
 from sparkwatch.state.source import (
     StateError,
     is_checkpoint,
+    readable_location,
     require_spark_4,
+    spark_reason,
     store_frame,
     targets,
     watermark_ms,
 )
-from sparkwatch.summary import one_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,11 +73,19 @@ def check_batches(latest: int | None, req: Request) -> None:
 
 def inspect(spark: SparkSession, req: Request, reporter: Reporter | None = None) -> StateReport:
     require_spark_4(spark.version)
+    with readable_location(req.checkpoint) as where:
+        if where == req.checkpoint:
+            return _inspect(spark, req, reporter)
+        report = _inspect(spark, replace(req, checkpoint=where), reporter)
+    return replace(report, checkpoint=req.checkpoint)
+
+
+def _inspect(spark: SparkSession, req: Request, reporter: Reporter | None) -> StateReport:
     try:
         found = targets(spark, req.checkpoint)
     except Exception as exc:  # noqa: BLE001 - a path that is no checkpoint, unreadable, ...
         raise StateError(
-            f"cannot read the state metadata of {req.checkpoint}: {one_line(exc)}"
+            f"cannot read the state metadata of {req.checkpoint}: {spark_reason(exc)}"
         ) from exc
     if not found and not is_checkpoint(spark, req.checkpoint):
         raise StateError(f"{req.checkpoint} is not a streaming checkpoint (no offsets log)")
@@ -87,7 +96,9 @@ def inspect(spark: SparkSession, req: Request, reporter: Reporter | None = None)
         # first batch): no state to read, where Spark refused batchId -1 for every store.
         if req.batch_id is not None or req.changes is not None:
             raise StateError(f"{req.checkpoint} has no committed batch yet")
-        return StateReport(req.checkpoint, None, None, ())
+        pending = tuple(f"{op_id} {name}" for op_id, name in
+                        sorted({(t.operator_id, t.operator_name) for t in picked}))
+        return StateReport(req.checkpoint, None, None, (), uncommitted=pending)
     check_batches(latest, req)
     batch = req.batch_id if req.batch_id is not None else latest
     mark = watermark_ms(spark, req.checkpoint, batch) if batch is not None else None
@@ -99,7 +110,7 @@ def inspect(spark: SparkSession, req: Request, reporter: Reporter | None = None)
             raise
         except Exception as exc:  # noqa: BLE001 - Spark's reason, in one line
             raise StateError(f"cannot read operator {t.operator_id} {t.label} of "
-                             f"{req.checkpoint}: {one_line(exc)}") from exc
+                             f"{req.checkpoint}: {spark_reason(exc)}") from exc
     ops = []
     for op_id in sorted({t.operator_id for t in picked}):
         own = tuple(s for s in stores if s.target.operator_id == op_id)

@@ -113,3 +113,7 @@ class StateReport:
     """The batch whose committed state was read (None: no committed state)."""
     watermark_ms: int | None
     operators: tuple[OperatorReport, ...] = field(default_factory=tuple)
+    uncommitted: tuple[str, ...] = ()
+    """Stateful operators ("0 stateStoreSave") whose state metadata is written but no batch of
+    which is committed (a query that failed in its first batch, a commit log removed): reported
+    as "no stateful operator" before."""

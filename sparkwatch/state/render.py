@@ -20,6 +20,8 @@ def to_dict(report: StateReport) -> dict[str, Any]:
         "batch_id": report.batch_id,
         "watermark_ms": report.watermark_ms,
         "operators": [_operator(op) for op in report.operators],
+        # Operators with state metadata but no committed batch, as "ID NAME".
+        "uncommitted_operators": list(report.uncommitted),
     }
 
 
@@ -76,7 +78,14 @@ def _changes(c: Changes | None) -> dict[str, Any] | None:
 def to_text(report: StateReport) -> str:
     mark = "none" if report.watermark_ms is None else datetime.fromtimestamp(
         report.watermark_ms / 1000, UTC).isoformat(timespec="milliseconds")
-    lines = [f"{report.checkpoint}: state as of batch {report.batch_id}, watermark {mark}"]
+    if report.uncommitted:
+        # Not "state as of batch None ... no stateful operator": the operators are there.
+        lines = [f"{report.checkpoint}: no committed batch, no state to read"]
+        lines.extend(f"operator {op}: no committed state" for op in report.uncommitted)
+        return "\n".join(map(printable, lines))
+    as_of = "no committed state" if report.batch_id is None else (
+        f"state as of batch {report.batch_id}")
+    lines = [f"{report.checkpoint}: {as_of}, watermark {mark}"]
     if not report.operators:
         lines.append("  no stateful operator")
     for op in report.operators:

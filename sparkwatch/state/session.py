@@ -23,5 +23,10 @@ def build_session(master: str = "local[*]") -> SparkSession:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from sparkwatch.jvm import session_alone
 
-    return session_alone({**STATE_CONF, "spark.master": master,
-                          "spark.app.name": "sparkwatch-state"})
+    spark = session_alone({**STATE_CONF, "spark.master": master,
+                           "spark.app.name": "sparkwatch-state"})
+    # Not even ERRORs: a corrupt state file failed the read's tasks, and the executor and the
+    # task's listeners logged its stack three times (150 lines) before the command's own
+    # one-line reason. The reason is the output; this session is the command's own.
+    spark.sparkContext.setLogLevel("OFF")
+    return spark

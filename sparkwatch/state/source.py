@@ -4,6 +4,12 @@ watermark of a batch, and a DataFrame per store. Every read is read-only."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkwatch.state.model import Target
@@ -18,6 +24,39 @@ class StateError(Exception):
     """The state cannot be read; the message says why in one line."""
 
 
+def spark_reason(exc: BaseException) -> str:
+    """Why Spark failed, in one line. A JVM error reached Python as Py4J's "An error occurred
+    while calling o38.collectToPython.", which names a Py4J object and not the fault (a
+    malformed log file, a corrupt delta file): the JVM exception's own message is used, with its
+    root cause when the message does not already say it (Spark's "An error occurred during
+    loading state" over a java.io.EOFException)."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return _first_line(str(exc)) or type(exc).__name__
+    try:
+        chain = []
+        seen = 0
+        while java is not None and seen < 20:
+            chain.append((str(java.getClass().getSimpleName()), str(java.getMessage() or "")))
+            java, seen = java.getCause(), seen + 1
+    except Exception:  # noqa: BLE001 - a JVM that went away: Py4J's own line will do
+        return _first_line(str(exc)) or type(exc).__name__
+    # A failed job's wrapper says which task failed, not why.
+    while len(chain) > 1 and chain[0][1].startswith("Job aborted due to stage failure"):
+        chain.pop(0)
+    name, message = chain[0]
+    top = _first_line(message) or name
+    root_name, root_message = chain[-1]
+    root = _first_line(root_message)
+    if len(chain) > 1 and (not root or root not in top):
+        top += f" ({root_name}: {root})" if root else f" ({root_name})"
+    return top
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
 def require_spark_4(version: str) -> None:
     major, minor = (int(part) for part in version.split(".")[:2])
     if (major, minor) < MIN_SPARK:
@@ -25,6 +64,37 @@ def require_spark_4(version: str) -> None:
             f"reading state needs Spark 4.0 or later (the State Data Source); this is "
             f"PySpark {version}: pip install 'pyspark>=4.0'"
         )
+
+
+_URI_ESCAPED = re.compile(r'[\s%|#?"<>\[\]^`{}\\]')
+"""Characters java.net.URI escapes in a path: the State Data Source qualifies the checkpoint
+into a URI and reads it back as a path, escaped again (SPARK: ``/chk/a b`` is looked for at
+``/chk/a%20b``), and then found "No committed batch" in a checkpoint that has them."""
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+@contextmanager
+def readable_location(checkpoint: str) -> Iterator[str]:
+    """Where Spark can read ``checkpoint``: itself, or for a local path holding a character
+    Spark's State Data Source escapes twice (a space, ``%``, ``|``...), a symbolic link to it
+    with a plain name in a temporary directory (made outside the checkpoint, removed
+    afterwards). State errors raised meanwhile name ``checkpoint``, not the link."""
+    local = checkpoint
+    if _SCHEME.match(checkpoint):
+        if not checkpoint.startswith("file:"):
+            yield checkpoint
+            return
+        local = re.sub(r"^file:(//)?", "", checkpoint)
+    if not _URI_ESCAPED.search(local) or not os.path.exists(local):
+        yield checkpoint
+        return
+    with tempfile.TemporaryDirectory(prefix="sparkwatch-state-") as tmp:
+        alias = str(Path(tmp) / "checkpoint")
+        os.symlink(os.path.abspath(local), alias)
+        try:
+            yield alias
+        except StateError as exc:
+            raise StateError(str(exc).replace(alias, checkpoint)) from exc.__cause__
 
 
 def targets(spark: SparkSession, checkpoint: str) -> list[Target]:
