@@ -8,8 +8,8 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -201,3 +201,20 @@ class SettableClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@contextmanager
+def session_holding(url: str, statement: str) -> Iterator[None]:
+    """Another session that ran ``statement`` and keeps its transaction open for the block,
+    holding the locks it took: a read's ACCESS SHARE (as a long dashboard query or ``pg_dump``
+    holds it), or an explicit ``LOCK TABLE``."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(statement))
+            yield
+            conn.rollback()
+    finally:
+        engine.dispose()

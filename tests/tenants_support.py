@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.support import wait_for
+from tests.support import session_holding, wait_for
 from tests.test_collector_support import (
     READ_TOKEN,
     TOKEN,
@@ -130,13 +130,5 @@ def history_held(url: str, table: str = "query_runs") -> Iterator[None]:
     """``table`` locked for the block: the collector's history writer cannot write. Locking
     ``batches`` alone leaves the owner lookup (``query_runs``) answering: ids are then claimed
     for sure, not provisionally (another tenant naming a provisional claim waits, 503)."""
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
-            yield
-            conn.rollback()
-    finally:
-        engine.dispose()
+    with session_holding(url, f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"):
+        yield

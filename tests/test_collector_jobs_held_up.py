@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from sparkwatch.history import migrate, partitions
-from tests.support import wait_for
+from tests.support import session_holding, wait_for
 from tests.test_collector_jobs import job_counts, progress_at, write
 from tests.test_collector_support import (
     Collector,
@@ -37,14 +37,8 @@ FAST_JOBS = ("--retention-interval-seconds", "1", "--rollup-interval-seconds", "
 def long_read_of_batches(url: str) -> Iterator[None]:
     """A transaction that read ``batches`` and stays open (ACCESS SHARE on every partition until
     it ends), as a dashboard's long query or pg_dump holds it."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.text("SELECT count(*) FROM batches")).scalar()
-            yield
-            conn.rollback()
-    finally:
-        engine.dispose()
+    with session_holding(url, "SELECT count(*) FROM batches"):
+        yield
 
 
 def bounded_count(url: str, sql: str, **params: object) -> int:

@@ -5,8 +5,6 @@ had meant to create: its rows wait in DEFAULT meanwhile, on a real PostgreSQL.""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,21 +16,10 @@ from sparkwatch.model.events import Envelope, EventKind
 from sparkwatch.model.parse import parse_envelope
 from tests.support import wait_for
 from tests.test_collector_jobs import APP, progress_at
+from tests.test_collector_jobs_held_up import long_read_of_batches
 from tests.test_collector_support import fresh_ids, scalar
 
 pytestmark = pytest.mark.postgres
-
-
-@contextmanager
-def long_read_of_batches(url: str) -> Iterator[None]:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.text("SELECT count(*) FROM batches")).scalar()
-            yield
-            conn.rollback()
-    finally:
-        engine.dispose()
 
 
 def _exists(url: str, name: str) -> bool:

@@ -17,6 +17,7 @@ from sparkwatch.history import migrate
 from sparkwatch.history.engine import describe_url
 from sparkwatch.history.schema import SCHEMA_REVISION
 from tests.support import run_cli as run
+from tests.support import session_holding
 
 pytestmark = pytest.mark.postgres
 
@@ -28,14 +29,8 @@ BEFORE = f"{int(SCHEMA_REVISION) - 1:04d}"
 def reading(url: str, table: str = "query_runs") -> Iterator[None]:
     """Another session in a transaction that read ``table``: it holds ACCESS SHARE until it
     ends, as ``pg_dump`` does for every table."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.text(f"SELECT count(*) FROM {table}"))
-            yield
-            conn.rollback()
-    finally:
-        engine.dispose()
+    with session_holding(url, f"SELECT count(*) FROM {table}"):
+        yield
 
 
 def test_the_cli_s_default_is_the_migrations_own() -> None:

@@ -18,10 +18,10 @@ from sparkwatch.cli import main as cli_main
 from sparkwatch.cli.signals import (
     STILL_STOPPING,
     Stopped,
-    interrupt_within,
     status_of,
     stop_with_exit_status,
 )
+from sparkwatch.interrupts import interrupt_within
 
 
 def test_the_first_sigterm_stops_and_a_second_is_only_noted(capfd: pytest.CaptureFixture[str],

@@ -25,6 +25,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import CodeType, FrameType
 
+from sparkwatch.interrupts import interrupt_within as interrupt_within
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 STILL_STOPPING = b"sparkwatch: already stopping, please wait (SIGKILL ends it at once)\n"
 
@@ -46,21 +48,6 @@ def status_of(exc: KeyboardInterrupt) -> int:
     """The exit status for an interrupt: a plain KeyboardInterrupt (PySpark's handler, Python's
     default) came from SIGINT."""
     return exit_status(exc.signum if isinstance(exc, Stopped) else signal.SIGINT)
-
-
-def interrupt_within(exc: BaseException) -> KeyboardInterrupt | None:
-    """The interrupt behind ``exc``, if one is: Python wraps what some of its own hooks raise
-    (3.11 turns an exception from a descriptor's ``__set_name__``, such as a dataclass field
-    being made while the command's modules import, into a RuntimeError), so a signal at that
-    moment arrives as another exception with the interrupt as its cause."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
 
 
 class Py4JStopsUnlogged(logging.Filter):

@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sparkwatch.doctor.checks_contents import Inspected
+from sparkwatch.interrupts import interrupt_within
 from sparkwatch.state.changes import MIN_GROWTH_BATCHES, RECENT_BATCHES, recent_growth
 from sparkwatch.state.inspect import Request, inspect
 from sparkwatch.state.model import Growth, StateReport
@@ -25,7 +26,7 @@ def inspect_checkpoint(spark: SparkSession, checkpoint: str) -> Inspected:
         with readable_location(checkpoint) as where:
             found = _inspect(spark, where)
     except Exception as exc:  # noqa: BLE001 - whatever Spark raised, as the checkpoint's error
-        if _interrupted(exc):
+        if interrupt_within(exc) is not None:
             # Ctrl-C or SIGTERM inside a Py4J call, come back as a failed read: the command
             # stops (130/143), it does not go on to the next checkpoint.
             raise
@@ -34,17 +35,6 @@ def inspect_checkpoint(spark: SparkSession, checkpoint: str) -> Inspected:
         return Inspected(StateReport(checkpoint, None, None, ()), {},
                          error=f"cannot read the state of {checkpoint}: {spark_reason(exc)}")
     return replace(found, report=replace(found.report, checkpoint=checkpoint))
-
-
-def _interrupted(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def _inspect(spark: SparkSession, checkpoint: str) -> Inspected:
