@@ -109,8 +109,9 @@ class PushSink:
         """Before the next attempt: the backoff's, or the server's Retry-After."""
         self._refused_said_at: float | None = None
         self._refused_unsaid = 0
-        self._failure_said_at = 0.0
         """Refused events not yet said (see REFUSED_LOG_SECONDS)."""
+        self._failure_said_at = 0.0
+        """When an outage was last said (see FAILURE_REMINDER_SECONDS)."""
         self._queue: BoundedQueue[Wire | None] = BoundedQueue(capacity)
         self._deadline: float | None = None
         self._stop_seen = False

@@ -65,17 +65,25 @@ def _records(count: int) -> list[bytes]:
     return records
 
 
-def test_written_until_moves_on_while_the_backlog_stays_larger_than_a_write(
-        tmp_path: Path) -> None:
+def _pump_under_backlog(tmp_path: Path, writes: int
+                        ) -> tuple[Spool, ArrivingMeanwhile, HistoryPump]:
+    """A pump (not started) on a real spool and writer, with a backlog of two writes to begin
+    with and ingest outrunning each of ``writes`` writes: no pass ever reaches the end it began
+    with."""
     spool = Spool(tmp_path / "spool", 64 << 20, fsync=False)
     writer = WriterProcess(f"sqlite:///{tmp_path / 'history.db'}", True, tmp_path / "spool")
-    records = _records(200)
-    # A backlog of two writes to begin with: no pass ever reaches the end it began with.
-    arriving = ArrivingMeanwhile(writer, spool, records[2 * BATCH:], writes=40)
+    records = _records(3 * writes + 2 * BATCH)
+    arriving = ArrivingMeanwhile(writer, spool, records[2 * BATCH:], writes=writes)
     for record in records[:2 * BATCH]:
         spool.append_encoded(record)
     pump = HistoryPump(spool, arriving, SelfMetrics(CollectorRegistry()), BATCH)
     arriving.pump = pump
+    return spool, arriving, pump
+
+
+def test_written_until_moves_on_while_the_backlog_stays_larger_than_a_write(
+        tmp_path: Path) -> None:
+    spool, arriving, pump = _pump_under_backlog(tmp_path, writes=40)
     before = pump.written_until().timestamp()
     pump.start()
     try:
@@ -97,14 +105,7 @@ def test_past_its_bound_on_ends_kept_written_until_still_moves_with_the_writes(
     """A backlog of more writes than ends are kept (4 here, 4,096 by default): dropping the
     oldest end left none a write could reach, and the time stood still again."""
     monkeypatch.setattr(pump_module, "MAX_ENDS", 4)
-    spool = Spool(tmp_path / "spool", 64 << 20, fsync=False)
-    writer = WriterProcess(f"sqlite:///{tmp_path / 'history.db'}", True, tmp_path / "spool")
-    records = _records(300)
-    arriving = ArrivingMeanwhile(writer, spool, records[2 * BATCH:], writes=60)
-    for record in records[:2 * BATCH]:
-        spool.append_encoded(record)
-    pump = HistoryPump(spool, arriving, SelfMetrics(CollectorRegistry()), BATCH)
-    arriving.pump = pump
+    _, arriving, pump = _pump_under_backlog(tmp_path, writes=60)
     pump.start()
     try:
         wait_for(lambda: arriving.writes_left == 0, 60, "60 writes under a growing backlog")
