@@ -52,9 +52,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     queries.add_argument("--offset", type=_non_negative, default=0, metavar="N",
                          help=f"rows to skip (0 to {MAX_ROWS})")
     queries.set_defaults(func=run_queries)
-    runs = views.add_parser("runs", parents=[common], help="the runs of one query")
+    runs = views.add_parser(
+        "runs", parents=[common],
+        help="the runs of one query, latest first (a page: --limit/--offset)",
+    )
     runs.add_argument("query", type=query_text, metavar="QUERY",
                       help="query id, name or unique id prefix")
+    # A page, as `queries` and `state` are: a query restarted every few minutes for months has
+    # tens of thousands of runs, each with an excerpt of its exception, and all were printed.
+    runs.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
+                      help=f"rows to show (1 to {MAX_ROWS})")
+    runs.add_argument("--offset", type=_non_negative, default=0, metavar="N",
+                      help=f"rows to skip (0 to {MAX_ROWS})")
     runs.set_defaults(func=run_runs)
     state = views.add_parser("state", parents=[common], help="state of one query over time")
     state.add_argument("query", type=query_text, metavar="QUERY",
@@ -163,7 +172,8 @@ def run_queries(args: argparse.Namespace) -> int:
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    items: list[RunSummary] = _read(args, lambda reader: reader.runs(args.query))
+    items: list[RunSummary] = _read(
+        args, lambda reader: reader.runs(args.query, args.limit, args.offset))
     headers = ("RUN ID", "STATUS", "STARTED", "ENDED", "BATCHES", "FIRST", "LAST", "ERROR")
     rows = [
         (r.run_id, r.status, r.started_at, r.ended_at, r.batches, r.first_batch_id,
@@ -208,7 +218,9 @@ def _check_window(since: datetime | None, until: datetime | None) -> None:
 
 def _legend(args: argparse.Namespace) -> str:
     """One line per operator saying what it is, from the latest plan recorded (if any)."""
-    plans = _read(args, lambda reader: reader.plans(args.query))
+    # The latest plan only: the query's every run's plan was read to show one (700 MB for a
+    # query of 10,000 runs).
+    plans = _read(args, lambda reader: reader.plans(args.query, limit=1))
     if not plans or plans[0].source is not Source.PLAN:
         return ""
     lines = [printable(f"operator {op.index} {op.operator}: {summary(op)}")
@@ -240,12 +252,14 @@ def run_operators(args: argparse.Namespace) -> int:
 
 
 def _plans_of_run(reader: HistoryReader, query: str, run_id: str | None) -> list[QueryPlan]:
-    """The query's plans (of ``run_id`` only, if given). A run id that is not one of the query's
-    runs is an error: it answered "no operator plan recorded yet", like a run with no batch."""
-    plans = reader.plans(query, run_id)
+    """The query's latest plan (of ``run_id``, if given), or none. A run id that is not one of
+    the query's runs is an error: it answered "no operator plan recorded yet", like a run with no
+    batch. One plan is read, and one run looked up: not every run and plan of a query of
+    thousands."""
+    plans = reader.plans(query, run_id, limit=1)
     if plans or run_id is None:
         return plans
-    if run_id not in {run.run_id for run in reader.runs(query)}:
+    if not reader.has_run(query, run_id):
         query_id = reader.resolve_query(query)
         raise CliError(f"--run: no run {shown(run_id)} of query {query_id} "
                        f"(see `sparkwatch history runs {query_id}`)")

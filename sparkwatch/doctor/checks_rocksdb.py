@@ -3,6 +3,9 @@ memory makes unreliable (SPARK-48208, SPARK-53002)."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from sparkwatch.doctor.evidence import batch_range, count, seconds
 from sparkwatch.doctor.findings import finding
 from sparkwatch.doctor.model import Finding, QueryRecord, Severity
@@ -15,7 +18,20 @@ LOW_HIT_RATIO = 0.5
 
 
 def _total(points: tuple[StatePoint, ...], key: str) -> float:
-    return float(sum(p.custom_metrics.get(key, 0) or 0 for p in points))
+    return sum((_metric(p.custom_metrics.get(key)) for p in points), 0.0)
+
+
+def _metric(value: Any) -> float:
+    """A custom metric as a count: Spark's are longs, but a history's JSON map may hold anything
+    (the writer's "NaN" for a non-finite number, text, a SQLite NaN or 1e999, a number past any
+    float); what is no finite number counts as none, where it ended doctor with a traceback."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    try:
+        number = float(value)
+    except OverflowError:  # an int past any float
+        return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 def _has(points: tuple[StatePoint, ...], key: str) -> bool:

@@ -19,7 +19,9 @@ def batch_range(first: int, last: int) -> str:
 
 
 def count(n: float) -> str:
-    return f"{n:,.0f}"
+    """A count with thousands separators; a whole number exactly (through a float, 2**63 - 1
+    rows read 9,223,372,036,854,775,808)."""
+    return f"{n:,}" if isinstance(n, int) else f"{n:,.0f}"
 
 
 def seconds(s: float) -> str:
@@ -60,13 +62,19 @@ def fit(points: Sequence[StatePoint]) -> Fit:
     ys = [float(p.num_rows_total) for p in points]
     if len(points) < 2:
         return Fit(0.0, 0.0)
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    if sxx == 0 or syy == 0:
+    try:
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        syy = sum((y - my) ** 2 for y in ys)
+        sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+        slope, r_squared = sxy / sxx, sxy * sxy / (sxx * syy)
+    except (OverflowError, ZeroDivisionError):
+        # Constant rows (no line to fit), or rows past any real count (a SQLite history's 1e308
+        # in an integer column): their squares overflow, and doctor ended with a traceback.
         return Fit(0.0, 0.0)
-    return Fit(sxy / sxx, sxy * sxy / (sxx * syy))
+    if not (math.isfinite(slope) and math.isfinite(r_squared)):
+        return Fit(0.0, 0.0)
+    return Fit(slope, r_squared)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -103,5 +104,13 @@ def _operators(
     )
     out: dict[int, list[StatePoint]] = {}
     for row in conn.execute(stmt):
-        out.setdefault(row.operator_index, []).append(state_point(row._mapping))
+        out.setdefault(row.operator_index, []).append(state_point(_with_metrics_map(row)))
     return {index: tuple(points) for index, points in out.items()}
+
+
+def _with_metrics_map(row: Any) -> Mapping[str, Any]:
+    """The row with its custom metrics as a map: the writer stores a JSON object, but a SQLite
+    history's column may hold any JSON (a list, a string, a number), and ``state_point``'s
+    ``dict()`` of one ended doctor with a traceback, or with "database URL refused"."""
+    metrics = row.custom_metrics
+    return {**row._mapping, "custom_metrics": metrics if isinstance(metrics, Mapping) else {}}

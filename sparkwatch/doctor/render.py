@@ -9,6 +9,7 @@ from typing import Any
 from sparkwatch.doctor.checks_contents import Inspected
 from sparkwatch.doctor.evidence import batch_range
 from sparkwatch.doctor.model import Finding, QueryRecord, Severity
+from sparkwatch.history.render import finite
 from sparkwatch.terminal import printable
 
 
@@ -74,7 +75,8 @@ def to_json(
         "findings": [finding_dict(f) for f in findings],
         "summary": {**counts(findings), "fail_on": fail_on, "failed": failed},
     }
-    return json.dumps(report, indent=2)
+    # Strict JSON: a number made of a broken history's NaN or infinity is spelled as a string.
+    return json.dumps(finite(report), indent=2, allow_nan=False)
 
 
 def to_text(records: Sequence[QueryRecord], findings: Sequence[Finding],

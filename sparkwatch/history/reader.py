@@ -6,7 +6,7 @@ dataclasses from :mod:`sparkwatch.history.views`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -100,6 +100,15 @@ class HistoryReader:
             query_id = _resolve(conn, query, self._notes(), tenant)
             stmt = _runs_select(query_id, tenant).limit(limit).offset(offset)
             return [RunSummary(**row._mapping) for row in conn.execute(stmt)]
+
+    def has_run(self, query: str, run_id: str, tenant: str | None = None) -> bool:
+        """Whether ``run_id`` is a run of the query (one index probe)."""
+        with self._connection() as conn:
+            query_id = _resolve(conn, query, self._notes(), tenant)
+            runs = QueryRun.__table__.c
+            return conn.execute(sa.select(runs.run_id).where(
+                runs.query_id == query_id, runs.run_id == run_id, _in_tenant(tenant))
+                .limit(1)).first() is not None
 
     def exception(self, query: str, run_id: str, tenant: str | None = None) -> str | None:
         """The whole exception of one run of the query (None: the run ended without one, or
@@ -413,7 +422,7 @@ def plans_from_rows(rows: list[dict[str, Any]],
 def _plan_of(rows: list[dict[str, Any]]) -> QueryPlan:
     first = rows[0]
     operators = [
-        identity_from_dict({**row["details"], "index": row["operator_index"],
+        identity_from_dict({**_map(row["details"]), "index": row["operator_index"],
                             "operator": row["operator_name"], "kind": row["kind"]})
         for row in sorted(rows, key=lambda r: r["operator_index"])
     ]
@@ -425,5 +434,11 @@ def _plan_of(rows: list[dict[str, Any]]) -> QueryPlan:
         batch_id=first["batch_id"],
         read_at=first["read_at"].timestamp(),
         note=first["note"],
-        settings=dict(first["settings"] or {}),
+        settings=_map(first["settings"]),
     )
+
+
+def _map(value: Any) -> dict[str, Any]:
+    """A JSON column that holds a map as the writer writes it; any other JSON (a SQLite history's
+    list, string or number) as an empty map, where ``dict()`` of it was a traceback."""
+    return dict(value) if isinstance(value, Mapping) else {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -54,12 +55,29 @@ def format_time(value: datetime) -> str:
 
 
 def first_line(text: str | None, width: int = 60) -> str | None:
-    """A one-line preview of a long text (exceptions carry whole stack traces)."""
-    if not text:
-        return text
-    line = text.strip().splitlines()[0]
+    """A one-line preview of a long text (exceptions carry whole stack traces); None for a text
+    of whitespace only (an exception of "\\n" has no first line: it was an IndexError)."""
+    lines = text.strip().splitlines() if text else []
+    if not lines:
+        return None
+    line = lines[0]
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def to_json(items: Sequence[dict[str, Any]]) -> str:
-    return json.dumps(list(items), indent=2, sort_keys=False)
+    """Strict JSON: a non-finite number (a NaN in a SQLite history's JSON map, an infinity a
+    computation made of one) is written as the string the history's writer stores for it
+    (``"NaN"``, ``"Infinity"``, ``"-Infinity"``); bare NaN is no JSON, and ``jq`` refused the
+    whole answer."""
+    return json.dumps(finite(list(items)), indent=2, sort_keys=False, allow_nan=False)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float, however deep in dicts and lists, as its name."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
