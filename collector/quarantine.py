@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from sparkwatch.model.tenant import DEFAULT_TENANT
 
@@ -135,16 +135,16 @@ class Quarantine:
             return [], 0
         out = []
         unreadable = 0
-        for line in self.path.read_text(encoding="ascii", errors="replace").splitlines():
-            try:  # a line torn by a crash mid-append was never acknowledged as quarantined
-                d = json.loads(line)
-                out.append(Entry(str(d["id"]), _time(d["at"]), str(d["reason"]), d["event"],
-                                 str(d.get("tenant") or DEFAULT_TENANT)))
-            except (ValueError, KeyError, TypeError, RecursionError):
-                # RecursionError: a line nested deeper than Python reads (written by hand, not
-                # by a collector, whose events hold 32 levels at most) is no entry either.
-                unreadable += bool(line.strip())
-                continue
+        # Lines as remove_locked() splits them (at b"\n" only, not at the CR, FF or \x1c that
+        # splitlines() also takes) and an id as it reads one: an entry listed is one a drop or
+        # a replay can remove. Read a line at a time, not the whole file at once.
+        with open(self.path, "rb") as f:
+            for raw in f:
+                entry = _entry(raw)
+                if entry is None:
+                    unreadable += bool(raw.strip())
+                else:
+                    out.append(entry)
         return out, unreadable
 
     def remove(self, ids: set[str]) -> int:
@@ -185,7 +185,7 @@ class Quarantine:
         # file would leave the dropped entries in the target, which the link's owner reads.
         target = Path(os.path.realpath(self.path))
         tmp = target.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
+        with _fresh_file(tmp, target) as f:
             # A torn last line kept as it was still needs its newline, or the next append
             # would join it.
             f.writelines(line if line.endswith(b"\n") else line + b"\n" for line in kept)
@@ -213,11 +213,39 @@ class Quarantine:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
+def _fresh_file(path: Path, like: Path) -> BinaryIO:
+    """A new file at ``path`` for writing, with ``like``'s permissions. Whatever was there (a
+    rewrite's leftover) is unlinked first, and the file is made with O_EXCL and O_NOFOLLOW: a
+    symlink planted at ``path`` truncated and filled the file it named (any file the user can
+    write), and the replace then made the quarantine that link."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, os.stat(like).st_mode & 0o777)
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _line_id(line: bytes) -> str | None:
     """The id of one line of the file, or None for a line that is not an entry (torn)."""
-    try:  # decoded as entries() decodes, so that every id it lists can be removed
+    entry = _entry(line)  # as scan() reads it, so that every id it lists can be removed
+    return None if entry is None else entry.id
+
+
+def _entry(line: bytes) -> Entry | None:
+    """One line of the file as an entry; None for a line that is none (torn by a crash
+    mid-append, which was never acknowledged as quarantined; edited by hand)."""
+    try:
         d = json.loads(line.decode("ascii", errors="replace"))
-    except (ValueError, RecursionError):
+        found = d["id"]
+        if not isinstance(found, str):  # 123 listed as "123" matched no line to remove
+            return None
+        return Entry(found, _time(d["at"]), str(d["reason"]), d["event"],
+                     str(d.get("tenant") or DEFAULT_TENANT))
+    except (ValueError, KeyError, TypeError, RecursionError):
+        # RecursionError: a line nested deeper than Python reads (written by hand, not by a
+        # collector, whose events hold 32 levels at most) is no entry either.
         return None
-    found = d.get("id") if isinstance(d, dict) else None
-    return found if isinstance(found, str) else None

@@ -5,6 +5,7 @@ spaced snapshots to a pipe."""
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import sys
 import threading
@@ -24,23 +25,33 @@ def fmt_count(n: float | None) -> str:
         return "-"
     if abs(n) < 1_000_000:
         return str(int(n))
+    if abs(n) >= 1e12:  # past "999G": written so that it fits a column, not cut to mislead
+        return _short_exponent(n)
     for unit, scale in (("G", 1e9), ("M", 1e6)):
         if abs(n) >= scale:
             return f"{n / scale:.3g}{unit}"
     return str(int(n))  # pragma: no cover - unreachable
 
 
+def _short_exponent(n: float, unit: str = "", digits: int = 1) -> str:
+    """``-9.2e18``: a value from another server too large for any unit, in 8 characters at
+    most; it was cut in its column to ``-9.22e+…`` or ``1.8e+29…``, another number."""
+    return f"{n:.{digits}e}".replace("e+", "e") + unit
+
+
 def fmt_rate(r: float | None) -> str:
     if r is None or not math.isfinite(r):
         return "-"
-    return f"{r:.1f}" if r < 10_000 else fmt_count(r)
+    return f"{r:.1f}" if abs(r) < 10_000 else fmt_count(r)
 
 
 def fmt_bytes(n: float | None) -> str:
     if n is None or not 0 <= n < math.inf:  # NaN fails it too
         return "-"
+    if n >= 1 << 60:  # past the units: 1e308 was "90949470…" TiB, cut
+        return _short_exponent(n, " B")
     value, unit = float(n), "B"
-    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+    for next_unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
         if value < 1024:
             break
         value, unit = value / 1024, next_unit
@@ -62,7 +73,11 @@ def fmt_seconds(s: float | None) -> str:
         return f"{s:.1f}s"
     if s < 3600:
         return f"{int(s // 60)}m{int(s % 60):02d}s"
-    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+    if s < 1000 * 3600:
+        return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+    # Days, then an exponent: a lag of a year was "8760h00m", cut in its column to "8760h0…",
+    # and one of 1e308 s to its first digits.
+    return f"{int(s // 86400)}d" if s < 100_000 * 86400 else _short_exponent(s, "s", 0)
 
 
 def printable(text: str) -> str:
@@ -149,8 +164,16 @@ class Screen:
 
     def size(self) -> tuple[int, int | None]:
         """(width, height); a pipe has no height limit."""
-        cols, rows = shutil.get_terminal_size((120, 40))
-        return (cols, rows) if self.tty else (cols, None)
+        if self.tty:
+            # The terminal's own size, not $COLUMNS/$LINES first as shutil reads them: exported
+            # (a shell profile, a tool's child environment), they pinned every frame to the size
+            # they said, and a resized window was drawn off its edge.
+            try:
+                cols, rows = os.get_terminal_size(self.out.fileno())
+            except (AttributeError, ValueError, OSError):
+                cols, rows = shutil.get_terminal_size((120, 40))
+            return (cols, rows) if cols > 0 and rows > 0 else (120, 40)
+        return shutil.get_terminal_size((120, 40)).columns, None
 
     def show(self, lines: Sequence[str]) -> bool:
         """Draw a frame; on a pipe only when a snapshot is due. True when drawn."""

@@ -18,6 +18,7 @@ import pytest
 
 from sparkwatch.history import migrate
 from sparkwatch.history.writer import HistoryWriter
+from sparkwatch.terminal import display_width
 from tests.conftest import unavailable
 from tests.doctor_support import SCENARIOS, events_of, load, recorded
 from tests.support import wait_for
@@ -128,6 +129,28 @@ def test_an_80_by_24_screen_is_redrawn_in_place(top: Tmux) -> None:
         wait_for(lambda seen=seen: top.screen()[0] != seen, 30, "the next refresh")
     assert top.screen()[0].startswith("sparkwatch top")
     assert top.scrolled_lines() == 0
+
+
+def test_a_resized_window_is_drawn_to_its_new_size_despite_exported_lines_and_columns(
+        sqlite_url: str) -> None:
+    # shutil.get_terminal_size reads $COLUMNS and $LINES before the terminal: exported (a
+    # profile, a tool's child environment: pytest-xdist's workers have 80 and 24), every frame
+    # kept that size, and a window made smaller was drawn past its edge and scrolled.
+    migrate.upgrade(sqlite_url)
+    load(sqlite_url, SCENARIOS)
+    load_copies(sqlite_url, 2)
+    session = Tmux(["env", "LINES=24", "COLUMNS=80", sys.executable, "-m", "sparkwatch.cli.main",
+                    "top", "--url", sqlite_url, "--interval", "0.3"])
+    try:
+        wait_for(lambda: shows(session, "more"), 30, "a frame cut to the screen's height")
+        session._tmux("resize-window", "-x", "60", "-y", "8")
+        wait_for(lambda: session.screen()[0].startswith("sparkwatch top")
+                 and session.screen()[-1].startswith("... "), 30,
+                 "a frame of 8 lines, the last saying how many more")
+        screen = session.screen()
+        assert len(screen) == 8 and all(display_width(line) <= 60 for line in screen), screen
+    finally:
+        session.close()
 
 
 def test_wide_names_keep_to_their_column_on_a_real_terminal(sqlite_url: str) -> None:

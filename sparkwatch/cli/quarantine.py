@@ -254,7 +254,8 @@ def _replay_batch(writer: Any, batch: list[Any], written: list[str]) -> str | No
     for entry in batch:
         events = decode_records([[entry.event]])
         if not events:
-            print(f"{entry.id}: still unreadable, kept")
+            # The id is the file's (any text): shown escaped, as list shows it.
+            print(printable(f"{entry.id}: still unreadable, kept"))
             continue
         try:
             left_out = writer.write(events, [entry.tenant] * len(events))
@@ -268,7 +269,7 @@ def _replay_batch(writer: Any, batch: list[Any], written: list[str]) -> str | No
             print(printable(f"{entry.id}: still refused, kept: {one_line(exc)}"))
             continue
         if left_out:  # its run or query is another tenant's: written nowhere, so kept
-            print(f"{entry.id}: still refused, kept: {FOREIGN}")
+            print(printable(f"{entry.id}: still refused, kept: {FOREIGN}"))
             continue
         written.append(entry.id)
     return None

@@ -72,6 +72,13 @@ def _reader(args: argparse.Namespace) -> tuple[str, Callable[[], Any]]:
     return history_url, lambda: read_history(history_url)
 
 
+def _interactive() -> bool:
+    """Whether keys can be read and frames drawn in place: stdin and stdout both a terminal.
+    A closed one (``<&-``, a service without stdin) is None in ``sys``: not a terminal (its
+    isatty() was an AttributeError, a traceback)."""
+    return all(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout))
+
+
 def run_top(args: argparse.Namespace) -> int:
     from sparkwatch.top.terminal import print_once, run_live
     from sparkwatch.top.view import View
@@ -82,7 +89,7 @@ def run_top(args: argparse.Namespace) -> int:
                        f"{MAX_INTERVAL:.0f}")
     _, read = _reader(args)
     view = View(sort=args.sort, filter=args.filter)
-    if args.once or not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if args.once or not _interactive():
         snap = read()
         if snap.error is not None:
             # No frame to show, only why: on stderr, where a script's 2>&1 or log looks for it,

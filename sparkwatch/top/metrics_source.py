@@ -57,11 +57,14 @@ def fetch(url: str, token: str | None = None) -> str:
 def snapshot_from_text(text: str, source: str, now: float | None = None) -> Snapshot:
     snap = Snapshot(source=source, taken_at=time.time() if now is None else now)
     queries: dict[tuple[str, str], TopQuery] = {}
+    # Each query's operators by index: looked up once a sample, so a dict (a list scanned per
+    # sample took minutes over 100,000 operator series of one query).
+    operators: dict[tuple[str, str, int], TopOperator] = {}
     for name, labels, value in _samples(text):
         if "query_id" not in labels:
             continue
         query = _query(queries, labels)
-        _apply(query, name, labels, value)
+        _apply(query, name, labels, value, operators)
     snap.queries = list(queries.values())
     for query in snap.queries:
         query.operators.sort(key=lambda op: op.index)
@@ -87,17 +90,42 @@ def _query(queries: dict[tuple[str, str], TopQuery], labels: dict[str, str]) -> 
     return query
 
 
-def _operator(query: TopQuery, labels: dict[str, str]) -> TopOperator:
-    index = int(labels["operator_index"])
-    for op in query.operators:
-        if op.index == index:
-            return op
-    op = TopOperator(index=index, operator=labels.get("operator", ""))
-    query.operators.append(op)
+def _operator(query: TopQuery, labels: dict[str, str],
+              known: dict[tuple[str, str, int], TopOperator]) -> TopOperator | None:
+    """The operator a sample is of; None when its ``operator_index`` is no integer (that one
+    series is passed over: it refused the whole exposition, every other query with it)."""
+    index = _integer(labels["operator_index"])
+    if index is None:
+        return None
+    op = known.get((*query.key, index))
+    if op is None:
+        op = known[(*query.key, index)] = TopOperator(index=index,
+                                                      operator=labels.get("operator", ""))
+        query.operators.append(op)
     return op
 
 
-def _apply(query: TopQuery, name: str, labels: dict[str, str], value: float) -> None:
+def _integer(text: str | None) -> int | None:
+    """A label's integer; None for one that is absent, or no integer (an exposition's labels
+    are any text)."""
+    try:
+        return int(text) if text else None
+    except ValueError:  # also past Python's 4300 digits
+        return None
+
+
+def _milliseconds(seconds: str | None) -> int | None:
+    """A label's seconds as whole milliseconds; None for one that is absent, no number, NaN,
+    infinite or past what an int of a float holds."""
+    try:
+        ms = float(seconds) * 1000 if seconds else math.nan
+    except ValueError:
+        return None
+    return int(ms) if math.isfinite(ms) else None
+
+
+def _apply(query: TopQuery, name: str, labels: dict[str, str], value: float,
+           operators: dict[tuple[str, str, int], TopOperator]) -> None:
     if name == cat.QUERY_INFO.name:
         query.run_id = labels.get("run_id", "")
     elif name == cat.QUERY_ACTIVE.name and value == 0 and query.status != "failed":
@@ -111,7 +139,9 @@ def _apply(query: TopQuery, name: str, labels: dict[str, str], value: float) -> 
         if name == cat.QUERY_WATERMARK_LAG.name or query.lag_seconds is None:
             query.lag_seconds = value
     elif "operator_index" in labels:
-        _apply_operator(_operator(query, labels), name, labels, value)
+        op = _operator(query, labels, operators)
+        if op is not None:
+            _apply_operator(op, name, labels, value)
 
 
 def _apply_operator(op: TopOperator, name: str, labels: dict[str, str], value: float) -> None:
@@ -129,9 +159,7 @@ def _apply_operator(op: TopOperator, name: str, labels: dict[str, str], value: f
 
 def identity_from_labels(op: TopOperator, labels: dict[str, Any]) -> OperatorIdentity:
     """The info metric's labels back into an identity (what ``summary`` words)."""
-    delay = labels.get("watermark_delay_seconds")
     column = labels.get("watermark_column")
-    stores = labels.get("num_state_stores")
     return OperatorIdentity(
         index=op.index,
         operator=op.operator,
@@ -139,10 +167,10 @@ def identity_from_labels(op: TopOperator, labels: dict[str, Any]) -> OperatorIde
         node=labels.get("kind", "") or None,  # set: the plan was read (summary() checks it)
         keys=tuple(k for k in labels.get("keys", "").split(",") if k),
         output_mode=labels.get("output_mode") or None,
-        watermarks=(Watermark(column, int(float(delay) * 1000) if delay else None),)
+        watermarks=(Watermark(column, _milliseconds(labels.get("watermark_delay_seconds"))),)
         if column
         else (),
-        num_state_stores=int(stores) if stores else None,
+        num_state_stores=_integer(labels.get("num_state_stores")),
         state_store_provider=labels.get("state_store_provider") or None,
         checkpoint_location=labels.get("checkpoint_location") or None,
     )

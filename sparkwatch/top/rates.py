@@ -24,10 +24,12 @@ class GrowthTracker:
     def update(self, snap: Snapshot) -> Snapshot:
         if snap.error:
             return snap  # a failed scrape says nothing about growth
+        seen: set[Key] = set()
         for query in snap.queries:
             for op in query.operators:
                 # The run id is in the key: a restart (state reloaded) is not growth.
                 key = (query.app_id, query.query_id, query.run_id, op.index)
+                seen.add(key)
                 self._batches.fill(key, query.batch_id, op)
                 if op.rows is None or op.growth is not None:
                     continue
@@ -38,7 +40,16 @@ class GrowthTracker:
                 first_time, first_rows = history[0]
                 if snap.taken_at > first_time:
                     op.growth = (op.rows - first_rows) / (snap.taken_at - first_time)
+        self._forget_all_but(seen)
         return snap
+
+    def _forget_all_but(self, seen: set[Key]) -> None:
+        """Drop what is kept of operators this read no longer has (a run that restarted, a
+        query gone): kept, a source whose ids change at every read (restarts over days, a
+        hostile peer) grew top's memory by every series it ever served."""
+        for gone in self._seen.keys() - seen:
+            del self._seen[gone]
+        self._batches.forget_all_but(seen)
 
 
 class LastBatches:
@@ -64,4 +75,9 @@ class LastBatches:
         shown = self._shown.get(key)
         if shown is not None:
             op.updated, op.removed, op.dropped = shown
+
+    def forget_all_but(self, seen: set[Key]) -> None:
+        for table in (self._last, self._shown):
+            for gone in table.keys() - seen:
+                del table[gone]
 

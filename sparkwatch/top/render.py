@@ -40,7 +40,9 @@ def frame(snap: Snapshot, view: View, width: int, height: int | None = None) -> 
     if view.editing:
         lines.append(clip(f"filter: {view.filter}_", width))
     if height is not None and len(lines) > height:
-        lines = [*lines[: max(1, height - 1)], clip(f"... {len(lines) - height + 1} more", width)]
+        if height < 2:  # no room for the "more" line: a line past the screen's last scrolls it
+            return lines[:1]
+        lines = [*lines[: height - 1], clip(f"... {len(lines) - height + 1} more", width)]
     return lines
 
 

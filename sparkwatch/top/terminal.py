@@ -77,6 +77,7 @@ def run_live(
             screen.close()
 
 
-def print_once(snap: Snapshot, view: View, out: TextIO, width: int) -> None:
-    """One frame of ``snap`` as plain text (a pipe, --once)."""
-    out.write("\n".join(frame(snap, view, width)) + "\n")
+def print_once(snap: Snapshot, view: View, out: TextIO | None, width: int) -> None:
+    """One frame of ``snap`` as plain text (a pipe, --once). ``out`` None (a closed stdout:
+    ``>&-``) writes nothing, as print() does for every other command."""
+    print("\n".join(frame(snap, view, width)), file=out)
