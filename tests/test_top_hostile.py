@@ -33,6 +33,7 @@ from bench.local import QuietHandler
 from sparkwatch.history import migrate
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.terminal import display_width
+from sparkwatch.top.metrics_source import snapshot_from_text
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 from sparkwatch.top.rates import GrowthTracker
 from sparkwatch.top.render import frame
@@ -258,23 +259,17 @@ def test_a_malformed_exposition_is_one_line_naming_it(body: bytes, why: str) -> 
                          f"({why})"), line
 
 
-@pytest.mark.parametrize("shape", ["operators of one query", "queries"])
-def test_an_exposition_of_100000_series_is_read_within_seconds(shape: str) -> None:
-    """100,000 operator series of one query took over a minute a read (each sample scanned the
-    query's operators so far); the view froze between reads."""
-    one_query = shape == "operators of one query"
-    lines = [sample(cat.STATE_ROWS.name, str(i), app_id="a",
-                    query_id="q-0" if one_query else f"q-{i}",
-                    operator_index=str(i) if one_query else "0", operator="op")
-             for i in range(100_000)]
-    with serving(exposing("".join(lines))) as url:
-        started = time.monotonic()
-        done = top_once("--metrics", url, timeout=60)
-        took = time.monotonic() - started
-    assert done.returncode == 0, done.stderr
-    count = "1 query" if one_query else "100000 queries"
-    assert f"sparkwatch top - {count} - " in done.stdout.splitlines()[0]
-    assert took < 30, f"took {took:.1f} s"
+@pytest.mark.timeout(120)  # a guard, not a speed goal (docs/benchmarks.md has those)
+def test_200000_operator_series_of_one_query_are_read_in_one_pass() -> None:
+    """Each sample scanned its query's operators so far: time quadratic in their number, over
+    a minute a read for 100,000, some five for 200,000, and the view froze between reads. One
+    pass takes seconds, far inside this test's guard."""
+    n = 200_000
+    lines = [sample(cat.STATE_ROWS.name, str(i), app_id="a", query_id="q-0",
+                    operator_index=str(i), operator="op") for i in range(n)]
+    [query] = snapshot_from_text("".join(lines), "peer").queries
+    assert [(op.index, op.rows) for op in query.operators[:2]] == [(0, 0.0), (1, 1.0)]
+    assert len(query.operators) == n and query.operators[-1].rows == n - 1
 
 
 def test_growth_tracking_forgets_the_series_that_left_the_source() -> None:

@@ -68,21 +68,23 @@ MAX_DAYS = 3_650.0
 overflows past year 1, about 740,000 days back)."""
 
 
-def positive_float(raw: str) -> float:
+def _float_in(raw: str, low: float, high: float, expected: str, *, above: bool = False) -> float:
+    """``raw`` as a float from ``low`` (or above it) to ``high``, else a ValueError saying what
+    was ``expected``. Written so that NaN fails too: every comparison with it is false."""
     value = float(raw)
-    # Written so that NaN fails too: every comparison with it is false.
-    if not 0 < value <= MAX_SECONDS:
-        raise ValueError(f"expected a positive number, at most {MAX_SECONDS:.0f} "
-                         "(ten years in seconds)")
+    if not ((low < value) if above else (low <= value)) or not value <= high:
+        raise ValueError(f"expected {expected}")
     return value
+
+
+def positive_float(raw: str) -> float:
+    return _float_in(raw, 0, MAX_SECONDS, f"a positive number, at most {MAX_SECONDS:.0f} "
+                     "(ten years in seconds)", above=True)
 
 
 def non_negative_float(raw: str) -> float:
-    value = float(raw)
-    if not 0 <= value <= MAX_SECONDS:
-        raise ValueError(f"expected a number >= 0, at most {MAX_SECONDS:.0f} "
-                         "(ten years in seconds)")
-    return value
+    return _float_in(raw, 0, MAX_SECONDS, f"a number >= 0, at most {MAX_SECONDS:.0f} "
+                     "(ten years in seconds)")
 
 
 MIN_INTERVAL = 0.1
@@ -92,22 +94,16 @@ run every few microseconds kept a core busy (1e-9 s: a whole core in an idle dri
 
 def interval(raw: str) -> float:
     """How often something periodic runs: at least :data:`MIN_INTERVAL` seconds."""
-    value = float(raw)
-    if not MIN_INTERVAL <= value <= MAX_SECONDS:
-        raise ValueError(f"expected a number of seconds from {MIN_INTERVAL:g} to "
-                         f"{MAX_SECONDS:.0f} (ten years)")
-    return value
+    return _float_in(raw, MIN_INTERVAL, MAX_SECONDS, f"a number of seconds from "
+                     f"{MIN_INTERVAL:g} to {MAX_SECONDS:.0f} (ten years)")
 
 
 def interval_or_off(raw: str) -> float:
     """:func:`interval`, or 0 for off."""
-    value = float(raw)
-    if value == 0:
-        return value
-    if not MIN_INTERVAL <= value <= MAX_SECONDS:
-        raise ValueError(f"expected 0 (off) or a number of seconds from {MIN_INTERVAL:g} to "
-                         f"{MAX_SECONDS:.0f} (ten years)")
-    return value
+    if float(raw) == 0:
+        return 0.0
+    return _float_in(raw, MIN_INTERVAL, MAX_SECONDS, f"0 (off) or a number of seconds from "
+                     f"{MIN_INTERVAL:g} to {MAX_SECONDS:.0f} (ten years)")
 
 
 MAX_RATE = 1e15
@@ -116,27 +112,19 @@ MAX_RATE = 1e15
 
 def rate(raw: str) -> float:
     """A positive amount per second (events, bytes), at most :data:`MAX_RATE`."""
-    value = float(raw)
-    if not 0 < value <= MAX_RATE:
-        raise ValueError(f"expected a positive number per second, at most {MAX_RATE:.0e}")
-    return value
+    return _float_in(raw, 0, MAX_RATE, f"a positive number per second, at most {MAX_RATE:.0e}",
+                     above=True)
 
 
 def fraction(raw: str) -> float:
     """A part of a whole: more than 0, at most 1."""
-    value = float(raw)
-    if not 0 < value <= 1:  # NaN fails too
-        raise ValueError("expected a fraction, more than 0 and at most 1")
-    return value
+    return _float_in(raw, 0, 1, "a fraction, more than 0 and at most 1", above=True)
 
 
 def days(raw: str) -> float:
     """A positive number of days, at most :data:`MAX_DAYS`."""
-    value = float(raw)
-    if not 0 < value <= MAX_DAYS:
-        raise ValueError(f"expected a positive number of days, at most {MAX_DAYS:.0f} "
-                         "(ten years)")
-    return value
+    return _float_in(raw, 0, MAX_DAYS, f"a positive number of days, at most {MAX_DAYS:.0f} "
+                     "(ten years)", above=True)
 
 
 def metrics_profile(raw: str) -> str:
