@@ -16,10 +16,12 @@ them.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -108,7 +110,8 @@ class Quarantine:
             return len(fresh)
 
     def _append(self, lines: list[str], held: int) -> None:
-        with open(self.path, "a", encoding="ascii") as f:
+        with os.fdopen(_open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a",
+                       encoding="ascii") as f:
             try:
                 if held and not self._ends_with_newline():
                     # A line torn by a crash mid-append has no newline: end it, or the first
@@ -138,7 +141,7 @@ class Quarantine:
         # Lines as remove_locked() splits them (at b"\n" only, not at the CR, FF or \x1c that
         # splitlines() also takes) and an id as it reads one: an entry listed is one a drop or
         # a replay can remove. Read a line at a time, not the whole file at once.
-        with open(self.path, "rb") as f:
+        with os.fdopen(_open_regular(self.path, os.O_RDONLY), "rb") as f:
             for raw in f:
                 entry = _entry(raw)
                 if entry is None:
@@ -167,7 +170,7 @@ class Quarantine:
         """:meth:`remove`, inside :meth:`locked` (the lock is not taken again: a second flock
         of this process would wait for itself); the id of each line removed."""
         try:
-            with open(self.path, "rb") as f:
+            with os.fdopen(_open_regular(self.path, os.O_RDONLY), "rb") as f:
                 lines = f.readlines()  # split at b"\n" only: each line as it was
         except FileNotFoundError:
             return []
@@ -205,12 +208,18 @@ class Quarantine:
         already quarantined; ``create``: make the directory if it is missing."""
         if create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "a") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        # Never through a link (a planted one made a drop create any file its target named),
+        # and never a FIFO (opening one blocked a drop and the collector's appends for good).
+        lock = _open_regular(self.path.with_suffix(".lock"),
+                             os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield {e.id for e in self.entries()}
             finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        finally:
+            os.close(lock)
 
 
 def _fresh_file(path: Path, like: Path) -> BinaryIO:
@@ -222,8 +231,31 @@ def _fresh_file(path: Path, like: Path) -> BinaryIO:
         os.unlink(path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        os.fchmod(fd, os.stat(like).st_mode & 0o777)
+        was = os.stat(like)
+        # The owner too: a drop run as root (sudo, kubectl exec) made the collector's file
+        # root's, 0600, and the collector could no longer append to it (the spool then filled).
+        with contextlib.suppress(PermissionError):
+            os.fchown(fd, was.st_uid, was.st_gid)
+        os.fchmod(fd, was.st_mode & 0o777)
         return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_regular(path: Path, flags: int) -> int:
+    """A descriptor of ``path`` opened with ``flags`` (and 0600 when created), refused with an
+    OSError unless it is a regular file: O_NONBLOCK makes the open of a FIFO return at once, to
+    be refused, where it waited for a writer or a reader that never comes."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):  # said as the open of a directory to write says it
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return fd
     except BaseException:
         os.close(fd)
         raise

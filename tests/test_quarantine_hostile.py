@@ -8,6 +8,7 @@ a drop or a replay can remove, nothing outside the spool is written, and every e
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -127,13 +128,55 @@ def test_a_symlink_planted_where_the_rewrite_writes_is_not_followed(tmp_path: Pa
     assert sorted(p.name for p in spool.iterdir()) == ["quarantine.jsonl", "quarantine.lock"]
 
 
-def test_a_rewrite_keeps_the_permissions_of_the_quarantine(tmp_path: Path) -> None:
+def test_a_rewrite_keeps_the_permissions_and_the_owner_of_the_quarantine(tmp_path: Path) -> None:
+    """A drop run as root (sudo, kubectl exec) made the collector's file root's own: the
+    collector could no longer append to it, and its spool filled."""
     quarantine = Quarantine(tmp_path)
     quarantine.add([(started_event(), "refused"), (started_event(), "refused")])
-    quarantine.path.chmod(0o600)
+    quarantine.path.chmod(0o640)  # not the 0600 a new file is made with
+    os.chown(quarantine.path, 65534, 65534)  # the collector's user; the test runs as root
     done = quarantine_cli("drop", "--spool-dir", str(tmp_path), quarantine.entries()[0].id)
     assert done.returncode == 0, done.stderr
-    assert quarantine.path.stat().st_mode & 0o777 == 0o600
+    kept = quarantine.path.stat()
+    assert (kept.st_mode & 0o777, kept.st_uid, kept.st_gid) == (0o640, 65534, 65534)
+    assert len(quarantine.entries()) == 1
+
+
+def test_a_link_planted_where_the_lock_belongs_is_not_followed(tmp_path: Path) -> None:
+    # Opened to append, the link made a drop create (as root: any) file its target named.
+    quarantine = Quarantine(tmp_path)
+    quarantine.add([(started_event(), "refused")])
+    outside = tmp_path / "elsewhere" / "nologin"
+    outside.parent.mkdir()
+    (tmp_path / "quarantine.lock").unlink()
+    (tmp_path / "quarantine.lock").symlink_to(outside)
+    done = quarantine_cli("drop", "--spool-dir", str(tmp_path), quarantine.entries()[0].id)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    [line] = done.stderr.splitlines()
+    assert "quarantine.lock" in line, line
+    assert not outside.exists()
+    assert len(quarantine.entries()) == 1
+
+
+@pytest.mark.parametrize("name", ["quarantine.lock", "quarantine.jsonl"])
+def test_a_fifo_where_the_lock_or_the_file_belongs_is_refused_at_once(
+        tmp_path: Path, name: str) -> None:
+    """Opening a FIFO waits for its other end: drop and list (and the collector's appends)
+    waited for good."""
+    quarantine = Quarantine(tmp_path)
+    quarantine.add([(started_event(), "refused")])
+    entry = quarantine.entries()[0].id
+    (tmp_path / name).unlink()
+    os.mkfifo(tmp_path / name)
+    # list reads the file without the lock; drop takes the lock, then reads the file.
+    commands = [["drop", entry]] + ([["list"]] if name == "quarantine.jsonl" else [])
+    for command in commands:
+        done = quarantine_cli(command[0], "--spool-dir", str(tmp_path), *command[1:])
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        [line] = done.stderr.splitlines()
+        assert line.endswith(f"{tmp_path / name}: not a regular file"), line
+    with pytest.raises(OSError, match="not a regular file"):
+        quarantine.add([(started_event(), "refused")])
 
 
 def test_a_directory_where_the_rewrite_writes_is_one_line_and_changes_nothing(
