@@ -25,18 +25,28 @@ def fmt_count(n: float | None) -> str:
         return "-"
     if abs(n) < 1_000_000:
         return str(int(n))
-    if abs(n) >= 1e12:  # past "999G": written so that it fits a column, not cut to mislead
-        return _short_exponent(n)
-    for unit, scale in (("G", 1e9), ("M", 1e6)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g}{unit}"
-    return str(int(n))  # pragma: no cover - unreachable
+    for unit, scale in (("M", 1e6), ("G", 1e9)):
+        shown = f"{n / scale:.3g}"
+        if abs(float(shown)) < 1000:  # 999.6M rounds to "1e+03": it is 1G
+            return shown + unit
+    # Past "999G": written so that it fits a column, not cut to another number.
+    return _short_exponent(n)
+
+
+def fmt_batch(batch_id: float | None, digits: int = 15) -> str:
+    """A batch id exactly while it has at most ``digits`` digits (a column's width; ids in the
+    millions are common), else as :func:`fmt_count` shortens it: 12345678 was cut to its column
+    as "123456…", and a peer's 1e308 to the first of its 309 digits."""
+    if batch_id is None or not math.isfinite(batch_id):
+        return "-"
+    return str(int(batch_id)) if abs(batch_id) < 10**digits else fmt_count(batch_id)
 
 
 def _short_exponent(n: float, unit: str = "", digits: int = 1) -> str:
     """``-9.2e18``: a value from another server too large for any unit, in 8 characters at
     most; it was cut in its column to ``-9.22e+…`` or ``1.8e+29…``, another number."""
-    return f"{n:.{digits}e}".replace("e+", "e") + unit
+    mantissa, exponent = f"{n:.{digits}e}".split("e")
+    return f"{mantissa}e{int(exponent)}{unit}"
 
 
 def fmt_rate(r: float | None) -> str:
@@ -171,8 +181,13 @@ class Screen:
             try:
                 cols, rows = os.get_terminal_size(self.out.fileno())
             except (AttributeError, ValueError, OSError):
-                cols, rows = shutil.get_terminal_size((120, 40))
-            return (cols, rows) if cols > 0 and rows > 0 else (120, 40)
+                cols, rows = 0, 0
+            if cols > 0 and rows > 0:
+                return cols, rows
+            # A terminal of no size yet (docker exec -t before its first resize, a bare pty):
+            # $COLUMNS and $LINES are then how a user sizes it.
+            size = shutil.get_terminal_size((120, 40))
+            return size.columns, size.lines
         return shutil.get_terminal_size((120, 40)).columns, None
 
     def show(self, lines: Sequence[str]) -> bool:

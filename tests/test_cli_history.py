@@ -79,6 +79,21 @@ def test_state_table_shows_the_newest_points(url: str, capsys) -> None:
     ]
 
 
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_a_full_page_says_on_stderr_that_there_may_be_more(url: str, fmt: str, capsys) -> None:
+    # Two runs: a page of one is full, a page of two is full, a page of three is not.
+    for limit, offset, note in [("1", "0", "--offset 1"), ("1", "1", "--offset 2"),
+                                ("3", "0", None)]:
+        code, out, err = run(capsys, "history", "runs", "window_agg", "--limit", limit,
+                             "--offset", offset, "--format", fmt, "--url", url)
+        assert code == 0 and (NEW_RUN in out or OLD_RUN in out)
+        if note is None:
+            assert "there may be more" not in err
+        else:
+            assert err.splitlines()[-1] == (f"sparkwatch history: note: {limit} rows shown, "
+                                            f"the --limit; there may be more ({note})")
+
+
 def test_state_as_json_since_a_time(url: str, capsys) -> None:
     argv = ["history", "state", JOIN["id"], "--operator", "0", "--since", "2026-11-21T09:38",
             "--format", "json", "--url", url]

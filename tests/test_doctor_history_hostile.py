@@ -84,16 +84,45 @@ def test_rows_past_any_real_count_give_a_verdict_not_an_overflow(
     assert [f["code"] for f in _strict_json(out)["findings"]] == ["too-few-state-stores"]
 
 
-def test_json_report_is_strict_json_when_a_number_is_infinite(
+def test_json_report_is_strict_json_when_a_sum_of_finite_counts_overflows(
         history: str, capsys: pytest.CaptureFixture[str]) -> None:
-    _set(history, "UPDATE batches SET num_input_rows = 1e999")  # Infinity, as SQLite reads it
+    # Three batches of 1e308 input rows (SQLite keeps a REAL in an INTEGER column) sum to an
+    # infinity: null in the report, as the collector's API writes a non-finite number.
+    _set(history, "UPDATE batches SET num_input_rows = 1e308")
     _set(history, "UPDATE operator_batches SET num_rows_dropped_by_watermark = 4")
     code, out, err = _doctor(capsys, history, "json")
     report = _strict_json(out)
     assert (code, err) == (1, "")
     [late] = report["findings"]
     assert late["code"] == "late-rows-dropped"
+    assert (late["numbers"]["rows_dropped"], late["numbers"]["input_rows"]) == (12, None)
     assert report["checked"][0]["batches"] == 3
+
+
+@pytest.mark.parametrize(("statement", "column", "shown"), [
+    ("UPDATE operator_batches SET num_rows_total = 'lots'", "operator_batches.num_rows_total",
+     "'lots'"),
+    ("UPDATE batches SET batch_duration_ms = 'slow'", "batches.batch_duration_ms", "'slow'"),
+    ("UPDATE operator_batches SET memory_used_bytes = 'big' WHERE batch_id = 2",
+     "operator_batches.memory_used_bytes", "'big'"),
+    ("UPDATE operator_batches SET num_rows_updated = x'1b5b324a'",
+     "operator_batches.num_rows_updated", "b'\\x1b[2J'"),
+    # An infinity (SQLite's 9e999) where a point has no "no value": refused as text is.
+    ("UPDATE batches SET num_input_rows = 9e999", "batches.num_input_rows", "inf"),
+    ("UPDATE operator_batches SET num_rows_total = -9e999", "operator_batches.num_rows_total",
+     "-inf"),
+])
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_row_holding_no_finite_number_where_one_belongs_is_one_line_naming_the_column(
+        history: str, statement: str, column: str, shown: str, fmt: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Doctor's arithmetic met the text: a traceback (ValueError: could not convert string to
+    float: 'lots'; TypeError: unsupported operand type(s) for +)."""
+    _set(history, statement)
+    code, out, err = _doctor(capsys, history, fmt)
+    assert (code, out) == (2, "")
+    assert err == (f"sparkwatch doctor: error: {column} of query {QUERY} holds {shown}, not a "
+                   f"finite number\n")
 
 
 def test_a_count_at_the_int64_edge_is_shown_exactly(

@@ -5,11 +5,29 @@ wrapped and the in-place redraw broke."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
+import struct
+import termios
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
 import pytest
 
 from sparkwatch.history.render import table
 from sparkwatch.model.events import EventKind
-from sparkwatch.terminal import clip, display_width, ljust, rjust
+from sparkwatch.terminal import (
+    Screen,
+    clip,
+    display_width,
+    fmt_batch,
+    fmt_count,
+    fmt_seconds,
+    ljust,
+    rjust,
+)
 from sparkwatch.top.model import Snapshot, TopQuery
 from sparkwatch.top.render import frame
 from sparkwatch.top.view import View
@@ -73,3 +91,55 @@ def test_the_demo_table_keeps_its_grid_and_the_screen_s_width_with_wide_names(wi
     assert len(rows) == len(ROCKSDB_SAMPLES) + len(NAMES)
     assert all(display_width(line) <= width for line in lines), lines
     assert len({end_of(row, "active") for row in rows}) == 1, rows
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (999_499_999, "999M"),
+    (999_600_000, "1G"),  # rounded past 999.5M: it was "1e+03M"
+    (12_345_678_901, "12.3G"),
+    (999_999_999_999, "1.0e12"),  # it was "1e+03G"
+    (-(2**63), "-9.2e18"),
+])
+def test_a_count_near_a_unit_s_end_takes_the_next_unit(value: float, shown: str) -> None:
+    assert fmt_count(value) == shown
+
+
+def test_a_duration_past_days_is_an_exponent_without_a_leading_zero() -> None:
+    assert (fmt_seconds(31_536_000), fmt_seconds(8.64e9), fmt_seconds(1e308)) == (
+        "365d", "9e9s", "1e308s")
+
+
+@pytest.mark.parametrize(("batch_id", "digits", "shown"), [
+    (1_234_567, 7, "1234567"),
+    (12_345_678, 7, "12.3M"),  # it was cut to its column as "123456…", another number
+    (12_345_678, 15, "12345678"),
+    (1e308, 15, "1.0e308"),
+    (None, 7, "-"),
+    (float("nan"), 7, "-"),
+])
+def test_a_batch_id_is_exact_while_it_fits_its_column(
+        batch_id: float | None, digits: int, shown: str) -> None:
+    assert fmt_batch(batch_id, digits) == shown
+
+
+@contextmanager
+def _terminal(columns: int, lines: int) -> Iterator[TextIO]:
+    """The writing end of a pseudo-terminal of that size (0 x 0: one not sized yet)."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+    try:
+        with os.fdopen(follower, "w") as out:
+            yield out
+    finally:
+        os.close(leader)
+
+
+def test_a_terminal_s_own_size_wins_over_exported_columns_and_lines(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("LINES", "24")
+    with _terminal(60, 8) as out:
+        assert Screen(out=out).size() == (60, 8)
+    # A terminal of no size yet (docker exec -t before its first resize): the variables say it.
+    with _terminal(0, 0) as out:
+        assert Screen(out=out).size() == (80, 24)

@@ -33,6 +33,7 @@ from bench.local import QuietHandler
 from sparkwatch.history import migrate
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.terminal import display_width
+from sparkwatch.top.history_source import read_history
 from sparkwatch.top.metrics_source import snapshot_from_text
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 from sparkwatch.top.rates import GrowthTracker
@@ -390,26 +391,50 @@ def _sqlite_history(tmp_path: Path, *statements: str) -> str:
     ("update operator_batches set num_rows_total = 'many'", "operator_batches.num_rows_total"),
     ("update operator_batches set commit_time_ms = '\x1b[2J'", "operator_batches.commit_time_ms"),
 ])
-def test_a_history_row_holding_no_number_where_one_belongs_is_one_line_naming_it(
+def test_a_history_whose_every_query_holds_no_number_where_one_belongs_is_one_line_naming_it(
         tmp_path: Path, statement: str, column: str) -> None:
-    """A traceback ended top (TypeError: unsupported operand type(s) for /: 'str' and 'int')."""
+    """A traceback ended top (TypeError: unsupported operand type(s) for /: 'str' and 'int'):
+    with no query left to show, why is the error, naming the first and counting the rest."""
     line = one_line_error(top_once("--url", _sqlite_history(tmp_path, statement)))
-    assert re.search(rf": {re.escape(column)} of query [0-9a-f-]+ holds .*, not a number$",
-                     line), line
+    assert re.search(rf": {re.escape(column)} of query [0-9a-f-]+ holds .*, not a finite number "
+                     r"\(and 4 more queries like it\)$", line), line
     assert controls(line) == set()
 
 
-def test_a_history_value_sqlite_holds_as_infinity_shows_as_no_value(tmp_path: Path) -> None:
-    """int(inf) of the batch id was an OverflowError drawing the frame: a traceback."""
-    url = _sqlite_history(tmp_path, "update batches set batch_id = 9e999, batch_duration_ms ="
-                          f" -9e999 where {LAST_BATCH}",
-                          "update operator_batches set num_rows_total = 9e999")
+OF_LATE_DATA = "query_id = (select query_id from query_runs where name = 'late_data')"
+"""The rows of one of the five recorded queries."""
+
+
+@pytest.mark.parametrize(("statement", "column", "shown"), [
+    (f"update batches set batch_duration_ms = 'slow' where {OF_LATE_DATA}",
+     "batches.batch_duration_ms", "'slow'"),
+    (f"update batches set batch_id = x'1b5b324a' where {LAST_BATCH} and {OF_LATE_DATA}",
+     "batches.batch_id", r"b'\x1b[2J'"),
+    (f"update operator_batches set num_rows_total = 'lots' where {OF_LATE_DATA}",
+     "operator_batches.num_rows_total", "'lots'"),
+    # An infinity (SQLite's 9e999) has no "no value" in what the history loader reads either.
+    (f"update operator_batches set memory_used_bytes = 9e999 where {OF_LATE_DATA}",
+     "operator_batches.memory_used_bytes", "inf"),
+])
+def test_a_query_with_a_row_holding_no_number_is_left_out_with_a_note_and_the_others_shown(
+        tmp_path: Path, statement: str, column: str, shown: str) -> None:
+    """One such row was the whole snapshot's error: every other query hidden with it."""
+    url = _sqlite_history(tmp_path, statement)
+    snap = read_history(url)
+    assert snap.error is None
+    assert re.fullmatch(rf"1 query left out: {re.escape(column)} of query [0-9a-f-]+ holds "
+                        rf"{re.escape(shown)}, not a finite number", str(snap.note)), snap.note
+    assert sorted(q.name for q in snap.queries) == [
+        "agg_no_watermark", "dedupe_no_watermark", "healthy", "join_no_bounds"]
     done = top_once("--url", url, "--sort", "name")
-    assert done.returncode == 0, done.stderr
-    rows = [line[2:].split() for line in done.stdout.splitlines()
-            if re.match(r"^[> ] \S", line)]
-    # name, status, BATCH, TIME
-    assert len(rows) == 5 and {tuple(row[1:4]) for row in rows} == {("terminated", "-", "-")}
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    # The note under the header (cut to the terminal's width, as every line is).
+    assert lines[0].startswith("sparkwatch top - 4 queries - sort: name - ")
+    assert lines[2].startswith(f"! 1 query left out: {column} of query "), lines[2]
+    names = [line[2:].split()[0] for line in lines if re.match(r"^[> ] \S", line)]
+    assert names == ["agg_no_watermark", "dedupe_no_watermark", "healthy", "join_no_bounds"]
+    assert controls(done.stdout) == set()
 
 
 def test_hostile_names_in_a_postgresql_history_are_printed_escaped(pg_url: str) -> None:

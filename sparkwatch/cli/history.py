@@ -143,6 +143,12 @@ def _emit(args: argparse.Namespace, items: Sequence[Any], as_table: Callable[[],
         print(_nothing(args))
     else:
         print(as_table())
+    limit = getattr(args, "limit", None)
+    if limit is not None and len(items) == limit:
+        # A full page may not be all: said where a script's parser of stdout never sees it
+        # (`history runs` printed every run before it was paged; 100 rows alone read as all).
+        print(f"sparkwatch history: note: {limit} rows shown, the --limit; there may be more "
+              f"(--offset {args.offset + limit})", file=sys.stderr)
     return 0
 
 

@@ -3,12 +3,12 @@ memory makes unreliable (SPARK-48208, SPARK-53002)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from sparkwatch.doctor.evidence import batch_range, count, seconds
 from sparkwatch.doctor.findings import finding
 from sparkwatch.doctor.model import Finding, QueryRecord, Severity
+from sparkwatch.history.numbers import finite_number
 from sparkwatch.history.views import StatePoint
 from sparkwatch.plan.settings import BOUNDED_MEMORY, is_true
 
@@ -25,13 +25,8 @@ def _metric(value: Any) -> float:
     """A custom metric as a count: Spark's are longs, but a history's JSON map may hold anything
     (the writer's "NaN" for a non-finite number, text, a SQLite NaN or 1e999, a number past any
     float); what is no finite number counts as none, where it ended doctor with a traceback."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0.0
-    try:
-        number = float(value)
-    except OverflowError:  # an int past any float
-        return 0.0
-    return number if math.isfinite(number) else 0.0
+    number = finite_number(value)
+    return 0.0 if number is None else float(number)
 
 
 def _has(points: tuple[StatePoint, ...], key: str) -> bool:

@@ -2,32 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.engine import connect, create_engine
+from sparkwatch.history.errors import NotANumber
+from sparkwatch.history.numbers import finite_number, shown
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.revision import check_schema
 from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun
 from sparkwatch.history.views import StatePoint, state_point
+from sparkwatch.model.fields import OPERATOR_FIELDS
 
 DEFAULT_BATCHES = 200
 
+OPERATOR_NUMBERS = ("batch_id", "operator_index", *(f.attr for f in OPERATOR_FIELDS))
+"""The ``operator_batches`` columns every point holds as a number (none may be absent)."""
+
 
 def load_records(
-    url: str, query: str | None = None, batches: int = DEFAULT_BATCHES
+    url: str, query: str | None = None, batches: int = DEFAULT_BATCHES,
+    skipped: list[NotANumber] | None = None,
 ) -> list[QueryRecord]:
-    """Every query (or one, by id, name or id prefix), newest activity first."""
+    """Every query (or one, by id, name or id prefix), newest activity first.
+
+    A row holding no finite number where one belongs is :class:`NotANumber`; with ``skipped``
+    that query is left out instead and its error appended there (``top`` shows the others)."""
     with HistoryReader(url) as reader:
         ids = [reader.resolve_query(query)] if query else list(reader.statuses())
         engine = create_engine(url, must_exist=True)
+        records: list[QueryRecord | None] = []
         try:
             with connect(engine) as conn:
                 check_schema(conn)
-                records = [_record(conn, reader, qid, batches) for qid in ids]
+                for qid in ids:
+                    try:
+                        records.append(_record(conn, reader, qid, batches))
+                    except NotANumber as exc:
+                        if skipped is None:
+                            raise
+                        skipped.append(exc)
         finally:
             engine.dispose()
     return [r for r in records if r is not None]
@@ -45,15 +61,14 @@ def _record(
     run = _latest_run_with_batches(conn, query_id)
     if run is None:
         return None
-    batch_rows = _batches(conn, run.run_id, limit)
-    first = batch_rows[0].batch_id
+    points = tuple(_batch_point(r, query_id) for r in _batches(conn, run.run_id, limit))
     plans = reader.plans(query_id, run.run_id)
     return QueryRecord(
         query_id=query_id,
         name=run.name,
         run_id=run.run_id,
-        batches=tuple(_batch_point(r) for r in batch_rows),
-        operators=_operators(conn, run.run_id, first),
+        batches=points,
+        operators=_operators(conn, query_id, run.run_id, points[0].batch_id),
         plan=plans[0] if plans else None,
     )
 
@@ -81,12 +96,24 @@ def _epoch(value: Any) -> float | None:
     return None if value is None else value.timestamp()
 
 
-def _batch_point(row: Any) -> BatchPoint:
+def _number(value: Any, column: str, query_id: str) -> Any:
+    """A number column's value, checked where it is read, once for every reader of the records
+    (doctor, top, the console's findings): text (SQLite keeps 'lots' in an INTEGER column), NaN
+    or an infinity made doctor's arithmetic a traceback. No field of a point may be absent (the
+    columns are NOT NULL), so such a value is an error naming the column, not "no value"."""
+    number = finite_number(value)
+    if number is None:
+        raise NotANumber(f"{column} of query {query_id} holds {shown(value)}, not a finite "
+                         f"number", query_id)
+    return number
+
+
+def _batch_point(row: Any, query_id: str) -> BatchPoint:
     return BatchPoint(
-        batch_id=row.batch_id,
+        batch_id=_number(row.batch_id, "batches.batch_id", query_id),
         timestamp=row.timestamp.timestamp(),
-        duration_ms=row.batch_duration_ms,
-        input_rows=row.num_input_rows,
+        duration_ms=_number(row.batch_duration_ms, "batches.batch_duration_ms", query_id),
+        input_rows=_number(row.num_input_rows, "batches.num_input_rows", query_id),
         event_time_min=_epoch(row.event_time_min),
         event_time_max=_epoch(row.event_time_max),
         watermark=_epoch(row.watermark),
@@ -94,7 +121,7 @@ def _batch_point(row: Any) -> BatchPoint:
 
 
 def _operators(
-    conn: sa.Connection, run_id: str, first_batch: int
+    conn: sa.Connection, query_id: str, run_id: str, first_batch: int
 ) -> dict[int, tuple[StatePoint, ...]]:
     o = OperatorBatch.__table__.c
     stmt = (
@@ -104,13 +131,8 @@ def _operators(
     )
     out: dict[int, list[StatePoint]] = {}
     for row in conn.execute(stmt):
-        out.setdefault(row.operator_index, []).append(state_point(_with_metrics_map(row)))
+        point = state_point({**row._mapping, **{
+            name: _number(row._mapping[name], f"operator_batches.{name}", query_id)
+            for name in OPERATOR_NUMBERS}})
+        out.setdefault(point.operator_index, []).append(point)
     return {index: tuple(points) for index, points in out.items()}
-
-
-def _with_metrics_map(row: Any) -> Mapping[str, Any]:
-    """The row with its custom metrics as a map: the writer stores a JSON object, but a SQLite
-    history's column may hold any JSON (a list, a string, a number), and ``state_point``'s
-    ``dict()`` of one ended doctor with a traceback, or with "database URL refused"."""
-    metrics = row.custom_metrics
-    return {**row._mapping, "custom_metrics": metrics if isinstance(metrics, Mapping) else {}}

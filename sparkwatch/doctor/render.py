@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from sparkwatch.doctor.checks_contents import Inspected
 from sparkwatch.doctor.evidence import batch_range
 from sparkwatch.doctor.model import Finding, QueryRecord, Severity
-from sparkwatch.history.render import finite
+from sparkwatch.jsoncodec import dumps_strict
 from sparkwatch.terminal import printable
 
 
@@ -75,8 +74,9 @@ def to_json(
         "findings": [finding_dict(f) for f in findings],
         "summary": {**counts(findings), "fail_on": fail_on, "failed": failed},
     }
-    # Strict JSON: a number made of a broken history's NaN or infinity is spelled as a string.
-    return json.dumps(finite(report), indent=2, allow_nan=False)
+    # Strict JSON: a number made of a broken history's NaN or infinity is null, as the API
+    # writes one.
+    return dumps_strict(report)
 
 
 def to_text(records: Sequence[QueryRecord], findings: Sequence[Finding],

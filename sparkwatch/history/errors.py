@@ -70,6 +70,20 @@ class UnknownRun(HistoryError):
     """The query has no run of the id given (that ended with what was asked for)."""
 
 
+class NotANumber(HistoryError):
+    """A number column of the history holding something no computation can use: text or a blob
+    (SQLite keeps whatever it is given, in an INTEGER column too), NaN or an infinity where what
+    is read has no "no value". ``str()`` names ``table.column`` and the query; ``query_id`` lets
+    a reader of many queries leave that one out (``sparkwatch top``)."""
+
+    public = ("the history cannot be read: a row holds something other than a number where "
+              "one belongs")
+
+    def __init__(self, message: str, query_id: str) -> None:
+        self.query_id = query_id
+        super().__init__(message)
+
+
 def is_data_error(exc: BaseException) -> bool:
     """Whether ``exc`` is about the data written, not the database: retrying the same data will
     fail the same way (the collector quarantines such events, the listener's history sink drops

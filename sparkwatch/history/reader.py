@@ -6,7 +6,7 @@ dataclasses from :mod:`sparkwatch.history.views`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -19,7 +19,8 @@ from sparkwatch.history.errors import UnknownOperator, UnknownQuery
 from sparkwatch.history.revision import check_schema
 from sparkwatch.history.schema import OperatorBatch, OperatorPlan, QueryRun, RunTrigger
 from sparkwatch.history.series import operator_indexes
-from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint
+from sparkwatch.history.views import QuerySummary, RunSummary, StatePoint, json_map, state_point
+from sparkwatch.jsoncodec import dumps_text
 from sparkwatch.model.contract import LIMITS, fit
 from sparkwatch.plan.codec import identity_from_dict
 from sparkwatch.plan.model import QueryPlan, Source
@@ -143,7 +144,9 @@ class HistoryReader:
                 rows.reverse()
             if not rows and operator is not None:
                 _check_operator(conn, query_id, operator)
-            return [StatePoint(**row._mapping) for row in rows]
+            # Through state_point, as doctor and the console build theirs: a custom metrics
+            # column of other JSON than a map is an empty map (a list was served as it was: 500).
+            return [state_point(row._mapping) for row in rows]
 
     def plans(self, query: str, run_id: str | None = None, tenant: str | None = None,
               limit: int | None = None, offset: int = 0) -> list[QueryPlan]:
@@ -422,7 +425,7 @@ def plans_from_rows(rows: list[dict[str, Any]],
 def _plan_of(rows: list[dict[str, Any]]) -> QueryPlan:
     first = rows[0]
     operators = [
-        identity_from_dict({**_map(row["details"]), "index": row["operator_index"],
+        identity_from_dict({**json_map(row["details"]), "index": row["operator_index"],
                             "operator": row["operator_name"], "kind": row["kind"]})
         for row in sorted(rows, key=lambda r: r["operator_index"])
     ]
@@ -434,11 +437,13 @@ def _plan_of(rows: list[dict[str, Any]]) -> QueryPlan:
         batch_id=first["batch_id"],
         read_at=first["read_at"].timestamp(),
         note=first["note"],
-        settings=_map(first["settings"]),
+        settings=_settings(first["settings"]),
     )
 
 
-def _map(value: Any) -> dict[str, Any]:
-    """A JSON column that holds a map as the writer writes it; any other JSON (a SQLite history's
-    list, string or number) as an empty map, where ``dict()`` of it was a traceback."""
-    return dict(value) if isinstance(value, Mapping) else {}
+def _settings(value: Any) -> dict[str, str]:
+    """A plan's Spark settings as text, as Spark keeps them and the API promises (``dict[str,
+    str]``): a value of other JSON in a SQLite history (``5``, ``true``) as its JSON text, where
+    it answered 500; a column of other JSON than a map as no settings."""
+    return {str(key): item if isinstance(item, str) else dumps_text(item)
+            for key, item in json_map(value).items()}

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from sparkwatch.jsoncodec import dumps_strict
 from sparkwatch.terminal import clip, display_width, ljust, rjust
 
 MISSING = "-"
@@ -65,19 +64,7 @@ def first_line(text: str | None, width: int = 60) -> str | None:
 
 
 def to_json(items: Sequence[dict[str, Any]]) -> str:
-    """Strict JSON: a non-finite number (a NaN in a SQLite history's JSON map, an infinity a
-    computation made of one) is written as the string the history's writer stores for it
-    (``"NaN"``, ``"Infinity"``, ``"-Infinity"``); bare NaN is no JSON, and ``jq`` refused the
-    whole answer."""
-    return json.dumps(finite(list(items)), indent=2, sort_keys=False, allow_nan=False)
-
-
-def finite(value: Any) -> Any:
-    """``value`` with every non-finite float, however deep in dicts and lists, as its name."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    return value
+    """Strict JSON (:func:`~sparkwatch.jsoncodec.dumps_strict`): a non-finite number (a NaN in a
+    SQLite history's JSON map) is null, as the collector's read API answers the same history;
+    bare NaN is no JSON, and ``jq`` refused the whole answer."""
+    return dumps_strict(list(items))

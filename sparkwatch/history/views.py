@@ -89,12 +89,22 @@ else:
 
 def state_point(row: Mapping[Any, Any]) -> StatePoint:
     """The point of a mapping with its fields (and maybe more): an ``operator_batches`` row or
-    an item of the state API (timestamp as ISO-8601, ``custom_metrics`` maybe null)."""
+    an item of the state API (timestamp as ISO-8601, ``custom_metrics`` maybe null). Every reader
+    of state points builds them here (the reader's state, doctor, the console), so that a custom
+    metrics column holding other JSON than a map is an empty map for all of them."""
     values = {name: row[name] for name in StatePoint.__dataclass_fields__}
     if isinstance(values["timestamp"], str):
         values["timestamp"] = datetime.fromisoformat(values["timestamp"])
-    values["custom_metrics"] = dict(values["custom_metrics"] or {})
+    values["custom_metrics"] = json_map(values["custom_metrics"])
     return StatePoint(**values)
+
+
+def json_map(value: Any) -> dict[str, Any]:
+    """A JSON column that holds a map as the writer writes it, as a dict; any other JSON (a
+    SQLite history's list, string or number, or null) as an empty map: ``dict()`` of a list was a
+    traceback (the console's query page), and a list passed on as it was answered 500 where the
+    API promises a map."""
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def progress_points(p: QueryProgress) -> list[StatePoint]:

@@ -6,7 +6,16 @@ import math
 import time
 from collections.abc import Sequence
 
-from sparkwatch.terminal import clip, fmt_bytes, fmt_count, fmt_rate, fmt_seconds, ljust, rjust
+from sparkwatch.terminal import (
+    clip,
+    fmt_batch,
+    fmt_bytes,
+    fmt_count,
+    fmt_rate,
+    fmt_seconds,
+    ljust,
+    rjust,
+)
 from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 from sparkwatch.top.view import KEYS_HELP, View, selected_index, visible
 
@@ -29,6 +38,8 @@ def frame(snap: Snapshot, view: View, width: int, height: int | None = None) -> 
     lines = [clip(_header(snap, view, len(shown)), width), clip(f"keys: {KEYS_HELP}", width)]
     if snap.error:
         lines.append(clip(f"! cannot read {snap.source}: {snap.error}", width))
+    if snap.note:
+        lines.append(clip(f"! {snap.note}", width))
     lines.append("")
     if detail is not None:
         body = _detail(detail, width)
@@ -113,7 +124,7 @@ def _table(shown: Sequence[TopQuery], view: View, width: int) -> tuple[list[str]
 
 
 def _query_cells(q: TopQuery) -> list[str]:
-    batch = "-" if q.batch_id is None else str(int(q.batch_id))
+    batch = fmt_batch(q.batch_id, digits=7)  # the BATCH column's width
     return [
         q.status, batch, fmt_seconds(q.batch_seconds), fmt_seconds(q.lag_seconds),
         fmt_count(q.rows), fmt_growth(q.growth),
@@ -132,7 +143,7 @@ def _detail(q: TopQuery, width: int) -> list[str]:
     facts = [
         f"query {q.title}",
         f"  id {q.query_id}  run {q.run_id or '-'}  app {q.app_name or q.app_id or '-'}",
-        f"  status {q.status}  batch {'-' if q.batch_id is None else int(q.batch_id)}  "
+        f"  status {q.status}  batch {fmt_batch(q.batch_id)}  "
         f"batch time {fmt_seconds(q.batch_seconds)}  lag {fmt_seconds(q.lag_seconds)}",
         f"  input {fmt_rate(q.input_rate)}/s  processed {fmt_rate(q.processed_rate)}/s  "
         f"state rows {fmt_count(q.rows)}  growth {fmt_growth(q.growth)}/s",
