@@ -59,8 +59,25 @@ def stop_line(app_id: str, received: int, dropped: int, bus_dropped: int | None 
     return line
 
 
+MAX_LINE_CHARS = 2000
+"""The longest line :func:`announce` writes: a setting's error quotes its value, and a 1 MB
+``SPARKWATCH_*`` value made a 1 MB line in the app's stderr."""
+
+
+def one_line(line: str) -> str:
+    """``line`` as one line of text: a control or unprintable character (a newline in a value,
+    an escape sequence, bytes that were not UTF-8) shown as its escape, at most
+    :data:`MAX_LINE_CHARS` characters."""
+    cut = line[:MAX_LINE_CHARS * 2]
+    if not cut.isprintable():
+        cut = "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+    if len(cut) > MAX_LINE_CHARS or len(line) > len(cut):
+        cut = f"{cut[:MAX_LINE_CHARS - 30]}… ({len(line)} characters in all)"
+    return cut
+
+
 def announce(line: str, stream: TextIO | None = None) -> None:
     """Write one line; a closed or broken stderr never stops the app."""
     out = stream if stream is not None else sys.stderr
     with contextlib.suppress(OSError, ValueError):
-        print(line, file=out, flush=True)
+        print(one_line(line), file=out, flush=True)

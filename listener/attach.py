@@ -154,7 +154,9 @@ class Attachment:
         if self.plans is not None:
             # First, and given the time left to finish what is queued: a plan read by now still
             # reaches the push sink (a short app's only plan); what is still queued at the
-            # deadline is dropped, with no further attempt at a history that is down.
+            # deadline is dropped, with no further attempt at a history that is down. Hurried:
+            # no backoff is waited out meanwhile.
+            self.plans.hurry()
             self.plans.flush(left())
             self.plans.stop(left())
             self.plans = None

@@ -35,6 +35,9 @@ _lock = threading.RLock()
 _attaching = threading.local()
 # Session -> its Attachment; weak so a session that is gone does not stay alive for us.
 _attached: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+# What "not attached" has said: the same bad setting refuses every session of the app (one that
+# stops and builds its session again, a test suite's hundred sessions), and is said once.
+_refusals_said: set[str] = set()
 
 
 def install() -> None:
@@ -113,7 +116,10 @@ def attach_once(session: Any) -> None:
             _exit_through_atexit_on_sigterm()
         except Exception as exc:  # noqa: BLE001 - never break the app we watch
             _attached[session] = None
-            _say(f"sparkwatch: not attached: {exc}")
+            line = f"sparkwatch: not attached: {exc}"
+            if line not in _refusals_said:
+                _refusals_said.add(line)
+                _say(line)
         finally:
             _attaching.active = False
 

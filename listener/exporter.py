@@ -308,6 +308,8 @@ def serve_metrics(registry: CollectorRegistry, address: str, port: int,
                 "(0 picks a free port)"
             ) from None
         raise ExporterError(f"cannot serve /metrics on {address}:{port}: {exc}") from None
+    except ValueError as exc:  # UnicodeError: a name the resolver cannot be asked for
+        raise ExporterError(f"cannot serve /metrics on {address!r}:{port}: {exc}") from None
     assert isinstance(server, _Server)
     thread = threading.Thread(target=server.serve_until_stopped, name="sparkwatch-http",
                               daemon=True)

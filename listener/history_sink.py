@@ -37,6 +37,14 @@ _URL_SETTING = f"{_URL.env} or {_URL.conf_key}"
 """Named where the URL is refused: it is read as a setting at attach, and found wrong only here."""
 ABORT_RESERVE_SECONDS = 1.0
 """Of a stop's timeout, kept for an aborted write to give up."""
+STOP_ATTEMPTS = 2
+"""Attempts a batch is given once the sink is stopping while its writes were already failing,
+at once, without the backoff's wait (a second one for a pooled connection the database had
+ended). Past them what is held is dropped and counted: retrying until the stop's deadline held
+``spark.stop()`` (and the app's exit) ten seconds longer whenever the history was down,
+unreachable or read-only, for events it would drop at the deadline anyway. A history that was
+writing when the stop began is retried, with the backoff, until the deadline: a blip at stop
+loses nothing it need not."""
 
 _STOP = None
 
@@ -87,6 +95,11 @@ class HistorySink:
         # ended as lost, as nothing will write their end (see sparkwatch.history.lost).
         self._open_runs: set[str] = set()
         self._abort = threading.Event()
+        self._stopping = threading.Event()
+        self._down_at_stop = False
+        """Whether writes were failing when the stop began (set before ``_stopping``)."""
+        self._failed_stopping = 0
+        """Failed attempts since the stop began (see STOP_ATTEMPTS)."""
         self.worker = Worker("history", self._run, "sparkwatch-history")
         self.worker.start()
 
@@ -103,6 +116,8 @@ class HistorySink:
     def stop(self, timeout: float) -> None:
         """Write what is queued if the database lets us within ``timeout``, then stop."""
         end = time.monotonic() + timeout
+        self._down_at_stop = self._backoff.failures > 0
+        self._stopping.set()  # a write waiting out its backoff tries again now
         # Writing is aborted a little before the end, leaving time for the abort to land.
         abort_at = end - min(ABORT_RESERVE_SECONDS, timeout / 4)
         if self._queue.put_control(_STOP, max(0.0, abort_at - time.monotonic())):
@@ -211,7 +226,16 @@ class HistorySink:
                 if self._backoff.loud or changed:
                     log.warning("sparkwatch: history write failed (attempt %d): %s",
                                 self._backoff.failures, message)
-            if self.worker.wait(wait, self._abort):
+                if self._stopping.is_set() and self._down_at_stop:
+                    self._failed_stopping += 1
+                    if self._failed_stopping >= STOP_ATTEMPTS:  # down: nothing more is tried
+                        self._abort.set()
+                    wait = 0.0
+            if self._stopping.is_set():
+                self.worker.wait(wait, self._abort)
+            else:  # woken by the stop (which sets _stopping before it ever sets _abort)
+                self.worker.wait(wait, self._stopping)
+            if self._abort.is_set():
                 self._counters.count_dropped(self.QUEUE, len(events))
                 return
 

@@ -74,6 +74,8 @@ class PlanReader(QueuedStage[Job]):
         """JVM queries taken when their run started (plan thread only)."""
         self._warned = False
         self._stop = threading.Event()
+        self._hurry = threading.Event()
+        """Set by :meth:`hurry` and by :meth:`stop`: no more waiting between attempts."""
         self.closers: list[Callable[[], None]] = []
         self.on_error: Callable[[], None] = lambda: None
         """Called for each plan read that failed (attach() counts them)."""
@@ -106,8 +108,15 @@ class PlanReader(QueuedStage[Job]):
         return False
 
     def pause(self, seconds: float) -> None:
-        """Wait on the plan thread (between a deliverer's attempts), beating; ends at stop."""
-        self.worker.wait(seconds, self._stop)
+        """Wait on the plan thread (between a deliverer's attempts), beating; ends at
+        :meth:`hurry` or stop."""
+        self.worker.wait(seconds, self._hurry)
+
+    def hurry(self) -> None:
+        """From now on, no wait between attempts (detach(), before it flushes what is queued):
+        a history that was down held ``spark.stop()`` for the plan writes' backoff, three seconds
+        and more, on top of the event writer's."""
+        self._hurry.set()
 
     def stopping(self) -> bool:
         """Whether stop() was called: a deliverer makes no further attempt then."""
@@ -118,6 +127,7 @@ class PlanReader(QueuedStage[Job]):
         join the thread, all within ``timeout``. A stop that waited for every queued read and
         its retries kept connecting to a history that was down long after detach()."""
         self._stop.set()
+        self._hurry.set()
         self._drop_queued()
         super().stop(timeout)
 
@@ -188,7 +198,7 @@ class PlanReader(QueuedStage[Job]):
             except Exception as exc:  # noqa: BLE001 - Py4J errors, an internal API that moved
                 first = (str(exc).strip().splitlines() or [""])[0]
                 error = PlanUnavailable(f"{type(exc).__name__}: {first}"[:300])
-            if attempt + 1 == RETRIES or self.worker.wait(self._retry, self._stop):
+            if attempt + 1 == RETRIES or self.worker.wait(self._retry, self._hurry):
                 raise error
         raise AssertionError("unreachable")  # pragma: no cover
 

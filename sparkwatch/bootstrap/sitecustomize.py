@@ -12,14 +12,23 @@ import importlib.util
 import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+# The directories whose sitecustomize has run or is running in this interpreter, shared by every
+# copy of this file: another sparkwatch's bootstrap on the path (a nested `sparkwatch run` of
+# another install), or this one by another name (a symlink), runs the one it shadows in turn,
+# which found this one again: a recursion to Python's limit, five lines of RecursionError in
+# every Python process of the app, and the user's own sitecustomize run at the bottom of it.
+_RAN: set[str] = sys.__dict__.setdefault("_sparkwatch_sitecustomize_dirs", set())
+_RAN.add(_HERE)
 
 
 def _run_shadowed_sitecustomize() -> None:
-    others = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    others = [p for p in sys.path if os.path.realpath(p or os.curdir) not in _RAN]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
     if spec is None or spec.loader is None:
         return
+    if spec.origin:  # before it runs: it may be another bootstrap, which must not find it again
+        _RAN.add(os.path.realpath(os.path.dirname(spec.origin)))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -60,7 +61,11 @@ def run_command(args: argparse.Namespace) -> int:
         raise CliError("the command to run is empty: sparkwatch run -- spark-submit app.py")
     env = child_environment(os.environ)
     try:
-        os.execvpe(command[0], command, env)
+        restore_signals(signal.SIG_DFL)
+        try:
+            os.execvpe(command[0], command, env)
+        finally:  # reached only when exec failed: this Python goes on as it was
+            restore_signals(signal.SIG_IGN)
     except FileNotFoundError:
         print(f"sparkwatch run: command not found: {command[0]}", file=sys.stderr)
         return NOT_FOUND
@@ -76,6 +81,21 @@ def run_command(args: argparse.Namespace) -> int:
     return 0  # not reached: exec replaced this process
 
 
+PYTHON_IGNORED_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name))
+"""Signals Python ignores from its start (a write to a closed pipe is an EPIPE error, not the end
+of the process). An ignored signal stays ignored across exec: ``sparkwatch run -- yes | head``
+then ended with "Broken pipe" and status 1, where ``yes | head`` ends quietly by SIGPIPE (141).
+subprocess puts them back for the programs it starts (``restore_signals``); so does this."""
+
+
+def restore_signals(action: signal.Handlers) -> None:
+    """``action`` for the signals Python ignores: SIG_DFL before exec, so that the command starts
+    as any program a shell starts (see :data:`PYTHON_IGNORED_SIGNALS`)."""
+    for sig in PYTHON_IGNORED_SIGNALS:
+        signal.signal(sig, action)
+
+
 def child_environment(env: Mapping[str, str], python: str | None = None) -> dict[str, str]:
     """``env`` with the bootstrap first on ``PYTHONPATH``; the driver's Python defaults to this
     one (which has sparkwatch installed) when neither PySpark variable names one."""
@@ -88,5 +108,8 @@ def child_environment(env: Mapping[str, str], python: str | None = None) -> dict
 
 
 def prepend_path(first: str, path: str) -> str:
-    parts: Sequence[str] = [p for p in path.split(os.pathsep) if p and p != first]
+    """``first``, then ``path``'s entries but ``first``. An empty entry stays: on
+    ``PYTHONPATH`` it is the current directory (``PYTHONPATH=/lib:``), and an app run from its
+    project's root that imports from there failed with ModuleNotFoundError once it was dropped."""
+    parts: Sequence[str] = [p for p in path.split(os.pathsep) if p != first] if path else []
     return os.pathsep.join([first, *parts])

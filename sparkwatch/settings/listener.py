@@ -7,6 +7,7 @@ the README's configuration table is generated from :data:`LISTENER_FIELDS`.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -68,6 +69,45 @@ class ListenerSettings:
     otlp: bool = False
 
 
+def _metrics_address(raw: str) -> str:
+    """:func:`listen_host`, and a name the resolver can be asked for: a control character, a
+    space, a label past 63 characters or bytes that are not UTF-8 (``os.environb``) made the bind
+    fail with a UnicodeError, not an OSError, which ended the whole attach with a message naming
+    no setting (``sparkwatch.attach()`` raised it into the app)."""
+    address = listen_host(raw)
+    if any(not char.isprintable() or char.isspace() for char in address):
+        raise ValueError("expected an address or host name, without spaces or control characters")
+    try:
+        if len(address.encode("idna")) > 253:
+            raise UnicodeError("too long")
+    except UnicodeError:
+        raise ValueError("not an address or host name (too long, or characters no host name "
+                         "has)") from None
+    return address
+
+
+def _push_url(raw: str) -> str | None:
+    """:func:`optional_url`, refused when it can never be pushed to, as a history URL that can
+    never work is: another scheme (``file://``, ``unix://``), no host, a port that is not a
+    number, spaces, control characters or bytes that are not UTF-8. Taken, it left the push
+    sink retrying for ever (a warning every few minutes) while the events piled up."""
+    url = optional_url(raw)
+    if url is None:
+        return None
+    if any(not char.isprintable() or char.isspace() for char in url):
+        raise ValueError("expected an http:// or https:// URL, without spaces or control "
+                         "characters")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError:
+        raise ValueError("not a valid URL: expected http://host:port/api/v1/events") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError("expected an http:// or https:// URL with a host "
+                         "(http://collector:9751/api/v1/events)")
+    return url
+
+
 def _mode(raw: str) -> str:
     if raw not in ("auto", "jvm", "public"):
         raise ValueError("expected auto, jvm or public")
@@ -92,7 +132,7 @@ LISTENER_FIELDS: tuple[Setting, ...] = (
     ),
     _field("metrics_enabled", "metrics.enabled", boolean,
            "Serve Prometheus /metrics in the driver."),
-    _field("metrics_address", "metrics.address", listen_host,
+    _field("metrics_address", "metrics.address", _metrics_address,
            "Address the /metrics endpoint binds."),
     _field("metrics_port", "metrics.port", port, "Port of /metrics (0 picks a free port)."),
     _field(
@@ -197,7 +237,7 @@ LISTENER_FIELDS: tuple[Setting, ...] = (
     _field(
         "push_url",
         "push.url",
-        optional_url,
+        _push_url,
         "Collector ingest URL to push events to (http://collector:9751/api/v1/events); unset "
         "or 'off': no push.",
     ),

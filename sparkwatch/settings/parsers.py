@@ -141,6 +141,9 @@ def regex_list(raw: str) -> tuple[str, ...] | None:
             re.compile(pattern)
         except re.error as exc:
             raise ValueError(f"bad regex {pattern!r}: {exc}") from None
+        except (RecursionError, OverflowError) as exc:
+            # "(" * 100000, a{99999999999}: neither a re.error, so neither named the setting.
+            raise ValueError(f"a regex the regex compiler cannot take ({exc})") from None
     return patterns or None
 
 
