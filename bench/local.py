@@ -1,5 +1,5 @@
 """Local resources that the benchmarks, the tests and the scripts all need: free ports, a
-local Spark session and the handler of a local stub HTTP server.
+local Spark session and a local stub HTTP server with its handler.
 
 One place, so that every harness starts Spark the same way (two cores, two shuffle partitions,
 no UI, bound to loopback: what the tests and the benchmark figures assume).
@@ -11,7 +11,9 @@ import http.server
 import os
 import socket
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 LOCAL_CONF: dict[str, str] = {
@@ -61,3 +63,18 @@ class QuietHandler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
         pass
+
+
+@contextmanager
+def served(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on 127.0.0.1 from a thread, each request in a daemon thread of its own
+    (one a test leaves hanging never holds up the shutdown): the base URL, ``http://host:port``.
+    Shut down and closed on leaving."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="stub-http", daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 
 import pytest
 
-from bench.local import QuietHandler
+from bench.local import QuietHandler, served
 from sparkwatch.cli.main import main
 from sparkwatch.doctor import collector_source
 
@@ -56,12 +54,8 @@ def server() -> Iterator[str]:
                 body = json.dumps(ANSWERS[name]).encode()
             self.answer(200, body)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with served(Handler) as url:
+        yield url
 
 
 def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

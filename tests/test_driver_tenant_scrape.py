@@ -10,14 +10,14 @@ collector target; the committed alert rule is evaluated over what it scraped.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.local import served
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.model.tenant import TENANT_LABEL
 from tests.support import wait_for
@@ -67,12 +67,8 @@ class Pages(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def pages() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with served(Pages) as url:
+        yield url.removeprefix("http://")
 
 
 def operator_relabelings(values: dict[str, Any]) -> list[dict[str, Any]]:

@@ -4,16 +4,14 @@ would arrive as a GET without its body."""
 
 from __future__ import annotations
 
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import ThreadingHTTPServer
 
 import pytest
 
-from bench.local import QuietHandler
+from bench.local import QuietHandler, served
 from sparkwatch.httpopen import (
     ResponseTooLarge,
     _same_server,
@@ -37,13 +35,8 @@ def server(redirect_to: str | None = None) -> Iterator[tuple[str, list[tuple[str
             else:
                 self.answer(200, b"ok", "text/plain")
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with served(Handler) as url:
+        yield url, seen
 
 
 def get(url: str) -> bytes:

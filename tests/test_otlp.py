@@ -4,13 +4,11 @@ collector's side is in tests/test_otlp_collector.py."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import logging
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +17,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
-from bench.local import QuietHandler, free_port
+from bench.local import QuietHandler, free_port, served
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.metrics import profiles
 from sparkwatch.metrics.exposition import SparkwatchCollector
@@ -441,14 +439,8 @@ class _Answers(QuietHandler):
 def answering(status: int) -> Iterator[str]:
     """An endpoint that answers every export with ``status``."""
     handler = type("Answers", (_Answers,), {"status": status})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served(handler) as url:
+        yield url
 
 
 @pytest.mark.parametrize(("status", "reason"), [

@@ -11,11 +11,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from http.server import ThreadingHTTPServer
 
 import pytest
 
-from bench.local import QuietHandler
+from bench.local import QuietHandler, served
 from sparkwatch.listener.push_sink import REPLY_LIMIT, Endpoint, PushSink
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
@@ -52,14 +51,8 @@ def http_server(on_post: Callable[[QuietHandler], None],
             log.append(f"GET {self.path}")
             self.answer(200, b"{}")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/api/v1/events"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served(Handler) as url:
+        yield f"{url}/api/v1/events"
 
 
 def failures_without_delivery(push: PushSink, counters: ListenerCounters, n: int) -> None:

@@ -4,14 +4,12 @@ pseudo-terminal and --once."""
 
 from __future__ import annotations
 
-import threading
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from bench.local import QuietHandler
+from bench.local import QuietHandler, served
 from sparkwatch.cli.main import main
 from sparkwatch.history import migrate
 from sparkwatch.metrics import catalogue as cat
@@ -302,14 +300,9 @@ def test_an_answer_that_is_no_exposition_is_named_as_such(body: bytes, why: str,
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
             self.answer(200, body, "text/plain")
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}/metrics"
+    with served(Handler) as base:
+        url = f"{base}/metrics"
         assert main(["top", "--metrics", url, "--once"]) == 2
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     # It was "not a valid URL or header" for the one, "ValueError: " for the other.
     assert capsys.readouterr().err == (f"sparkwatch top: error: cannot read {url}: answered "
                                        f"something other than a Prometheus exposition ({why})\n")

@@ -22,14 +22,13 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pexpect
 import pytest
 import sqlalchemy as sa
 
-from bench.local import QuietHandler
+from bench.local import QuietHandler, served
 from sparkwatch.history import migrate
 from sparkwatch.metrics import catalogue as cat
 from sparkwatch.terminal import display_width
@@ -85,13 +84,8 @@ def serving(answer: Callable[[QuietHandler], None]) -> Iterator[str]:
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
             answer(self)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with served(Handler) as url:
+        yield url
 
 
 def exposing(text: str) -> Callable[[QuietHandler], None]:
