@@ -76,13 +76,18 @@ def user_errors() -> Iterator[None]:
     """History and database failures as one-line :class:`CliError`s."""
     import sqlalchemy as sa
 
-    from sparkwatch.history.engine import driver_message
+    from sparkwatch.history.engine import LOCK_NOT_AVAILABLE, READ_LOCK_SECONDS, driver_message
 
     try:
         yield
     except HistoryError as exc:
         raise CliError(str(exc)) from None
     except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+            raise CliError(
+                f"waited {READ_LOCK_SECONDS:.0f} s for a lock another session holds on the "
+                "history's tables (a migration, a partition being created?); nothing was "
+                "changed: try again once it is done") from None
         raise CliError(f"database error: {driver_message(exc)}") from None
     except (sa.exc.ArgumentError, ValueError) as exc:
         # What the driver makes of the URL's query (?timeout=abc) before it connects.

@@ -68,6 +68,11 @@ def describe_url(url: str | URL) -> str:
     return redact_url(url)
 
 
+READ_LOCK_SECONDS = 30.0
+"""The most a command's read (``history``, ``doctor``, ``top``) waits for a lock on PostgreSQL:
+behind a migration's ALTER TABLE or a partition being created it waited in silence for as long
+as they took (SQLite's readers give up after its busy timeout, 5 s). Then it says so."""
+
 POOL_SECONDS = 3.0
 """With read bounds: the most a read waits for a connection of a full pool before it fails
 (:class:`NoFreeConnection`; SQLAlchemy's default is 30 s)."""
@@ -76,14 +81,17 @@ POOL_SECONDS = 3.0
 def create_engine(url: str, must_exist: bool = False,
                   sqlite_busy_seconds: float | None = None,
                   quick_seconds: int | None = None,
-                  read_bounds: tuple[float, float] | None = None) -> sa.Engine:
+                  read_bounds: tuple[float, float] | None = None,
+                  lock_seconds: float | None = None) -> sa.Engine:
     """An engine for ``url``; with ``must_exist`` a missing SQLite file is an error, not created;
     ``sqlite_busy_seconds``: how long SQLite waits for another connection's lock (its default 5);
     ``quick_seconds``: on PostgreSQL, the most a connect, a statement or a wait for a lock may
     take (for a lookup that must not hold up what asks it); ``read_bounds``: a server's reads,
     (statement seconds, lock seconds): PostgreSQL's statement_timeout and lock_timeout, SQLite's
     busy timeout, and a wait for a connection of a full pool of :data:`POOL_SECONDS` (a slow
-    statement must not hold its thread and connection for as long as the database lets it).
+    statement must not hold its thread and connection for as long as the database lets it);
+    ``lock_seconds``: on PostgreSQL, the most a statement waits for a lock (lock_timeout), and no
+    bound on the statement itself (a command's read, see :data:`READ_LOCK_SECONDS`).
 
     Connects lazily: reachability errors surface in :func:`connect`.
     """
@@ -99,7 +107,7 @@ def create_engine(url: str, must_exist: bool = False,
     if read_bounds is not None:
         sqlite_busy_seconds = read_bounds[1]
     connect_args: dict[str, object] = (
-        _pg_args(quick_seconds, read_bounds) if _is_pg(parsed) else
+        _pg_args(quick_seconds, read_bounds, lock_seconds) if _is_pg(parsed) else
         {} if sqlite_busy_seconds is None else {"timeout": sqlite_busy_seconds})
     try:
         # JSON columns as compact orjson text: SQLAlchemy's default (the standard library with
@@ -116,7 +124,8 @@ def create_engine(url: str, must_exist: bool = False,
 
 
 def _pg_args(quick_seconds: int | None,
-             read_bounds: tuple[float, float] | None = None) -> dict[str, object]:
+             read_bounds: tuple[float, float] | None = None,
+             lock_seconds: float | None = None) -> dict[str, object]:
     options = "-c jit=off -c timezone=UTC"
     if quick_seconds is not None:
         ms = quick_seconds * 1000
@@ -125,6 +134,8 @@ def _pg_args(quick_seconds: int | None,
     if read_bounds is not None:
         statement_ms, lock_ms = (int(seconds * 1000) for seconds in read_bounds)
         options += f" -c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
+    elif lock_seconds is not None:
+        options += f" -c lock_timeout={int(lock_seconds * 1000)}"
     return {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS, "options": options}
 
 
@@ -142,8 +153,10 @@ class NoFreeConnection(HistoryUnavailable):
     public = "reads are busy: too many history reads at once; retry shortly"
 
 
+LOCK_NOT_AVAILABLE = "55P03"
+"""PostgreSQL's lock_not_available: a statement's lock_timeout ran out."""
 # PostgreSQL's query_canceled (statement_timeout) and lock_not_available (lock_timeout).
-_TIMED_OUT_STATES = ("57014", "55P03")
+_TIMED_OUT_STATES = ("57014", LOCK_NOT_AVAILABLE)
 
 
 def read_failure(exc: sa.exc.SQLAlchemyError) -> HistoryUnavailable:

@@ -24,7 +24,12 @@ from alembic.script import ScriptDirectory
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
-from sparkwatch.history.engine import connect, create_engine, describe_url
+from sparkwatch.history.engine import (
+    LOCK_NOT_AVAILABLE,
+    connect,
+    create_engine,
+    describe_url,
+)
 from sparkwatch.history.errors import MigrationError
 from sparkwatch.history.revision import (
     STAMP_HINT,
@@ -56,7 +61,6 @@ TABLE waits for a ``pg_dump`` or a long dashboard query, and everything after wa
 The collector and the listener's writer retry it; ``db upgrade --lock-wait-seconds 0`` waits
 for ever."""
 
-_LOCK_NOT_AVAILABLE = "55P03"
 
 
 class NoHistorySchema(MigrationError):
@@ -155,7 +159,7 @@ def _lock_waits(conn: sa.Connection, seconds: float | None) -> Iterator[None]:
     try:
         yield
     except sa.exc.DBAPIError as exc:
-        if getattr(exc.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
+        if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
             raise
         raise MigrationBlocked(
             f"the migration of {describe_url(conn.engine.url)} waited more than {seconds:g} s "

@@ -26,6 +26,8 @@ from typing import Literal
 
 import sqlalchemy as sa
 
+from sparkwatch.history.engine import LOCK_NOT_AVAILABLE
+
 log = logging.getLogger(__name__)
 
 # Children first: the order retention drops a day in and creation does not care about.
@@ -45,7 +47,6 @@ open transaction that read it (a dashboard's long query; pg_dump, for its whole 
 it waits PostgreSQL queues every later statement on the table behind it: without a bound the
 history's writes, the jobs and the read API stood still for as long as the reader, with no
 error. A few seconds covers the history's own transactions (milliseconds to a second)."""
-_LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's lock_not_available: lock_timeout ran out
 Commit = Callable[[], None]
 OnBusy = Literal["skip", "raise"]
 _NAME = re.compile(r"^(?P<table>[a-z_]+)_(?:p(?P<day>\d{8})|default)$")
@@ -70,7 +71,7 @@ def _step(conn: sa.Connection, what: str, commit: Commit | None) -> Iterator[Non
             yield
             _set_lock_timeout(conn, before)  # the caller's own statements wait as before
     except sa.exc.OperationalError as exc:
-        if getattr(exc.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
+        if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
             raise
         raise PartitionsBusy(
             f"{what}: another session held the table for more than {LOCK_WAIT_SECONDS:g} s "

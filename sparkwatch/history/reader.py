@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sparkwatch.history.engine import connect, create_engine, describe_url
+from sparkwatch.history.engine import READ_LOCK_SECONDS, connect, create_engine, describe_url
 from sparkwatch.history.errors import UnknownOperator, UnknownQuery
 from sparkwatch.history.revision import check_schema
 from sparkwatch.history.schema import OperatorBatch, OperatorPlan, QueryRun, RunTrigger
@@ -43,8 +43,10 @@ class HistoryReader:
 
     def __init__(self, url: str, keep_notes: bool = True,
                  read_bounds: tuple[float, float] | None = None) -> None:
-        """``read_bounds``: a server's (:func:`~sparkwatch.history.engine.create_engine`)."""
-        self._engine = create_engine(url, must_exist=True, read_bounds=read_bounds)
+        """``read_bounds``: a server's (:func:`~sparkwatch.history.engine.create_engine`);
+        without them, a command's: a wait for a lock is bounded, the read itself is not."""
+        self._engine = create_engine(url, must_exist=True, read_bounds=read_bounds,
+                                     lock_seconds=READ_LOCK_SECONDS)
         self._checked = False
         self._keep_notes = keep_notes
         self.notes: list[str] = []
