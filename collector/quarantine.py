@@ -110,10 +110,12 @@ class Quarantine:
             return len(fresh)
 
     def _append(self, lines: list[str], held: int) -> None:
-        with os.fdopen(_open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a",
-                       encoding="ascii") as f:
+        fd = _open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "a", encoding="ascii") as f:
             try:
-                if held and not self._ends_with_newline():
+                # Its last byte read from the descriptor checked to be a regular file, not by
+                # the path again (a FIFO put there meanwhile blocked the append, lock held).
+                if held and os.pread(fd, 1, held - 1) != b"\n":
                     # A line torn by a crash mid-append has no newline: end it, or the first
                     # line appended now would join it and be lost with it.
                     f.write("\n")
@@ -197,11 +199,6 @@ class Quarantine:
         os.replace(tmp, target)
         return removed
 
-    def _ends_with_newline(self) -> bool:
-        with open(self.path, "rb") as f:
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) == b"\n"
-
     @contextmanager
     def _locked(self, create: bool = True) -> Iterator[set[str]]:
         """An exclusive lock beside the file (held by appends and rewrites alike), and the ids
@@ -213,6 +210,7 @@ class Quarantine:
         lock = _open_regular(self.path.with_suffix(".lock"),
                              os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW)
         try:
+            _owned_by_the_spool(lock, self.path.parent)
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield {e.id for e in self.entries()}
@@ -234,13 +232,36 @@ def _fresh_file(path: Path, like: Path) -> BinaryIO:
         was = os.stat(like)
         # The owner too: a drop run as root (sudo, kubectl exec) made the collector's file
         # root's, 0600, and the collector could no longer append to it (the spool then filled).
-        with contextlib.suppress(PermissionError):
-            os.fchown(fd, was.st_uid, was.st_gid)
+        _chown(fd, was.st_uid, was.st_gid)
         os.fchmod(fd, was.st_mode & 0o777)
         return os.fdopen(fd, "wb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def _owned_by_the_spool(fd: int, spool: Path) -> None:
+    """The lock given to the spool directory's owner when another user holds it: one a root
+    ``quarantine drop`` created (root's, 0600) locked the collector out of every append."""
+    mine, theirs = os.fstat(fd), os.stat(spool)
+    if (mine.st_uid, mine.st_gid) != (theirs.st_uid, theirs.st_gid):
+        _chown(fd, theirs.st_uid, theirs.st_gid)
+
+
+def _chown(fd: int, uid: int, gid: int) -> None:
+    """``fd``'s file given to ``uid``:``gid`` where this user may (root); else to ``gid`` alone
+    (a member of the collector's group); else left as it is, as on a file system that has no
+    owners to give (some FUSE and SMB mounts answer EINVAL or ENOTSUP)."""
+    for owner in ((uid, gid), (-1, gid)):
+        try:
+            os.fchown(fd, *owner)
+            return
+        except PermissionError:
+            continue
+        except OSError as exc:
+            if exc.errno in (errno.EINVAL, errno.ENOTSUP):
+                return
+            raise
 
 
 def _open_regular(path: Path, flags: int) -> int:

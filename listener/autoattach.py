@@ -116,10 +116,7 @@ def attach_once(session: Any) -> None:
             _exit_through_atexit_on_sigterm()
         except Exception as exc:  # noqa: BLE001 - never break the app we watch
             _attached[session] = None
-            line = f"sparkwatch: not attached: {exc}"
-            if line not in _refusals_said:
-                _refusals_said.add(line)
-                _say(line)
+            _say_once(f"sparkwatch: not attached: {exc}")
         finally:
             _attaching.active = False
 
@@ -146,6 +143,20 @@ def detach(session: Any) -> None:
         attachment = _attached.pop(session, None) if _is_key(session) else None
     if attachment is not None:
         attachment.detach()
+
+
+def _say_once(line: str) -> None:
+    """:func:`_say` the line unless this process said it already (kept as announced, escaped and
+    cut: a 1 MB value is not kept whole for the comparison)."""
+    try:
+        from sparkwatch.listener.announce import one_line  # lazily: stdlib-only at import
+
+        line = one_line(line)
+    except Exception:  # noqa: BLE001, S110 - said as it is then
+        pass
+    if line not in _refusals_said:
+        _refusals_said.add(line)
+        _say(line)
 
 
 def _say(line: str) -> None:

@@ -201,6 +201,8 @@ class HistorySink:
                 self._writer.write(events)
                 self._track_runs(events)
                 self._last_failure = None
+                # Writing again: a later failure of the stop is a blip, retried to the deadline.
+                self._down_at_stop, self._failed_stopping = False, 0
                 if failures := self._backoff.succeeded():
                     log.info(
                         "sparkwatch: history writes resumed after %d failed attempts", failures

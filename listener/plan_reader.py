@@ -198,7 +198,9 @@ class PlanReader(QueuedStage[Job]):
             except Exception as exc:  # noqa: BLE001 - Py4J errors, an internal API that moved
                 first = (str(exc).strip().splitlines() or [""])[0]
                 error = PlanUnavailable(f"{type(exc).__name__}: {first}"[:300])
-            if attempt + 1 == RETRIES or self.worker.wait(self._retry, self._hurry):
+            # On _stop, not _hurry: a hurry is for the history's writes; the JVM is not the
+            # history that is down, and a short app's only plan is read during detach's flush.
+            if attempt + 1 == RETRIES or self.worker.wait(self._retry, self._stop):
                 raise error
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -142,6 +142,21 @@ def test_a_rewrite_keeps_the_permissions_and_the_owner_of_the_quarantine(tmp_pat
     assert len(quarantine.entries()) == 1
 
 
+def test_a_lock_a_root_drop_makes_is_the_spool_owners(tmp_path: Path) -> None:
+    """Made by a drop run as root (sudo, kubectl exec), the lock was root's, 0600: every append
+    of the collector, running as the spool's owner, then failed, and its spool filled."""
+    spool = tmp_path / "spool"
+    quarantine = Quarantine(spool)
+    quarantine.add([(started_event(), "refused"), (started_event(), "refused")])
+    (spool / "quarantine.lock").unlink()
+    for path in (spool, quarantine.path):
+        os.chown(path, 65534, 65534)  # the collector's user; the test runs as root
+    done = quarantine_cli("drop", "--spool-dir", str(spool), quarantine.entries()[0].id)
+    assert done.returncode == 0, done.stderr
+    lock = (spool / "quarantine.lock").stat()
+    assert (lock.st_uid, lock.st_gid) == (65534, 65534)
+
+
 def test_a_link_planted_where_the_lock_belongs_is_not_followed(tmp_path: Path) -> None:
     # Opened to append, the link made a drop create (as root: any) file its target named.
     quarantine = Quarantine(tmp_path)

@@ -120,6 +120,9 @@ def test_an_empty_pythonpath_entry_still_puts_the_current_directory_on_the_apps_
     ("SPARKWATCH_PUSH_URL", os.fsdecode(b"http://coll\xffector/"),
      "SPARKWATCH_PUSH_URL=http://coll\udcffector/: expected an http:// or https:// URL, "
      "without spaces or control characters"),
+    ("SPARKWATCH_PUSH_URL", "http://collector:9751/\u00e9vents",
+     "SPARKWATCH_PUSH_URL=http://collector:9751/\u00e9vents: expected a URL whose path, query "
+     "and user are ASCII"),
     ("SPARKWATCH_METRICS_ADDRESS", os.fsdecode(b"\xff\xfe"),
      "SPARKWATCH_METRICS_ADDRESS='\\udcff\\udcfe': expected an address or host name, without "
      "spaces or control characters"),

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sparkwatch.bootstrap import PATH as BOOTSTRAP_PATH
 from sparkwatch.cli.errors import CliError
@@ -61,11 +62,12 @@ def run_command(args: argparse.Namespace) -> int:
         raise CliError("the command to run is empty: sparkwatch run -- spark-submit app.py")
     env = child_environment(os.environ)
     try:
-        restore_signals(signal.SIG_DFL)
+        previous = restore_signals(signal.SIG_DFL)
         try:
             os.execvpe(command[0], command, env)
         finally:  # reached only when exec failed: this Python goes on as it was
-            restore_signals(signal.SIG_IGN)
+            for sig, action in previous.items():
+                signal.signal(sig, action)
     except FileNotFoundError:
         print(f"sparkwatch run: command not found: {command[0]}", file=sys.stderr)
         return NOT_FOUND
@@ -89,11 +91,10 @@ then ended with "Broken pipe" and status 1, where ``yes | head`` ends quietly by
 subprocess puts them back for the programs it starts (``restore_signals``); so does this."""
 
 
-def restore_signals(action: signal.Handlers) -> None:
+def restore_signals(action: signal.Handlers) -> dict[int, Any]:
     """``action`` for the signals Python ignores: SIG_DFL before exec, so that the command starts
-    as any program a shell starts (see :data:`PYTHON_IGNORED_SIGNALS`)."""
-    for sig in PYTHON_IGNORED_SIGNALS:
-        signal.signal(sig, action)
+    as any program a shell starts (see :data:`PYTHON_IGNORED_SIGNALS`). What each had before."""
+    return {sig: signal.signal(sig, action) for sig in PYTHON_IGNORED_SIGNALS}
 
 
 def child_environment(env: Mapping[str, str], python: str | None = None) -> dict[str, str]:

@@ -7,19 +7,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
-from sparkwatch.history.engine import connect, create_engine
+from sparkwatch.history.engine import READ_LOCK_SECONDS, connect, create_engine
 from sparkwatch.history.errors import NotANumber
 from sparkwatch.history.numbers import finite_number, shown
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.revision import check_schema
 from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun
-from sparkwatch.history.views import StatePoint, state_point
-from sparkwatch.model.fields import OPERATOR_FIELDS
+from sparkwatch.history.views import STATE_POINT_NUMBERS, StatePoint, state_point
 
 DEFAULT_BATCHES = 200
-
-OPERATOR_NUMBERS = ("batch_id", "operator_index", *(f.attr for f in OPERATOR_FIELDS))
-"""The ``operator_batches`` columns every point holds as a number (none may be absent)."""
 
 
 def load_records(
@@ -32,7 +28,7 @@ def load_records(
     that query is left out instead and its error appended there (``top`` shows the others)."""
     with HistoryReader(url) as reader:
         ids = [reader.resolve_query(query)] if query else list(reader.statuses())
-        engine = create_engine(url, must_exist=True)
+        engine = create_engine(url, must_exist=True, lock_seconds=READ_LOCK_SECONDS)
         records: list[QueryRecord | None] = []
         try:
             with connect(engine) as conn:
@@ -133,6 +129,6 @@ def _operators(
     for row in conn.execute(stmt):
         point = state_point({**row._mapping, **{
             name: _number(row._mapping[name], f"operator_batches.{name}", query_id)
-            for name in OPERATOR_NUMBERS}})
+            for name in STATE_POINT_NUMBERS}})
         out.setdefault(point.operator_index, []).append(point)
     return {index: tuple(points) for index, points in out.items()}

@@ -87,6 +87,11 @@ else:
                           "fields after operator_name are the field table's).")
 
 
+STATE_POINT_NUMBERS = ("batch_id", "operator_index", *(f.attr for f in OPERATOR_FIELDS))
+"""The fields of a :class:`StatePoint` that are numbers, none of which may be absent (their
+``operator_batches`` columns are NOT NULL)."""
+
+
 def state_point(row: Mapping[Any, Any]) -> StatePoint:
     """The point of a mapping with its fields (and maybe more): an ``operator_batches`` row or
     an item of the state API (timestamp as ISO-8601, ``custom_metrics`` maybe null). Every reader

@@ -105,6 +105,12 @@ def _push_url(raw: str) -> str | None:
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise ValueError("expected an http:// or https:// URL with a host "
                          "(http://collector:9751/api/v1/events)")
+    # The host may be a name in any script (IDNA); the rest goes on the wire as it is, where
+    # http.client refuses any other character than ASCII, at every attempt, for ever.
+    rest = (parts.path, parts.query, parts.fragment, parts.username or "", parts.password or "")
+    if not all(part.isascii() for part in rest):
+        raise ValueError("expected a URL whose path, query and user are ASCII (percent-encode "
+                         "the rest: /%C3%A9vents)")
     return url
 
 

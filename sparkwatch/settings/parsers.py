@@ -143,7 +143,9 @@ def regex_list(raw: str) -> tuple[str, ...] | None:
             raise ValueError(f"bad regex {pattern!r}: {exc}") from None
         except (RecursionError, OverflowError) as exc:
             # "(" * 100000, a{99999999999}: neither a re.error, so neither named the setting.
-            raise ValueError(f"a regex the regex compiler cannot take ({exc})") from None
+            shown = pattern if len(pattern) <= 40 else pattern[:40] + "..."
+            raise ValueError(f"a regex the regex compiler cannot take, {shown!r} ({exc})"
+                             ) from None
     return patterns or None
 
 

@@ -78,7 +78,7 @@ class Snapshot:
     taken_at: float
     queries: list[TopQuery] = field(default_factory=list)
     error: str | None = None
+    """Why the source could not be read this time (the last good queries are kept)."""
     note: str | None = None
     """What the source left out of ``queries`` and why, in one line (a history query with a row
     that holds no number): shown under the header, the other queries still shown."""
-    """Why the source could not be read this time (the last good queries are kept)."""
