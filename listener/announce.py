@@ -13,6 +13,7 @@ from typing import TextIO
 
 from sparkwatch.httpopen import url_host
 from sparkwatch.redact import redact_url
+from sparkwatch.terminal import printable
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +65,11 @@ MAX_LINE_CHARS = 2000
 ``SPARKWATCH_*`` value made a 1 MB line in the app's stderr."""
 
 
-def one_line(line: str) -> str:
-    """``line`` as one line of text: a control or unprintable character (a newline in a value,
-    an escape sequence, bytes that were not UTF-8) shown as its escape, at most
-    :data:`MAX_LINE_CHARS` characters."""
-    cut = line[:MAX_LINE_CHARS * 2]
-    if not cut.isprintable():
-        cut = "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+def announced(line: str) -> str:
+    """``line`` as :func:`announce` writes it: one line of text, a character a terminal would act
+    on (a newline in a value, an escape sequence, bytes that were not UTF-8) shown as its escape
+    (:func:`~sparkwatch.terminal.printable`), at most :data:`MAX_LINE_CHARS` characters."""
+    cut = printable(line[:MAX_LINE_CHARS * 2])
     if len(cut) > MAX_LINE_CHARS or len(line) > len(cut):
         cut = f"{cut[:MAX_LINE_CHARS - 30]}… ({len(line)} characters in all)"
     return cut
@@ -80,4 +79,4 @@ def announce(line: str, stream: TextIO | None = None) -> None:
     """Write one line; a closed or broken stderr never stops the app."""
     out = stream if stream is not None else sys.stderr
     with contextlib.suppress(OSError, ValueError):
-        print(one_line(line), file=out, flush=True)
+        print(announced(line), file=out, flush=True)

@@ -149,9 +149,9 @@ def _say_once(line: str) -> None:
     """:func:`_say` the line unless this process said it already (kept as announced, escaped and
     cut: a 1 MB value is not kept whole for the comparison)."""
     try:
-        from sparkwatch.listener.announce import one_line  # lazily: stdlib-only at import
+        from sparkwatch.listener.announce import announced  # lazily: stdlib-only at import
 
-        line = one_line(line)
+        line = announced(line)
     except Exception:  # noqa: BLE001, S110 - said as it is then
         pass
     if line not in _refusals_said:

@@ -6,6 +6,8 @@ JVM stacks) after it; SQLAlchemy wraps the driver's own error, whose message is 
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def one_line(exc: BaseException) -> str:
     """The first non-blank line of the exception's message (the wrapped driver error's, for a
@@ -16,3 +18,10 @@ def one_line(exc: BaseException) -> str:
         if line.strip():
             return line.strip()
     return type(shown).__name__
+
+
+def quoted(value: Any, chars: int = 80) -> str:
+    """``value`` as a one-line message quotes it: its repr (escapes, never a character a
+    terminal acts on), cut to ``chars`` with "..." (a refused value may be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= chars else text[: chars - 3] + "..."

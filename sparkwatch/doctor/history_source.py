@@ -9,11 +9,12 @@ import sqlalchemy as sa
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.engine import READ_LOCK_SECONDS, connect, create_engine
 from sparkwatch.history.errors import NotANumber
-from sparkwatch.history.numbers import finite_number, shown
+from sparkwatch.history.numbers import finite_number
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.revision import check_schema
 from sparkwatch.history.schema import Batch, OperatorBatch, QueryRun
 from sparkwatch.history.views import STATE_POINT_NUMBERS, StatePoint, state_point
+from sparkwatch.summary import quoted
 
 DEFAULT_BATCHES = 200
 
@@ -99,7 +100,7 @@ def _number(value: Any, column: str, query_id: str) -> Any:
     columns are NOT NULL), so such a value is an error naming the column, not "no value"."""
     number = finite_number(value)
     if number is None:
-        raise NotANumber(f"{column} of query {query_id} holds {shown(value)}, not a finite "
+        raise NotANumber(f"{column} of query {query_id} holds {quoted(value, 40)}, not a finite "
                          f"number", query_id)
     return number
 

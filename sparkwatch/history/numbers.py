@@ -17,10 +17,3 @@ def finite_number(value: object) -> int | float | None:
         return value if math.isfinite(value) else None
     except OverflowError:  # an int too large for a float
         return None
-
-
-def shown(value: object, chars: int = 40) -> str:
-    """``value`` as an error message quotes it: its repr (escapes, not terminal controls), cut to
-    ``chars``."""
-    text = repr(value)
-    return text if len(text) <= chars else text[:chars] + "..."

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sparkwatch.summary import quoted
+
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 INT32_MAX = (1 << 31) - 1
@@ -79,21 +81,16 @@ def fail(path: str, problem: str) -> ContractViolation:
     return ContractViolation(f"{path}: {problem}")
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def check_count(value: int, path: str, minimum: int = 0) -> int:
     """An integer count or size: ``minimum`` (0, or -1 where Spark means "unknown") to int64."""
     if not minimum <= value <= INT64_MAX:
-        raise fail(path, f"{_shown(value)} is out of range ({minimum}..{INT64_MAX})")
+        raise fail(path, f"{quoted(value)} is out of range ({minimum}..{INT64_MAX})")
     return value
 
 
 def check_int64(value: int, path: str) -> int:
     if not INT64_MIN <= value <= INT64_MAX:
-        raise fail(path, f"{_shown(value)} is out of range (signed 64-bit)")
+        raise fail(path, f"{quoted(value)} is out of range (signed 64-bit)")
     return value
 
 
@@ -109,7 +106,7 @@ def check_rate(value: float, path: str, given: object) -> float:
     processed rate, the time since the last trigger started for the input rate (negative only
     when the driver's clock steps back, which measures nothing: the listener makes it null)."""
     if not value >= 0:
-        raise fail(path, f"{_shown(given)} is out of range (0 or more rows per second)")
+        raise fail(path, f"{quoted(given)} is out of range (0 or more rows per second)")
     return value
 
 
@@ -118,7 +115,7 @@ def check_time(epoch: float, path: str, given: str, end: float = TIME_END) -> fl
     timestamp written within years 1 to 9999 past either end)."""
     if not EARLIEST_EPOCH <= epoch < end:
         last = "9998" if end <= BATCH_TIME_END else "9999"
-        raise fail(path, f"{_shown(given)} is out of range (years 0001 to {last}, in UTC)")
+        raise fail(path, f"{quoted(given)} is out of range (years 0001 to {last}, in UTC)")
     return epoch
 
 
@@ -148,7 +145,7 @@ def is_id(value: str) -> bool:
 def check_id(value: str, path: str) -> str:
     """:func:`is_id`, or a violation naming ``path``."""
     if not is_id(value):
-        raise fail(path, f"{_shown(value)} is not an id (printable characters without '/', "
+        raise fail(path, f"{quoted(value)} is not an id (printable characters without '/', "
                    "not '.' or '..', no space at either end)")
     return value
 

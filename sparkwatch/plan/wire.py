@@ -39,6 +39,7 @@ from sparkwatch.model.events import AppInfo
 from sparkwatch.plan.codec import identity_from_dict, plan_to_dict
 from sparkwatch.plan.model import QueryPlan, Source
 from sparkwatch.plan.trigger import KINDS
+from sparkwatch.summary import quoted
 
 PLAN_KIND = "plan"
 
@@ -127,7 +128,7 @@ def plan_from_wire(item: Any) -> PlanEvent:
     received_at = item.get("received_at")
     if (isinstance(received_at, bool) or not isinstance(received_at, int | float)
             or not 0 <= received_at <= LATEST_EPOCH):
-        raise fail("event.received_at", f"expected epoch seconds, got {_shown(received_at)}")
+        raise fail("event.received_at", f"expected epoch seconds, got {quoted(received_at)}")
     info = AppInfo(
         name=_text(app, "name", "event.app", LIMITS.name_chars, required=True) or "",
         id=_text(app, "id", "event.app", LIMITS.id_chars, required=True) or "",
@@ -140,11 +141,11 @@ def _plan(data: Mapping[str, Any]) -> QueryPlan:
     where = "plan"
     source = data.get("source", Source.PLAN.value)
     if source not in {s.value for s in Source}:
-        raise fail(child(where, "source"), f"expected plan or progress, got {_shown(source)}")
+        raise fail(child(where, "source"), f"expected plan or progress, got {quoted(source)}")
     read_at = data.get("read_at", 0.0)
     if (isinstance(read_at, bool) or not isinstance(read_at, int | float)
             or not math.isfinite(read_at) or not 0 <= read_at <= LATEST_EPOCH):
-        raise fail(child(where, "read_at"), f"expected epoch seconds, got {_shown(read_at)}")
+        raise fail(child(where, "read_at"), f"expected epoch seconds, got {quoted(read_at)}")
     operators = _list(data, "operators", where, LIMITS.operators)
     settings = _obj(data.get("settings") or {}, child(where, "settings"))
     if len(settings) > LIMITS.map_entries:
@@ -179,7 +180,7 @@ def _trigger_kind(data: Mapping[str, Any], where: str) -> str | None:
     kind = _text(data, "trigger", where, 64)
     if kind is not None and kind not in KINDS:
         raise fail(child(where, "trigger"), f"expected one of {', '.join(KINDS)}, got "
-                   f"{_shown(kind)}")
+                   f"{quoted(kind)}")
     return kind
 
 
@@ -187,7 +188,7 @@ def _operator(data: Any, where: str, position: int) -> Any:
     op = _obj(data, where)
     index = _int(op, "index", where, required=True)
     if index is None or index >= LIMITS.operators:
-        raise fail(child(where, "index"), f"{_shown(index)} is out of range "
+        raise fail(child(where, "index"), f"{quoted(index)} is out of range "
                    f"(0..{LIMITS.operators - 1})")
     kind = _text(op, "kind", where, 64, required=True) or ""
     if not _KIND.fullmatch(kind):
@@ -306,17 +307,12 @@ def _int(data: Mapping[str, Any], key: str, where: str, required: bool = False,
     if isinstance(value, bool) or not isinstance(value, int):
         raise fail(child(where, key), f"expected an integer, got {_type(value)}")
     if maximum is not None and value > maximum:
-        raise fail(child(where, key), f"{_shown(value)} is out of range (0..{maximum})")
+        raise fail(child(where, key), f"{quoted(value)} is out of range (0..{maximum})")
     return check_count(value, child(where, key))
 
 
 def _type(value: Any) -> str:
     return "null" if value is None else type(value).__name__
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 __all__ = ["PLAN_KIND", "ContractViolation", "PlanEvent", "is_plan_item", "plan_event_to_dict",

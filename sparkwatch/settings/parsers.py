@@ -7,6 +7,8 @@ import math
 import re
 from pathlib import Path
 
+from sparkwatch.summary import quoted
+
 OFF_WORDS = {"", "off", "none", "false", "0", "disabled"}
 METRICS_PROFILES = ("default", "full")
 """Names of the metric profiles (sparkwatch/metrics/profiles.py defines what each exports)."""
@@ -143,9 +145,8 @@ def regex_list(raw: str) -> tuple[str, ...] | None:
             raise ValueError(f"bad regex {pattern!r}: {exc}") from None
         except (RecursionError, OverflowError) as exc:
             # "(" * 100000, a{99999999999}: neither a re.error, so neither named the setting.
-            shown = pattern if len(pattern) <= 40 else pattern[:40] + "..."
-            raise ValueError(f"a regex the regex compiler cannot take, {shown!r} ({exc})"
-                             ) from None
+            raise ValueError(f"a regex the regex compiler cannot take, {quoted(pattern, 40)} "
+                             f"({exc})") from None
     return patterns or None
 
 
