@@ -23,5 +23,9 @@ def one_line(exc: BaseException) -> str:
 def quoted(value: Any, chars: int = 80) -> str:
     """``value`` as a one-line message quotes it: its repr (escapes, never a character a
     terminal acts on), cut to ``chars`` with "..." (a refused value may be megabytes)."""
-    text = repr(value)
+    return cut(repr(value), chars)
+
+
+def cut(text: str, chars: int) -> str:
+    """``text``, or its first ``chars`` characters ending in "..." when it is longer."""
     return text if len(text) <= chars else text[: chars - 3] + "..."

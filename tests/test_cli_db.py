@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from sparkwatch.cli.db import user_errors
+from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.main import main
 from sparkwatch.history import migrate
 from sparkwatch.history.schema import SCHEMA_REVISION, VERSION_TABLE
@@ -308,3 +310,16 @@ def test_upgrade_and_downgrade_print_one_line_and_no_alembic_log(sqlite_url: str
     down = sparkwatch("db", "downgrade", "--revision", "0009", "--url", sqlite_url)
     assert (down.returncode, down.stdout, down.stderr) == (
         0, f"history schema at 0009 in {sqlite_url}\n", "")
+
+
+def test_a_value_error_of_this_program_is_not_blamed_on_the_database_url() -> None:
+    """Was "database URL refused: invalid literal ...", for any ValueError of any command's body:
+    a bug goes on as itself."""
+    with pytest.raises(ValueError, match="invalid literal"), user_errors():
+        int("not a number")
+
+
+def test_a_value_error_the_driver_raises_on_the_url_query_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(CliError, match="^database URL refused: could not convert string to "
+                                       "float: 'soon'$"), user_errors():
+        sa.create_engine(f"sqlite:///{tmp_path / 'h.db'}?timeout=soon")

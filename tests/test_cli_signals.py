@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,9 +139,14 @@ def _cmdline(pid: int) -> str:
         return "?"
 
 
+def ignoring_sigint() -> None:
+    """As a shell starts a script's background job (``cmd &``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @contextmanager
-def sparkwatch(tmp_path: Path, *args: str, env: dict[str, str] | None = None
-               ) -> Iterator[Command]:
+def sparkwatch(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+               preexec: Callable[[], None] | None = None) -> Iterator[Command]:
     marker = uuid.uuid4().hex
     out, err = tmp_path / f"out-{marker}", tmp_path / f"err-{marker}"
     # Unmeasured: coverage's SIGTERM handler, installed as the interpreter starts, would make
@@ -151,7 +156,7 @@ def sparkwatch(tmp_path: Path, *args: str, env: dict[str, str] | None = None
     with out.open("wb") as out_file, err.open("wb") as err_file:
         proc = subprocess.Popen([sys.executable, "-m", "sparkwatch.cli.main", *args],
                                 stdout=out_file, stderr=err_file, env=environ, cwd=tmp_path,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=preexec)
     command = Command(proc, marker, out, err)
     try:
         yield command
@@ -203,6 +208,30 @@ def test_collector_stopped_while_serving_and_again_while_stopping(
         err = collector.ends_cleanly(first)
     # uvicorn alone takes a second Ctrl-C as "exit now", skipping the service's stop
     assert "already stopping" in err and "Waiting for application shutdown" in err, err
+
+
+def test_a_collector_started_with_sigint_ignored_stays_up_on_ctrl_c_and_stops_on_sigterm(
+        tmp_path: Path) -> None:
+    """Ctrl-C at the terminal of a script that started the collector in the background reaches
+    the collector's process group too: the script stops, the collector serves on. SIGINT first,
+    then SIGTERM: were SIGINT taken as the stop, the exit status would say 130."""
+    port = free_port()
+    with sparkwatch(tmp_path, *collector_args(tmp_path, port), preexec=ignoring_sigint) as c:
+        wait_for(lambda: healthy(port), 30, "the collector's /healthz")
+        c.send(signal.SIGINT)
+        c.send(signal.SIGTERM)
+        err = c.ends_cleanly(signal.SIGTERM)
+    assert err.count("Shutting down") == 1, err
+
+
+def test_run_passes_an_ignored_sigint_on_to_its_command(tmp_path: Path) -> None:
+    show = "import signal; print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)"
+    for preexec, shown in ((ignoring_sigint, "True"), (None, "False")):
+        with sparkwatch(tmp_path, "run", "--", sys.executable, "-c", show,
+                        env={"SPARKWATCH_METRICS_PORT": "0", "SPARKWATCH_HISTORY_URL": "off"},
+                        preexec=preexec) as run:
+            assert run.proc.wait(60) == 0, run.err.read_text()
+            assert run.out.read_text().strip() == shown
 
 
 # --- top ------------------------------------------------------------------------------------------

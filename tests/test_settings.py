@@ -274,3 +274,29 @@ def test_visible_ascii_tokens_with_punctuation_are_taken() -> None:
     token = "Ab0-._~+/=!#$%&'*^`|"
     settings = load_collector_settings({"SPARKWATCH_COLLECTOR_TOKENS": f"orders={token}"})
     assert settings.tokens == (("orders", token),)
+
+
+HUGE_VALUES = ("x" * 100_000, "1" + "0" * 100_000, "http://" + "a" * 100_000)
+"""A file's content set by mistake (a regex of them compiles for a while: not megabytes here)."""
+
+
+@pytest.mark.parametrize("setting", LISTENER_SETTINGS, ids=lambda s: s.name)
+def test_a_refused_huge_listener_value_is_quoted_cut_short(setting: Setting) -> None:
+    """Was the whole value, twice (the setting's quote and float's own message): a line of
+    megabytes in the app's log, from ``sparkwatch.attach()`` called directly."""
+    for value in HUGE_VALUES:
+        try:
+            load_listener_settings({setting.env: value})
+        except SettingsError as exc:
+            assert str(exc).startswith(f"{setting.env}=") and len(str(exc)) < 600, str(exc)[:700]
+
+
+@pytest.mark.parametrize("setting", [s for s in COLLECTOR_SETTINGS if s.env],
+                         ids=lambda s: s.name)
+def test_a_refused_huge_collector_value_is_quoted_cut_short(setting: Setting) -> None:
+    no_auth = next(s for s in COLLECTOR_SETTINGS if s.name == "no_auth")
+    for value in HUGE_VALUES:
+        try:
+            load_collector_settings({str(no_auth.env): "true", str(setting.env): value})
+        except SettingsError as exc:
+            assert str(setting.env) in str(exc) and len(str(exc)) < 600, str(exc)[:700]

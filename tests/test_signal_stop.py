@@ -48,6 +48,19 @@ def test_handlers_come_back_on_a_normal_way_out() -> None:
     assert stop.status(0) == 0
 
 
+def test_a_signal_the_process_was_started_ignoring_stays_ignored() -> None:
+    """A script's background job (``cmd &``) starts with SIGINT ignored: Ctrl-C at the terminal
+    is for the script, not for the job."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with stop_with_exit_status() as stop:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) == stop.handler
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_a_plain_keyboard_interrupt_is_ctrl_c() -> None:
     assert status_of(KeyboardInterrupt()) == 130
 

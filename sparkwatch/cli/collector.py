@@ -19,6 +19,7 @@ from typing import Any
 from sparkwatch.cli.db import durable_history_url
 from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.signals import Stopped, note_still_stopping
+from sparkwatch.interrupts import not_ignored
 from sparkwatch.settings import SettingsError
 from sparkwatch.settings.collector import (
     BY_NAME,
@@ -154,10 +155,14 @@ def serve(config: Any) -> None:
     first: here the first one ends the command, as every command ends (sparkwatch.cli.signals)."""
     import uvicorn
 
+    handled = not_ignored()  # uvicorn handles both whatever it was started with
+
     class Server(uvicorn.Server):
         first_signal: int | None = None
 
         def handle_exit(self, sig: int, frame: Any) -> None:
+            if sig not in handled:
+                return
             if self.first_signal is not None:
                 # uvicorn takes a second SIGINT as "exit now": no graceful shutdown, and none of
                 # the service's stop (the history writer's end). Here it is only noted.

@@ -89,9 +89,27 @@ def user_errors() -> Iterator[None]:
                 "history's tables (a migration, a partition being created?); nothing was "
                 "changed: try again once it is done") from None
         raise CliError(f"database error: {driver_message(exc)}") from None
-    except (sa.exc.ArgumentError, ValueError) as exc:
-        # What the driver makes of the URL's query (?timeout=abc) before it connects.
+    except sa.exc.ArgumentError as exc:
         raise CliError(f"database URL refused: {one_line(exc)}") from None
+    except ValueError as exc:
+        # What the driver makes of the URL's query (?timeout=abc) before it connects. Raised
+        # anywhere else, a ValueError is this program's fault, not the URL's: it goes on.
+        if not _raised_in(exc, DATABASE_LIBRARIES):
+            raise
+        raise CliError(f"database URL refused: {one_line(exc)}") from None
+
+
+DATABASE_LIBRARIES = ("sqlalchemy", "psycopg", "sqlite3", "alembic")
+
+
+def _raised_in(exc: BaseException, packages: tuple[str, ...]) -> bool:
+    """Whether one of ``packages`` raised ``exc`` (its innermost frame of theirs or below)."""
+    tb = exc.__traceback__
+    raised_by = ""
+    while tb is not None:
+        raised_by = tb.tb_frame.f_globals.get("__name__", "") or raised_by
+        tb = tb.tb_next
+    return raised_by.split(".")[0] in packages
 
 
 def command_url(args: argparse.Namespace) -> str:

@@ -25,9 +25,10 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import CodeType, FrameType
 
+from sparkwatch.interrupts import STOP_SIGNALS, not_ignored
 from sparkwatch.interrupts import interrupt_within as interrupt_within
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = STOP_SIGNALS
 STILL_STOPPING = b"sparkwatch: already stopping, please wait (SIGKILL ends it at once)\n"
 
 
@@ -139,7 +140,7 @@ def stop_with_exit_status() -> Iterator[SignalStop]:
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
-    previous = {sig: signal.signal(sig, stop.handler) for sig in SIGNALS}
+    previous = {sig: signal.signal(sig, stop.handler) for sig in not_ignored()}
     previous_hook, sys.unraisablehook = sys.unraisablehook, stop.unraisable_hook(
         sys.unraisablehook)
     try:

@@ -20,6 +20,7 @@ from sparkwatch.demo.supervisor import Supervisor
 from sparkwatch.demo.table import render
 from sparkwatch.demo.waiting import wait_until
 from sparkwatch.httpopen import url_host
+from sparkwatch.interrupts import not_ignored
 from sparkwatch.summary import one_line
 from sparkwatch.terminal import Screen, clip, fmt_seconds, run_live
 
@@ -158,7 +159,7 @@ def stop_on_signals(stop: StopRequest) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in not_ignored()}
     try:
         yield
     finally:

@@ -15,6 +15,10 @@ from typing import Any
 
 from sparkwatch.redact import redact_url
 from sparkwatch.settings.parsers import boolean
+from sparkwatch.summary import cut, quoted
+
+SHOWN_CHARS = 200
+"""How much of a refused value an error quotes."""
 
 
 class SettingsError(ValueError):
@@ -42,7 +46,11 @@ class Setting:
         """``raw`` as an error shows it: never a secret, a URL without its secrets."""
         if self.secret:
             return "<secret>"
-        return redact_url(raw) if self.name.endswith("_url") else repr(raw)
+        # Cut: a value set by mistake may be megabytes (a file's content), and the error is
+        # one line of a log or a terminal.
+        if self.name.endswith("_url"):
+            return cut(redact_url(raw), SHOWN_CHARS)
+        return quoted(raw, SHOWN_CHARS)
 
     @property
     def is_flag(self) -> bool:
@@ -64,7 +72,9 @@ class Setting:
         try:
             return self.parse(raw)
         except ValueError as exc:
-            raise SettingsError(f"{origin}={self.shown(raw)}: {exc}") from None
+            # The parser's own words may quote the value again (float's do).
+            raise SettingsError(f"{origin}={self.shown(raw)}: {cut(str(exc), SHOWN_CHARS)}"
+                                ) from None
 
 
 Source = Callable[[Setting], "tuple[str, str] | None"]
