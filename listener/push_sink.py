@@ -299,6 +299,13 @@ class PushSink:
                                       self._backoff.ceiling)
             return Sent.RETRY
         if status is not None and 200 <= status < 300:
+            if not _counted(reply):
+                # A proxy's page, a catch-all service: taken for delivered, the events were
+                # lost without a word. Kept and sent again, as in an outage, and said.
+                said = _detail(reply)
+                self._failed(status, {"detail": NOT_A_COLLECTOR + (f"; it said {said!r}"
+                                                                   if said else "")})
+                return Sent.RETRY
             self._delivered(events, reply)
             return Sent.OK
         if status == 429:
@@ -420,6 +427,16 @@ def _shown(text: Any) -> str:
         return f"(a JSON {type(text).__name__})"
     flat = " ".join("".join(c if c.isprintable() else " " for c in text[:DETAIL_CHARS * 4]).split())
     return flat if len(flat) <= DETAIL_CHARS else flat[:DETAIL_CHARS - 1] + "…"
+
+
+NOT_A_COLLECTOR = ("an answer without the collector's count of accepted events (is the push URL a "
+                   "sparkwatch collector's /api/v1/events?)")
+
+
+def _counted(reply: dict[str, Any]) -> bool:
+    """Whether a 2xx answer is a collector's: it says how many events it accepted."""
+    accepted = reply.get("accepted")
+    return isinstance(accepted, int) and not isinstance(accepted, bool)
 
 
 def _detail(reply: dict[str, Any]) -> str:

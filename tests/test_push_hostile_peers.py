@@ -234,3 +234,36 @@ def test_a_long_outage_of_quick_retries_is_said_once_not_every_20th_attempt(
         wait_for(lambda: failures(counters) >= 45, 30, "45 failed attempts")
     ours = [r.getMessage() for r in caplog.records if url in r.getMessage()]
     assert len(ours) == 1, ours
+
+
+@pytest.mark.parametrize("body", [b"OK", b"<html>Sign in</html>", b"{}", b'{"accepted": "1"}',
+                                  b'{"accepted": true}', b"[1]"])
+def test_a_2xx_that_is_not_a_collectors_answer_is_retried_never_counted_delivered(
+    body: bytes, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The old sink took any 2xx for delivered: a push URL naming a proxy's page or a catch-all
+    # service lost every event, counted as delivered and never said.
+    counters, seen = ListenerCounters(), []
+
+    def not_a_collector(handler: QuietHandler) -> None:
+        handler.answer(200, body)
+
+    with caplog.at_level(logging.WARNING), http_server(not_a_collector, seen) as url:
+        with sending(url, counters) as push:
+            offer_one(push)
+            wait_for(lambda: failures(counters) >= 2, 20, "two failed attempts")
+    assert "push" not in counters.delivered
+    assert "without the collector's count of accepted events" in caplog.text
+    assert len(seen) >= 2  # sent again
+
+
+def test_a_collectors_2xx_is_delivered() -> None:
+    counters = ListenerCounters()
+
+    def collector(handler: QuietHandler) -> None:
+        handler.answer(200, b'{"accepted": 1, "duplicates": 0, "rejected": []}')
+
+    with http_server(collector) as url, sending(url, counters) as push:
+        offer_one(push)
+        wait_for(lambda: counters.delivered.get("push", 0) == 1, 20, "the event delivered")
+    assert failures(counters) == 0
