@@ -238,9 +238,10 @@ def _caller() -> str:
 
 
 def _attach(spark: Any, origin: str, overrides: Mapping[str, Any]) -> Attachment:
-    conf = _spark_conf(spark)
+    lookup = _session_conf(spark)
+    conf = _spark_conf(lookup)
     settings = load_listener_settings(os.environ, conf, **overrides)
-    app = _app_info(spark, settings)
+    app = _app_info(spark, settings, lookup)
     att = Attachment(settings, app, CollectorRegistry(auto_describe=False), origin)
     if not settings.enabled:
         # Said, not logged: a user who switched it off under spark-submit sees that it is off.
@@ -433,25 +434,41 @@ def _is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def _spark_conf(spark: Any) -> dict[str, str]:
-    """The spark.sparkwatch.* keys set on the session (one lookup each; unset keys skipped)."""
+ConfLookup = Callable[[str], "str | None"]
+
+
+def _session_conf(spark: Any) -> ConfLookup:
+    """The session's conf as a lookup: every key set, read at once where Spark can (4.x), for
+    on Spark Connect each lookup is a round trip to the server, and an attach needs 33 of them
+    (seconds from a notebook far from its cluster); else key by key (3.5)."""
+    try:
+        every = spark.conf.getAll
+        return dict(every.items()).get
+    except Exception:  # noqa: BLE001 - no getAll (3.5), or a server that refuses it
+
+        def one(key: str) -> str | None:
+            try:
+                value = spark.conf.get(key, None)
+            except Exception:  # noqa: BLE001 - Connect may refuse unknown keys
+                return None
+            return None if value is None else str(value)
+
+        return one
+
+
+def _spark_conf(lookup: ConfLookup) -> dict[str, str]:
+    """The spark.sparkwatch.* keys set on the session (unset keys skipped)."""
     conf: dict[str, str] = {}
     for key in (field.conf_key for field in LISTENER_FIELDS if field.conf_key):
-        try:
-            value = spark.conf.get(key, None)
-        except Exception:  # noqa: BLE001 - Connect may refuse unknown keys
-            value = None
+        value = lookup(key)
         if value is not None:
             conf[key] = value
     return conf
 
 
-def _app_info(spark: Any, settings: ListenerSettings) -> AppInfo:
+def _app_info(spark: Any, settings: ListenerSettings, lookup: ConfLookup) -> AppInfo:
     def conf(key: str, default: str) -> str:
-        try:
-            return spark.conf.get(key, None) or default
-        except Exception:  # noqa: BLE001
-            return default
+        return lookup(key) or default
 
     name = settings.app_name or conf("spark.app.name", "spark")
     app_id = conf("spark.app.id", "")

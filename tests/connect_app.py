@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import generate_latest
 
@@ -25,9 +26,21 @@ def main() -> None:
         SparkSession.builder.remote("local[2]")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.sparkwatch.appName", "connect_conf_name")  # read from the server
         .getOrCreate()
     )
+    # The conf round trips the attach makes to the server, counted on the real client.
+    conf_calls: list[list[str]] = []
+    server_config = spark.client.config
+
+    def counted(operation: Any) -> Any:
+        asked = getattr(operation, str(operation.WhichOneof("op_type")))
+        conf_calls.append([operation.WhichOneof("op_type"), *getattr(asked, "keys", [])])
+        return server_config(operation)
+
+    spark.client.config = counted
     att = sparkwatch.attach(spark, metrics_port=0, history_url=sys.argv[1])
+    spark.client.config = server_config
     root = Path(tempfile.mkdtemp())
     write_batches(root / "in", batches=3, rows=10)
     df = spark.readStream.schema("ts TIMESTAMP, key STRING, v LONG").option(
@@ -47,6 +60,8 @@ def main() -> None:
     att.flush(30)
     print(json.dumps({
         "mode": att.stats().mode,
+        "conf_calls": conf_calls,
+        "app_name": att.app.name,
         "received": att.stats().received,
         "query_id": str(query.id),
         "run_id": str(query.runId),
