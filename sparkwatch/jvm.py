@@ -12,8 +12,10 @@ however the command ends, SIGKILL included.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,6 +46,26 @@ def session_alone(conf: Mapping[str, str]) -> SparkSession:
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = keeping_sigint_handler(builder.getOrCreate)
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def keeping_sigint_handler(build: Callable[[], SparkSession]) -> SparkSession:
+    """``build()``, with the command's own SIGINT handler kept: the SparkContext installs one of
+    PySpark's that cancels the jobs through Py4J from inside the Py4J call Ctrl-C interrupted (a
+    reentrant read that fails and logs its stack) and then raises a plain KeyboardInterrupt. The
+    command's stop cancels the jobs anyway. Put back afterwards, it would still hold for the rest
+    of the session's start, so it is never let in."""
+    if threading.current_thread() is not threading.main_thread():
+        return build()
+    install = signal.signal
+
+    def keep_sigint(signum: int, handler: Any) -> Any:
+        return signal.getsignal(signum) if signum == signal.SIGINT else install(signum, handler)
+
+    signal.signal = keep_sigint  # type: ignore[assignment]
+    try:
+        return build()
+    finally:
+        signal.signal = install

@@ -40,12 +40,10 @@ pytest_plugins = ("pytester",)  # tests of the suite's own checks
 
 # A suite started as a script's background job (``nohup scripts/test &``) inherits SIGINT ignored,
 # and so would every command it starts, which keep an ignored SIGINT ignored as a background job
-# must (sparkwatch.interrupts.not_ignored): the Ctrl-C tests need it handled. Python's handler
+# must (sparkwatch.interrupts.IGNORABLE): the Ctrl-C tests need it handled. Python's handler
 # here; the programs the tests start get the default action back at exec.
-for _sig, _action in ((signal.SIGINT, signal.default_int_handler),
-                      (signal.SIGTERM, signal.SIG_DFL)):
-    if signal.getsignal(_sig) is signal.SIG_IGN:
-        signal.signal(_sig, _action)
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -367,6 +367,26 @@ def test_demo_stopped_by_ctrl_c_and_again_by_sigterm_while_stopping(tmp_path: Pa
 @DEMOS
 @pytest.mark.spark
 @pytest.mark.timeout(300)
+def test_a_demo_started_with_sigint_ignored_runs_on_through_ctrl_c_and_stops_on_sigterm(
+        tmp_path: Path) -> None:
+    """PySpark's SparkContext put its own SIGINT handler over the ignored one as the demo's Spark
+    started, and the demo then handled SIGINT too: a background demo stopped on the script's
+    Ctrl-C. SIGINT, then SIGTERM: were SIGINT taken, the exit status would say 130."""
+    history = tmp_path / "history.db"
+    with sparkwatch(tmp_path, "demo", "--port", str(free_port()),
+                    "--history-url", f"sqlite:///{history}", preexec=ignoring_sigint) as demo:
+        wait_for(lambda: "running" in history_statuses(history), 180,
+                 "a demo run recorded as running")
+        demo.send(signal.SIGINT)
+        demo.send(signal.SIGTERM)
+        demo.ends_cleanly(signal.SIGTERM, DEMO_EXIT_SECONDS)
+    statuses = history_statuses(history)
+    assert statuses and "running" not in statuses, statuses
+
+
+@DEMOS
+@pytest.mark.spark
+@pytest.mark.timeout(300)
 def test_demo_stopped_by_sigterm_to_its_process_group_stops_its_queries_in_order(
     tmp_path: Path
 ) -> None:

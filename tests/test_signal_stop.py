@@ -61,6 +61,17 @@ def test_a_signal_the_process_was_started_ignoring_stays_ignored() -> None:
         signal.signal(signal.SIGINT, before)
 
 
+def test_a_sigterm_the_process_was_started_ignoring_is_handled_all_the_same() -> None:
+    """SIGTERM is how a command stops what it started (its collector, a JVM starting): left
+    ignored, they would inherit it ignored and outlive the command."""
+    before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with stop_with_exit_status() as stop:
+            assert signal.getsignal(signal.SIGTERM) == stop.handler
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def test_a_plain_keyboard_interrupt_is_ctrl_c() -> None:
     assert status_of(KeyboardInterrupt()) == 130
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import CodeType, FrameType
 
-from sparkwatch.interrupts import STOP_SIGNALS, not_ignored
+from sparkwatch.interrupts import STOP_SIGNALS, ignored_at_start, not_ignored
 from sparkwatch.interrupts import interrupt_within as interrupt_within
 
 SIGNALS = STOP_SIGNALS
@@ -140,6 +140,11 @@ def stop_with_exit_status() -> Iterator[SignalStop]:
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
+    with ignored_at_start():
+        yield from _handled_by(stop)
+
+
+def _handled_by(stop: SignalStop) -> Iterator[SignalStop]:
     previous = {sig: signal.signal(sig, stop.handler) for sig in not_ignored()}
     previous_hook, sys.unraisablehook = sys.unraisablehook, stop.unraisable_hook(
         sys.unraisablehook)

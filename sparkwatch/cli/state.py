@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparkwatch.cli.errors import CliError
 from sparkwatch.cli.numbers import MAX_INT32, MAX_INT64, int_between, shown
@@ -104,7 +102,7 @@ def spark_for_state() -> Iterator[SparkSession]:
         # In a process that already runs Spark (a notebook, a test) use its session, and leave
         # it running.
         existing = running_session()
-        spark = existing or keeping_sigint_handler(build_session)
+        spark = existing or build_session()
         interrupted = False
         try:
             yield spark
@@ -147,26 +145,6 @@ def stop_session(spark: SparkSession, quietly: bool) -> None:
         with suppress(Exception):
             spark.sparkContext.setLogLevel("OFF")
         spark.stop()
-
-
-def keeping_sigint_handler(build: Callable[[], SparkSession]) -> SparkSession:
-    """``build()``, with the command's own SIGINT handler kept: the SparkContext installs one of
-    PySpark's that cancels the jobs through Py4J from inside the Py4J call Ctrl-C interrupted (a
-    reentrant read that fails and logs its stack) and then raises a plain KeyboardInterrupt. The
-    command's stop cancels the jobs anyway. Put back afterwards, it would still hold for the rest
-    of the session's start, so it is never let in."""
-    if threading.current_thread() is not threading.main_thread():
-        return build()
-    install = signal.signal
-
-    def keep_sigint(signum: int, handler: Any) -> Any:
-        return signal.getsignal(signum) if signum == signal.SIGINT else install(signum, handler)
-
-    signal.signal = keep_sigint  # type: ignore[assignment]
-    try:
-        return build()
-    finally:
-        signal.signal = install
 
 
 def read_state(req: Request) -> StateReport:
