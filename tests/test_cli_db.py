@@ -323,3 +323,18 @@ def test_a_value_error_the_driver_raises_on_the_url_query_is_one_line(tmp_path: 
     with pytest.raises(CliError, match="^database URL refused: could not convert string to "
                                        "float: 'soon'$"), user_errors():
         sa.create_engine(f"sqlite:///{tmp_path / 'h.db'}?timeout=soon")
+
+
+def test_a_stored_value_the_database_library_cannot_read_is_one_line_naming_the_history() -> None:
+    """Was "database URL refused" (any ValueError), then a JSONDecodeError traceback."""
+    from sparkwatch.history.columns import json_type
+
+    engine = sa.create_engine("sqlite://")
+    table = sa.Table("t", sa.MetaData(), sa.Column("m", json_type()))
+    table.metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("insert into t values ('{not json')")
+    with pytest.raises(CliError, match="^the history holds a value this version cannot read: "
+                                       "Expecting property name"), user_errors(), \
+            engine.connect() as conn:
+        conn.execute(sa.select(table)).all()

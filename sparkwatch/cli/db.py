@@ -92,24 +92,38 @@ def user_errors() -> Iterator[None]:
     except sa.exc.ArgumentError as exc:
         raise CliError(f"database URL refused: {one_line(exc)}") from None
     except ValueError as exc:
-        # What the driver makes of the URL's query (?timeout=abc) before it connects. Raised
-        # anywhere else, a ValueError is this program's fault, not the URL's: it goes on.
-        if not _raised_in(exc, DATABASE_LIBRARIES):
-            raise
-        raise CliError(f"database URL refused: {one_line(exc)}") from None
+        frames = _frames(exc)
+        if any(module.startswith(URL_STAGE) or (function in URL_FUNCTIONS and _library(module))
+               for module, function in frames):
+            # What the driver makes of the URL's query (?timeout=abc) before it connects.
+            raise CliError(f"database URL refused: {one_line(exc)}") from None
+        if any(_library(module) for module, _ in frames):
+            # Read back by the database library: a value another program wrote, or this
+            # program's older self (a time that is no time, a JSON column that is no JSON).
+            raise CliError(f"the history holds a value this version cannot read: "
+                           f"{one_line(exc)}") from None
+        raise  # this program's own fault, not the URL's nor the history's: it goes on as itself
 
 
 DATABASE_LIBRARIES = ("sqlalchemy", "psycopg", "sqlite3", "alembic")
+URL_STAGE = ("sqlalchemy.engine.create", "sqlalchemy.engine.url")
+URL_FUNCTIONS = frozenset({"create_connect_args", "connect"})
+"""Where a ValueError is the URL's: building the engine from it, or the first connection."""
 
 
-def _raised_in(exc: BaseException, packages: tuple[str, ...]) -> bool:
-    """Whether one of ``packages`` raised ``exc`` (its innermost frame of theirs or below)."""
+def _library(module: str) -> bool:
+    return module.split(".")[0] in DATABASE_LIBRARIES
+
+
+def _frames(exc: BaseException) -> list[tuple[str, str]]:
+    """(module, function) of each frame ``exc`` went through, outermost first."""
+    frames = []
     tb = exc.__traceback__
-    raised_by = ""
     while tb is not None:
-        raised_by = tb.tb_frame.f_globals.get("__name__", "") or raised_by
+        code = tb.tb_frame.f_code
+        frames.append((str(tb.tb_frame.f_globals.get("__name__", "")), code.co_name))
         tb = tb.tb_next
-    return raised_by.split(".")[0] in packages
+    return frames
 
 
 def command_url(args: argparse.Namespace) -> str:
