@@ -101,7 +101,7 @@ class LostRuns:
 
     def __call__(self, conn: sa.Connection, now: datetime) -> tuple[int, int]:
         seen = _seen(conn, now, self.written_until, self.replica)
-        return lost.end_silent(conn, seen, self.silent_seconds), 0
+        return lost.end_silent(conn, seen, self.silent_seconds, heard_by=now), 0
 
 
 def _active_runs(horizon: datetime) -> sa.Select[Any]:
@@ -128,13 +128,24 @@ def _trigger_intervals(conn: sa.Connection, run_ids: list[str]) -> dict[str, flo
 
 
 def _recent_batches(conn: sa.Connection, run_ids: list[str]) -> sa.Select[Any]:
-    """(run id, time) of the last :data:`RECENT_BATCHES` batches of each of ``run_ids``."""
+    """(run id, time) of the last :data:`RECENT_BATCHES` batches of each of ``run_ids``.
+
+    Each run's floor, the id of its :data:`RECENT_BATCHES`-th latest batch, is read backwards
+    on the batches' key (run id, batch id), and only the batches from it are read: ranking every
+    batch of every running run read all of them, every 30 s (a week of a 1-second trigger is
+    604,800 batches per run), to keep 11."""
     b = Batch.__table__.c
-    ranked = sa.select(
-        b.run_id, b.timestamp,
-        sa.func.row_number().over(partition_by=b.run_id, order_by=b.batch_id.desc()).label("rn"),
-    ).where(among(conn, b.run_id, run_ids)).subquery()
-    return sa.select(ranked.c.run_id, ranked.c.timestamp).where(ranked.c.rn <= RECENT_BATCHES)
+    r = QueryRun.__table__.c
+    older = Batch.__table__.alias("older").c
+    floor = (sa.select(older.batch_id).where(older.run_id == r.run_id)
+             .order_by(older.batch_id.desc()).offset(RECENT_BATCHES - 1).limit(1)
+             .scalar_subquery())
+    floors = sa.select(r.run_id, floor.label("floor")).where(
+        among(conn, r.run_id, run_ids)).subquery()
+    # A run with fewer batches has no floor: all of them (batch ids are never negative).
+    return sa.select(b.run_id, b.timestamp).join_from(
+        Batch.__table__, floors,
+        (b.run_id == floors.c.run_id) & (b.batch_id >= sa.func.coalesce(floors.c.floor, -1)))
 
 
 def _clear(conn: sa.Connection, run_ids: list[str], now: datetime) -> None:

@@ -13,6 +13,14 @@ running in the history. Two rules end them, at the time of their last event:
   writer's upsert revives it), unless a later run of its query started meanwhile
   (:func:`replaced`): then what it says is a late event of a run that is over, stored but not
   bringing it back to life next to the run that replaced it.
+
+A lost run ends at its last event, but never before it started (:func:`_lost_at`): a start
+stamped ahead by the driver's clock (ingest takes up to a day) is kept as stamped while
+``last_event_at`` is no later than when the writer heard it, and such a run ended lost was a run
+of negative length. Silence is measured from ``last_event_at`` no later than the job's clock
+(:func:`bring_back_ahead`): a time stored ahead of it by an older writer (years ahead, before
+ingest bounded an event's time) kept a dead driver's run "running" for good, as no event of its
+would come to bring it back.
 """
 
 from __future__ import annotations
@@ -41,19 +49,44 @@ def end_replaced(conn: sa.Connection, runs: Iterable[Row]) -> int:
                 r.tenant == run["tenant"], r.query_id == run["query_id"],
                 r.run_id != run["run_id"], r.status == RUNNING,
                 r.last_event_at <= run["started_at"],
-            ).values(status=LOST, ended_at=r.last_event_at)
+            ).values(status=LOST, ended_at=_lost_at())
         ).rowcount
     return ended
 
 
-def end_silent(conn: sa.Connection, now: datetime, silent_seconds: float) -> int:
-    """End, as lost, the running runs with no event for ``silent_seconds``; returns how many."""
+def end_silent(conn: sa.Connection, now: datetime, silent_seconds: float,
+               heard_by: datetime | None = None) -> int:
+    """End, as lost, the running runs with no event for ``silent_seconds`` before ``now``;
+    returns how many. ``heard_by``: the clock's time (``now`` unless given; the collector
+    measures silence up to an earlier ``now`` while its spool drains), before which every
+    running run was heard (:func:`bring_back_ahead`)."""
+    bring_back_ahead(conn, now if heard_by is None else heard_by)
     r = QueryRun.__table__.c
     return conn.execute(
         sa.update(QueryRun).where(
             r.status == RUNNING, r.last_event_at < now - timedelta(seconds=silent_seconds)
-        ).values(status=LOST, ended_at=r.last_event_at)
+        ).values(status=LOST, ended_at=_lost_at())
     ).rowcount
+
+
+def bring_back_ahead(conn: sa.Connection, now: datetime) -> int:
+    """Bring the ``last_event_at`` of running runs stored later than ``now`` (past
+    :data:`AHEAD_SLACK`) back to ``now``, as
+    the writer does on a run's next write (an older writer stored the events' own times, up to
+    years ahead; a replica whose clock ran ahead stores its own): their silence is measured from
+    now on, so that a driver that died is stalled, then lost, instead of running for good.
+    Returns how many."""
+    r = QueryRun.__table__.c
+    return conn.execute(
+        sa.update(QueryRun).where(r.status == RUNNING, r.last_event_at > now + AHEAD_SLACK)
+        .values(last_event_at=now)
+    ).rowcount
+
+
+AHEAD_SLACK = timedelta(minutes=5)
+"""How far ahead of the job's clock a running run's last event may stand and be left alone:
+another replica's clock a little ahead (each writer stores its own time), whose fresh rows the
+job would otherwise rewrite at every pass, in the writers' way."""
 
 
 def end_abandoned(conn: sa.Connection, run_ids: Collection[str]) -> int:
@@ -63,8 +96,16 @@ def end_abandoned(conn: sa.Connection, run_ids: Collection[str]) -> int:
     r = QueryRun.__table__.c
     return conn.execute(
         sa.update(QueryRun).where(r.run_id.in_(list(run_ids)), r.status == RUNNING)
-        .values(status=LOST, ended_at=r.last_event_at)
+        .values(status=LOST, ended_at=_lost_at())
     ).rowcount
+
+
+def _lost_at() -> sa.ColumnElement[datetime]:
+    """When a run ended as lost ends: at its last event, or at its start where that is later
+    (a start stamped ahead by the driver's clock, kept as stamped, while ``last_event_at`` is
+    no later than when it was heard): never a run of negative length."""
+    r = QueryRun.__table__.c
+    return sa.case((r.started_at > r.last_event_at, r.started_at), else_=r.last_event_at)
 
 
 def replaced() -> sa.ColumnElement[bool]:
