@@ -7,6 +7,7 @@ input.)"""
 from __future__ import annotations
 
 import logging
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
 from tests.conftest import CANARY_PASSWORD, CANARY_TOKEN, ROOT, UNMEASURED, shown_canaries
 from tests.support import wait_for
-from tests.test_collector_support import Collector, free_port, fresh_ids, run_events
+from tests.test_collector_support import Collector, free_port, fresh_ids, run_events, running
 
 PW, TOK = CANARY_PASSWORD, CANARY_TOKEN
 DEAD = f"127.0.0.1:{free_port()}"  # nothing listens here
@@ -129,10 +130,17 @@ def test_cli_commands_on_a_real_history_with_a_password_never_show_it(
     _assert_not_shown(result)
 
 
+SWAPPED = f"{TOK}-A=orders,{TOK}-B=orders"
+"""Entries written the wrong way round (TOKEN=APP): the duplicate-token error quoted the two
+"app names", the tokens."""
+
+
 @pytest.mark.parametrize(("env", "named"), [
     ({"SPARKWATCH_COLLECTOR_TOKENS": TOK}, "SPARKWATCH_COLLECTOR_TOKENS=<secret>"),
     ({"SPARKWATCH_COLLECTOR_TOKENS": f"a={TOK},b={TOK}"}, "one token is given to two apps"),
-])
+    ({"SPARKWATCH_COLLECTOR_TOKENS": SWAPPED},
+     "SPARKWATCH_COLLECTOR_TOKENS=<secret>: one token is given to two apps, in entries 1 and 2"),
+], ids=["app-forgotten", "two-apps", "written-token-first"])
 def test_a_collector_with_bad_tokens_refuses_to_start_without_showing_them(
     tmp_path: Path, env: dict[str, str], named: str
 ) -> None:
@@ -149,6 +157,41 @@ def test_a_malformed_tokens_file_is_refused_without_showing_it(tmp_path: Path) -
                          str(tmp_path / "spool"), "--tokens-file", str(tokens))
     assert result.returncode == 2 and "expected APP=TOKEN pairs" in result.stderr
     _assert_not_shown(result)
+
+
+def test_a_tokens_file_written_token_first_is_refused_naming_entries_not_tokens(
+    tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(SWAPPED.replace(",", "\n"))
+    result = _sparkwatch("collector", "--history-url", "off", "--spool-dir",
+                         str(tmp_path / "spool"), "--tokens-file", str(tokens))
+    assert result.returncode == 2, result.stderr
+    assert f"--tokens-file {tokens}: one token is given to two apps, in entries 1 and 2" \
+        in result.stderr
+    _assert_not_shown(result)
+
+
+def test_a_tokens_file_reloaded_written_token_first_is_logged_naming_entries_not_tokens(
+    tmp_path: Path
+) -> None:
+    """The SIGHUP reload logs the refusal: it quoted the tokens too."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"file-app={TOK}-file\n")
+    collector = Collector("off", tmp_path / "spool", "--tokens-file", str(tokens))
+    with running(collector):
+        assert collector.proc is not None
+        tokens.write_text(SWAPPED.replace(",", "\n"))
+        collector.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "SIGHUP: tokens unchanged" in collector.log_text(), 10,
+                 "the refused reload logged")
+        events = run_events(**fresh_ids(), app={"name": "file-app", "id": "app-f",
+                                                "spark_version": ""})
+        assert collector.post(events[:1], token=f"{TOK}-file").status_code == 200
+    log = collector.log_text()
+    assert f"cannot use {tokens}: --tokens-file {tokens}: one token is given to two apps, in " \
+        "entries 1 and 2" in log, log[-2000:]
+    assert shown_canaries(log) == []
 
 
 @pytest.fixture

@@ -31,6 +31,8 @@ from sparkwatch.settings.cli import DEMO_HISTORY_URL
 from sparkwatch.settings.listener import BY_NAME as LISTENER
 from sparkwatch.settings.options import add_option, origin
 from sparkwatch.settings.parsers import directory
+from sparkwatch.settings.spec import SHOWN_CHARS
+from sparkwatch.summary import cut
 
 if TYPE_CHECKING:
     from sparkwatch.demo.runner import DemoOptions
@@ -78,17 +80,29 @@ def _positive_float(raw: str) -> float:
 
 
 def _port(raw: str) -> int:
-    if not raw.isdigit() or int(raw) > 65535:
-        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {raw!r}")
-    return int(raw)
+    value = _small_whole(raw, 5)
+    if value is None or value > 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {shown(raw)}")
+    return value
 
 
 def _rows_per_second(raw: str) -> int:
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_ROWS_PER_SECOND:
+    value = _small_whole(raw, 4)
+    if value is None or not 1 <= value <= MAX_ROWS_PER_SECOND:
         raise argparse.ArgumentTypeError(
-            f"expected 1-{MAX_ROWS_PER_SECOND} (two cores run eight queries): {raw!r}"
+            f"expected 1-{MAX_ROWS_PER_SECOND} (two cores run eight queries): {shown(raw)}"
         )
-    return int(raw)
+    return value
+
+
+def _small_whole(raw: str, digits: int) -> int | None:
+    """``raw`` as a whole number of at most ``digits`` digits (leading zeros aside), else None:
+    int() refuses a string of over 4300 digits, and argparse's own message for that quoted the
+    whole value (100 KB on one line)."""
+    significant = raw.lstrip("0")
+    if not (raw.isascii() and raw.isdigit()) or len(significant) > digits:
+        return None
+    return int(significant or "0")
 
 
 def _directory(raw: str) -> Path:
@@ -101,14 +115,15 @@ def _directory(raw: str) -> Path:
 def make_checkpoint_dir(path: Path) -> None:
     """Made (or found) before Spark starts: a file in its place, or a directory that cannot be
     made or written, failed once the queries started, with a traceback."""
+    named = cut(str(path), SHOWN_CHARS)  # the path as given, cut: a mistaken one may be huge
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise CliError(f"--checkpoint-dir: {path} exists and is not a directory") from None
+        raise CliError(f"--checkpoint-dir: {named} exists and is not a directory") from None
     except OSError as exc:
-        raise CliError(f"--checkpoint-dir: cannot make {path}: {exc.strerror}") from None
+        raise CliError(f"--checkpoint-dir: cannot make {named}: {exc.strerror}") from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise CliError(f"--checkpoint-dir: {path} is not writable")
+        raise CliError(f"--checkpoint-dir: {named} is not writable")
 
 
 def history_url(given: str | None) -> str | None:

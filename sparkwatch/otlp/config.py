@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sparkwatch.settings import SettingsError
+from sparkwatch.settings.spec import SHOWN_CHARS
+from sparkwatch.summary import quoted
 
 EXTRA = "pip install 'sparkwatch[otlp]'"
 """What a user runs when the OpenTelemetry SDK is missing (named in every such error)."""
@@ -86,7 +88,7 @@ def _first(env: Mapping[str, str], *names: str) -> tuple[str, str] | None:
 
 def _number(found: tuple[str, str], low: float, high: float, unit: str) -> float:
     """The value of ``found`` within [``low``, ``high``] (above 0 when ``low`` is 0); a bad one
-    is named with its value (a number, never a secret)."""
+    is named with its value (a number, never a secret), cut short (it may be megabytes)."""
     name, raw = found
     try:
         value = float(raw)
@@ -94,8 +96,8 @@ def _number(found: tuple[str, str], low: float, high: float, unit: str) -> float
         value = math.nan
     if not (math.isfinite(value) and value > 0 and low <= value <= high):
         least = f"at least {low:.0f}" if low else "above 0"
-        raise SettingsError(f"{name}={raw!r}: expected a number of {unit}, {least} and at most "
-                            f"{high:.0f}")
+        raise SettingsError(f"{name}={quoted(raw, SHOWN_CHARS)}: expected a number of {unit}, "
+                            f"{least} and at most {high:.0f}")
     return value
 
 
@@ -171,8 +173,8 @@ def otlp_config(env: Mapping[str, str]) -> OtlpConfig:
     if found is not None:
         protocol = found[1].lower()
         if protocol not in PROTOCOLS:
-            raise SettingsError(f"{found[0]}={found[1]!r}: sparkwatch exports OTLP over "
-                                f"{' or '.join(PROTOCOLS)}")
+            raise SettingsError(f"{found[0]}={quoted(found[1], SHOWN_CHARS)}: sparkwatch exports "
+                                f"OTLP over {' or '.join(PROTOCOLS)}")
     signal = _first(env, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
     base = _first(env, "OTEL_EXPORTER_OTLP_ENDPOINT")
     for given in (signal, base):

@@ -35,6 +35,7 @@ from sparkwatch.settings.parsers import (
     secret,
 )
 from sparkwatch.settings.spec import (
+    SHOWN_CHARS,
     Setting,
     SettingsError,
     env_source,
@@ -42,6 +43,7 @@ from sparkwatch.settings.spec import (
     resolve,
     shown_default,
 )
+from sparkwatch.summary import cut
 
 ENV_PREFIX = "SPARKWATCH_COLLECTOR_"
 DEFAULT_PORT = 9751
@@ -145,23 +147,62 @@ MAX_TENANT_CHARS = 64
 def parse_tokens(raw: str) -> tuple[tuple[str, str], ...]:
     """``app=token,tenant/app2=token2`` (or one pair per line); ``*=token`` accepts any app
     name; ``TENANT/`` puts the token in a tenant (else ``default``); an app may be listed with
-    several tokens (to rotate them)."""
-    tokens: dict[str, str] = {}  # token -> app
-    for item in raw.replace("\n", ",").split(","):
-        item = item.strip()
-        if not item or item.startswith("#"):
-            continue
-        app, sep, token = item.partition("=")
-        if not sep or not app.strip() or not token.strip():
-            # Never echo the item: it may be a token with the app name forgotten.
-            raise ValueError("expected APP=TOKEN pairs separated by commas or newlines")
-        _check_scope(app)
-        _check_sendable(token.strip())
-        if tokens.get(token.strip(), app.strip()) != app.strip():
-            raise ValueError(f"one token is given to two apps ({tokens[token.strip()]!r} and "
-                             f"{app.strip()!r})")
-        tokens[token.strip()] = app.strip()
-    return tuple((app, token) for token, app in tokens.items())
+    several tokens (to rotate them).
+
+    An error names an entry by its position (:func:`_entries`), never by its text: an entry
+    written the wrong way round (TOKEN=APP) has its token where the app name goes."""
+    checked: list[tuple[str, str, _Where]] = []
+    entries = _entries(raw)
+    for number, item in enumerate(entries, 1):
+        app, sep, token = (part.strip() for part in item.partition("="))
+        if not sep or not app or not token:
+            raise ValueError("expected APP=TOKEN pairs separated by commas or newlines "
+                             f"(entry {number} of {len(entries)} is not)")
+        try:
+            _check_scope(app)
+            _check_sendable(token)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; entry {number} of {len(entries)}") from None
+        checked.append((app, token, (number, "")))
+    return _one_owner_per_token(checked, _TWO_APPS, _APP_TOKEN)
+
+
+_TWO_APPS = "one token is given to two apps"
+_APP_TOKEN = "[TENANT/]APP=TOKEN"
+
+
+_Where = tuple[int, str]
+"""Where a token's entry is: its number and what it is an entry of ("" for the one text parsed;
+" of SPARKWATCH_COLLECTOR_TOKENS" when two sources are merged)."""
+
+
+def _entries(raw: str) -> list[str]:
+    """The entries of ``raw``, separated by commas or newlines, numbered from 1 in errors:
+    blank ones and ``#`` comments are not entries (a file's comment lines are not counted)."""
+    items = (item.strip() for item in raw.replace("\n", ",").split(","))
+    return [item for item in items if item and not item.startswith("#")]
+
+
+def _one_owner_per_token(entries: list[tuple[str, str, _Where]], clash: str,
+                         form: str) -> tuple[tuple[str, str], ...]:
+    """(owner, token) of each of ``entries`` (owner, token, where), an entry repeated whole kept
+    once; a token given to two owners (apps, tenants) raises ValueError saying ``clash`` and
+    naming the two entries by where they are, never by their text: either "owner" may be a token,
+    in an entry written the wrong way round (``form`` is the right one)."""
+    first: dict[str, tuple[str, _Where]] = {}  # token -> (owner, where)
+    for owner, token, where in entries:
+        earlier, at = first.setdefault(token, (owner, where))
+        if earlier != owner:
+            raise ValueError(f"{clash}, in {_two(at, where)} (is one written the wrong way "
+                             f"round? the form is {form})")
+    return tuple((owner, token) for token, (owner, _) in first.items())
+
+
+def _two(one: _Where, other: _Where) -> str:
+    """``entries 1 and 2``, or ``entry 2 of A and entry 1 of B``."""
+    if one[1] == other[1]:
+        return f"entries {one[0]} and {other[0]}{one[1]}"
+    return f"entry {one[0]}{one[1]} and entry {other[0]}{other[1]}"
 
 
 def _check_sendable(token: str) -> None:
@@ -177,22 +218,26 @@ def _check_sendable(token: str) -> None:
 
 
 def parse_tenant_tokens(raw: str) -> tuple[tuple[str, str], ...]:
-    """``tenant=token,...`` (or one pair per line): read tokens, each scoped to one tenant."""
-    pairs: dict[str, str] = {}  # token -> tenant
-    for item in raw.replace("\n", ",").split(","):
-        item = item.strip()
-        if not item or item.startswith("#"):
-            continue
+    """``tenant=token,...`` (or one pair per line): read tokens, each scoped to one tenant. An
+    error names an entry by its position, never by its text (as :func:`parse_tokens`)."""
+    checked: list[tuple[str, str, _Where]] = []
+    entries = _entries(raw)
+    for number, item in enumerate(entries, 1):
         tenant, sep, token = (part.strip() for part in item.partition("="))
+        where = f"entry {number} of {len(entries)}"
         if not sep or not tenant or not token or TENANT_SEPARATOR in tenant:
-            raise ValueError("expected TENANT=TOKEN pairs separated by commas or newlines")
+            raise ValueError(f"expected TENANT=TOKEN pairs separated by commas or newlines "
+                             f"({where} is not)")
         if len(tenant) > MAX_TENANT_CHARS:
-            raise ValueError(f"a tenant name is longer than {MAX_TENANT_CHARS} characters")
-        _check_sendable(token)
-        if pairs.get(token, tenant) != tenant:
-            raise ValueError("one read token is given to two tenants")
-        pairs[token] = tenant
-    return tuple((tenant, token) for token, tenant in pairs.items())
+            raise ValueError(f"a tenant name is longer than {MAX_TENANT_CHARS} characters; "
+                             f"{where}")
+        try:
+            _check_sendable(token)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; {where}") from None
+        checked.append((tenant, token, (number, "")))
+    return _one_owner_per_token(checked, "one read token is given to two tenants",
+                                "TENANT=TOKEN")
 
 
 _S = collector_setting  # the table below, one row per setting
@@ -346,20 +391,31 @@ def env_tokens(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return resolve((BY_NAME["tokens"],), (env_source(env),)).get("tokens", ())
 
 
-def parse_tokens_merged(*groups: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+def parse_tokens_merged(env: tuple[tuple[str, str], ...],
+                        file: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The ingest tokens of the environment and of the tokens file (each parsed by
+    :func:`parse_tokens`) together; a token the two give to different apps is refused naming the
+    two entries by their position (counted among each one's tokens, an entry repeated whole
+    counted once), never by their text."""
+    sources = ((env, f" of {BY_NAME['tokens'].env}"), (file, " of the tokens file"))
+    entries = [(app, token, (number, source)) for group, source in sources
+               for number, (app, token) in enumerate(group, 1)]
     try:
-        return parse_tokens(",".join(f"{app}={token}" for group in groups for app, token in group))
+        return _one_owner_per_token(entries, _TWO_APPS, _APP_TOKEN)
     except ValueError as exc:
         raise SettingsError(f"ingest tokens: {exc}") from None
 
 
 def read_tokens_file(path: Path) -> tuple[tuple[str, str], ...]:
+    # The path as given on the command line, cut: an error is one line of a log.
+    named = f"--tokens-file {cut(str(path), SHOWN_CHARS)}"
     try:
         return parse_tokens(path.read_text())
     except OSError as exc:
-        raise SettingsError(f"--tokens-file {path}: {exc.strerror}") from None
+        raise SettingsError(f"{named}: {exc.strerror}") from None
     except ValueError as exc:
-        raise SettingsError(f"--tokens-file {path}: {exc}") from None
+        # parse_tokens's words never quote an entry (each may hold a token); cut all the same.
+        raise SettingsError(f"{named}: {cut(str(exc), SHOWN_CHARS)}") from None
 
 
 def check(settings: CollectorSettings) -> None:
