@@ -6,6 +6,8 @@ what production does, pushes over HTTP included. The token is random and passed 
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import secrets
 import signal
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,26 +81,54 @@ def _die_with_parent() -> None:
 
 def _wait_healthy(proc: subprocess.Popen[bytes], collector: LocalCollector,
                   log_path: Path) -> None:
-    """Until our collector answers an (empty) ingest with our token: another process on the
-    port would answer /healthz too, but not take our token."""
+    """Until our collector answers an (empty) ingest with our token. Another service on the port
+    answers too (/healthz, or a 200 to any POST): an answer counts only when it is ours, the
+    collector's count of an empty batch and the request id we sent back in ``X-Request-Id``
+    (a random one; the collector echoes it), from a collector process still running. Meanwhile
+    ours, finding the port taken, exits: said with its reason and who answers there."""
     deadline = time.monotonic() + START_SECONDS
+    request_id = secrets.token_hex(16)
     request = urllib.request.Request(
         collector.ingest_url, b'{"events": []}', method="POST",
         headers={"Authorization": f"Bearer {collector.token}",
-                 "Content-Type": "application/json"})
+                 "Content-Type": "application/json", "X-Request-Id": request_id})
+    foreign = False
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise LocalCollectorError(f"the collector exited: {_tail(log_path)}")
+            taken = f" (another service answers at {collector.url})" if foreign else ""
+            raise LocalCollectorError(f"the collector exited: {_tail(log_path)}{taken}")
         try:
             with open_http(request, timeout=1) as response:
-                if response.status == 200:
-                    return
+                ours = _ours(response.status, response.headers.get("X-Request-Id"),
+                             response.read(4096), request_id)
+        except urllib.error.HTTPError as exc:  # an answer outside 2xx: not ours to our token
+            exc.close()
+            ours = False
+        except http.client.HTTPException:  # something answers there, not in HTTP
+            ours = False
         except OSError:
-            pass
+            ours = None  # nothing listens yet
+        if ours and proc.poll() is None:
+            return
+        foreign = foreign or ours is False
         time.sleep(0.1)
     proc.kill()
+    taken = f"; another service answers at {collector.url}" if foreign else ""
     raise LocalCollectorError(f"the collector did not start in {START_SECONDS:g}s: "
-                              f"{_tail(log_path)}")
+                              f"{_tail(log_path)}{taken}")
+
+
+def _ours(status: int, echoed: str | None, body: bytes, request_id: str) -> bool:
+    """Whether an answer to the empty ingest is our collector's: 200, our request id echoed, and
+    its count of the batch (``{"accepted": 0, "duplicates": 0, "rejected": []}``)."""
+    if status != 200 or echoed != request_id:
+        return False
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return (isinstance(value, dict) and type(value.get("accepted")) is int
+            and value["accepted"] == 0 and value.get("rejected") == [])
 
 
 def _tail(path: Path) -> str:

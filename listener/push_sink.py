@@ -4,8 +4,11 @@ Standard library only (a Spark driver cannot afford a web stack). Events wait in
 queue; past its capacity the oldest are dropped and counted. A failed POST (refused, reset, no
 answer within the timeout, an HTTP error) is retried with exponential backoff and jitter; a 429 or
 503 with ``Retry-After`` is retried after that long instead (at least the backoff's first wait,
-at most its ceiling); a 429 without it (the collector's cardinality limit) is refused. What a
-server answers is logged on one short line, refusals at most once a minute.
+at most its ceiling); a 429 without it (the collector's cardinality limit) is refused. Only the
+collector's own answers count as a delivery (its count of accepted events) or as a refusal (its
+error, or its 429, naming the request): anything else at the URL (a proxy's page, another service)
+is a failed attempt, retried. What a server answers is logged on one short line, refusals at most
+once a minute.
 With a spool directory, a batch that failed goes to a bounded disk spool instead, and so does
 everything behind it, keeping the order; the spool is sent first once the collector answers again,
 and what it holds survives a driver restart. Nothing here runs on Spark's callback thread: the
@@ -51,7 +54,7 @@ STOP_RESERVE_SECONDS = 0.5
 
 _STOP = None
 Wire = dict[str, Any]
-# Our request was wrong: the same bytes will be refused again.
+# Our request was wrong: the same bytes will be refused again (when the collector says so).
 PERMANENT = frozenset({400, 415, 422})
 # "Not now": with a Retry-After, the server says when to send the same batch again.
 COME_BACK = frozenset({429, 503})
@@ -68,6 +71,22 @@ REPLY_LIMIT = 4 << 20
 """Bytes of a collector's answer read at most: a batch's reply (a count and the refused events'
 reasons) is a few kilobytes; a server answering more is not a collector, and would otherwise
 fill the driver's memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a server answered: its body when it is a JSON object (None when it is not JSON, or
+    JSON of another kind: it is then no answer of the collector's), and its text, the start of
+    the body (or our words for a POST that got no answer), for a log line."""
+
+    body: dict[str, Any] | None
+    text: str
+
+    def said(self) -> str:
+        """The server's words, cut short for one log line: a JSON answer's ``detail`` when it
+        is text, else the start of the body as it came (an HTML page, a JSON of another shape)."""
+        detail = self.body.get("detail") if self.body is not None else None
+        return _shown(detail if isinstance(detail, str) else self.text)
 
 
 class Sent(Enum):
@@ -287,10 +306,12 @@ class PushSink:
 
     def _send(self, events: list[Wire]) -> Sent:
         """POST ``events`` once; OK when the collector took responsibility for them (accepted,
-        or refused for good), RETRY when they should be sent again."""
+        or refused for good), RETRY when they should be sent again. Only the collector's own
+        answer counts as either (:func:`is_ingest_result`, :func:`is_collector_error`): a
+        proxy's page or another service at the URL is a failed attempt."""
         status, reply, retry_header = self._post(events)
         if status in COME_BACK and retry_header is not None:
-            self._failed(status, reply)
+            self._failed(status, reply.said())
             retry_after = retry_after_seconds(retry_header)
             if retry_after is not None:  # unreadable: the backoff's wait, as for any failure
                 # At least the backoff's first wait: "Retry-After: 0" answered at once, again
@@ -299,33 +320,50 @@ class PushSink:
                                       self._backoff.ceiling)
             return Sent.RETRY
         if status is not None and 200 <= status < 300:
-            if not _counted(reply):
+            if not is_ingest_result(reply.body):
                 # A proxy's page, a catch-all service: taken for delivered, the events were
                 # lost without a word. Kept and sent again, as in an outage, and said.
-                said = _detail(reply)
-                self._failed(status, {"detail": NOT_A_COLLECTOR + (f"; it said {said!r}"
-                                                                   if said else "")})
-                return Sent.RETRY
-            self._delivered(events, reply)
+                return self._not_a_collector(status, reply)
+            assert reply.body is not None
+            self._delivered(events, reply.body)
             return Sent.OK
         if status == 429:
             # Without Retry-After: the collector's cardinality limit, which accepts nothing of
-            # the request (its reply lists every event as refused). Counted as refused, whatever
-            # the reply says: a 429 from anything else was counted as delivered.
-            self._refused(len(events), f"HTTP 429: {_detail(reply)}")
+            # the request (its reply, an error naming the limit with every event listed as
+            # refused). Counted as refused, whatever the reply's counts say (a 429 from
+            # anything else was counted as delivered); a 429 not of that shape (a proxy's rate
+            # limit page) is not the collector's refusal: sent again later.
+            if not (is_ingest_result(reply.body) and is_collector_error(reply.body)):
+                return self._not_a_collector(status, reply)
+            self._refused(len(events), f"HTTP 429: {reply.said()}")
             return Sent.OK
+        # 413 whoever answers it: a body limit is real whether the collector's or a proxy's in
+        # front of it (their bodies differ: nginx answers an HTML page), and a smaller request
+        # is what either takes. Halving ends at one event, refused: over any limit alone, it
+        # can never be sent.
         if status == 413 and len(events) > 1:
             half = len(events) // 2
             first = self._send(events[:half])
             return first if first is Sent.RETRY else self._send(events[half:])
-        if status in PERMANENT or status == 413:
-            self._refused(len(events), f"HTTP {status}: {_detail(reply)}")
+        if status == 413 or (status in PERMANENT and is_collector_error(reply.body)):
+            self._refused(len(events), f"HTTP {status}: {reply.said()}")
             return Sent.OK
-        self._failed(status, reply)
+        if status in PERMANENT:
+            # Not the collector's words: nginx's "400 The plain HTTP request was sent to HTTPS
+            # port", a gateway's page. Taken for a refusal, every event was dropped for good
+            # for what a setting (the URL's scheme, a proxy) got wrong.
+            return self._not_a_collector(status, reply)
+        self._failed(status, reply.said())
         return Sent.RETRY
 
-    def _post(self, events: list[Wire]) -> tuple[int | None, dict[str, Any], str | None]:
-        """One POST: the status (None: no answer), the JSON reply, the Retry-After header."""
+    def _not_a_collector(self, status: int, reply: Reply) -> Sent:
+        said = reply.said()
+        self._failed(status, NOT_A_COLLECTOR + (f"; it said {said!r}" if said else ""))
+        return Sent.RETRY
+
+    def _post(self, events: list[Wire]) -> tuple[int | None, Reply, str | None]:
+        """One POST: the status (None: no answer; 200 for any 2xx, as read_http gives no status
+        for one), the reply, the Retry-After header."""
         body = gzip.compress(json.dumps({"events": events}, separators=(",", ":")).encode(), 5)
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip",
                    "User-Agent": f"sparkwatch-listener/{__version__}"}
@@ -334,15 +372,15 @@ class PushSink:
         request = urllib.request.Request(self._url, body, headers, method="POST")
         try:
             # read_http raises HTTPError for every status outside 2xx: any answer is a 2xx here.
-            return 200, _json(read_http(request, self._endpoint.timeout, REPLY_LIMIT)), None
+            return 200, _reply(read_http(request, self._endpoint.timeout, REPLY_LIMIT)), None
         except urllib.error.HTTPError as exc:
-            return exc.code, _json(exc.read()), exc.headers.get("Retry-After")
+            return exc.code, _reply(exc.read()), exc.headers.get("Retry-After")
         except (OSError, ValueError, http.client.HTTPException) as exc:
             # refused, reset, timed out, DNS, a bad URL, too long an answer, not HTTP at all
-            return None, {"detail": request_failure(exc)}, None
+            return None, Reply(None, request_failure(exc)), None
 
     def _delivered(self, events: list[Wire], reply: dict[str, Any]) -> None:
-        rejected = reply.get("rejected") or []
+        rejected = reply["rejected"]  # a list: is_ingest_result
         refused = {r.get("index") for r in rejected if isinstance(r, dict)}
         # Plans travel with the events but are not events: "delivered" counts what was received.
         self._counters.count_delivered(self.QUEUE, sum(
@@ -366,18 +404,16 @@ class PushSink:
         self._refused_said_at, self._refused_unsaid = now, 0
         log.warning("sparkwatch: the collector refused %d events (%s)%s", n, why, more)
 
-    def _failed(self, status: int | None, reply: dict[str, Any]) -> None:
+    def _failed(self, status: int | None, why: str) -> None:
         self._next_wait = self._backoff.failed()
         self._counters.count_delivery_failure(self.QUEUE)
         now = time.monotonic()
         if self._backoff.failures == 1 or (
                 self._backoff.loud and now - self._failure_said_at >= FAILURE_REMINDER_SECONDS):
             self._failure_said_at = now
-            what = f"HTTP {status}" if status is not None else "no answer"
-            # The URL has no secret (the token travels in a header); the reply is the server's.
+            # The URL has no secret (the token travels in a header); ``why`` is the server's.
             log.warning("sparkwatch: push to %s failed (%s: %s), attempt %d, retrying",
-                        safe_url(self._url), what, _detail(reply),
-                        self._backoff.failures)
+                        safe_url(self._url), _status(status), why, self._backoff.failures)
 
 
 def safe_url(url: str) -> str:
@@ -429,23 +465,42 @@ def _shown(text: Any) -> str:
     return flat if len(flat) <= DETAIL_CHARS else flat[:DETAIL_CHARS - 1] + "…"
 
 
-NOT_A_COLLECTOR = ("an answer without the collector's count of accepted events (is the push URL a "
-                   "sparkwatch collector's /api/v1/events?)")
+NOT_A_COLLECTOR = ("not an answer of a sparkwatch collector (is the push URL a collector's "
+                   "/api/v1/events?)")
 
 
-def _counted(reply: dict[str, Any]) -> bool:
-    """Whether a 2xx answer is a collector's: it says how many events it accepted."""
-    accepted = reply.get("accepted")
-    return isinstance(accepted, int) and not isinstance(accepted, bool)
+def is_ingest_result(body: dict[str, Any] | None) -> bool:
+    """Whether ``body`` is the collector's answer to a batch it processed (its IngestResult,
+    collector/models.py): how many events it accepted, how many of those it had seen, and the
+    refused ones. Its 200, and its 429 (with an error's fields, :func:`is_collector_error`)."""
+    return (body is not None and _count(body.get("accepted")) and _count(body.get("duplicates"))
+            and isinstance(body.get("rejected"), list))
 
 
-def _detail(reply: dict[str, Any]) -> str:
-    return _shown(reply.get("detail", ""))
+def is_collector_error(body: dict[str, Any] | None) -> bool:
+    """Whether ``body`` is the collector's error answer: one line saying what was wrong, and the
+    request's id (collector/routes/common.py ``error``, and request_context.py's answers made
+    before the routes: both carry ``detail`` and ``request_id``). A proxy's page is no JSON; a
+    web framework's error, or another service's, has no request id."""
+    return (body is not None and isinstance(body.get("detail"), str)
+            and isinstance(body.get("request_id"), str) and bool(body["request_id"]))
 
 
-def _json(raw: bytes) -> dict[str, Any]:
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _status(status: int | None) -> str:
+    """A status as said in a log line: read_http gives none for a 2xx (_post's 200 is any)."""
+    if status is None:
+        return "no answer"
+    return "HTTP 2xx" if 200 <= status < 300 else f"HTTP {status}"
+
+
+def _reply(raw: bytes) -> Reply:
+    text = raw[:DETAIL_CHARS * 4].decode(errors="replace")
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):  # "[" * 100000 is 100 KB, and ended the sender thread
-        return {"detail": raw[:200].decode(errors="replace")}
-    return value if isinstance(value, dict) else {}
+        return Reply(None, text)
+    return Reply(value if isinstance(value, dict) else None, text)
