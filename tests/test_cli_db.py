@@ -338,3 +338,10 @@ def test_a_stored_value_the_database_library_cannot_read_is_one_line_naming_the_
                                        "Expecting property name"), user_errors(), \
             engine.connect() as conn:
         conn.execute(sa.select(table)).all()
+
+
+def test_a_huge_revision_is_refused_in_one_short_line(sqlite_url: str, capsys) -> None:
+    """Was the 100 KB value quoted twice (the option's and the migration's own words)."""
+    code, out, err = run(capsys, "db", "stamp", "--revision", "x" * 100_000, "--url", sqlite_url)
+    assert (code, out) == (2, "") and len(err) < 500, err[:600]
+    assert err.startswith("sparkwatch db: error: --revision 'xxx")

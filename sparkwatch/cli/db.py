@@ -190,7 +190,7 @@ def _migrate(
             print(f"no sparkwatch history schema in {describe_url(url)}: nothing to downgrade")
             return 0
         except migrate.BadRevision as exc:
-            raise CliError(f"--revision {args.revision!r}: {exc}") from None
+            raise CliError(f"--revision {shown(args.revision)}: {exc}") from None
         print(f"history schema at {describe(migrate.current(url))} in {describe_url(url)}")
     return 0
 
@@ -205,7 +205,7 @@ def run_stamp(args: argparse.Namespace) -> int:
         try:
             migrate.stamp(url, args.revision)
         except migrate.BadRevision as exc:
-            raise CliError(f"--revision {args.revision!r}: {exc}") from None
+            raise CliError(f"--revision {shown(args.revision)}: {exc}") from None
         print(f"history schema recorded at {_describe(migrate.current(url))} in "
               f"{describe_url(url)} (nothing migrated)")
     return 0

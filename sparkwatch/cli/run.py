@@ -78,7 +78,10 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"sparkwatch run: cannot execute {command[0]}: {exc.strerror or exc}",
               file=sys.stderr)
         return NOT_EXECUTABLE
-    except ValueError:  # a NUL character in an argument (from a caller of main(), not a shell)
+    except ValueError:
+        if not any("\0" in part for part in (*command, *env, *env.values())):
+            raise  # not the arguments' fault (signal.signal off the main thread, ...)
+        # A NUL character in an argument (from a caller of main(), not a shell).
         raise CliError("cannot execute the command: an argument holds a NUL character") from None
     return 0  # not reached: exec replaced this process
 

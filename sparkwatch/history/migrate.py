@@ -40,6 +40,7 @@ from sparkwatch.history.revision import (
     recorded_revisions,
 )
 from sparkwatch.history.schema import VERSION_TABLE, metadata
+from sparkwatch.summary import quoted
 
 Target = str | sa.Engine
 
@@ -181,7 +182,7 @@ def _revision_errors(revision: str) -> Iterator[None]:
         # elsewhere (a migration's) is a bug to show as it is.
         if not _raised_in_revision_lookup(exc):
             raise
-        raise BadRevision(f"cannot resolve revision {revision!r}") from None
+        raise BadRevision(f"cannot resolve revision {quoted(revision)}") from None
 
 
 def _check_not_newer(conn: sa.Connection) -> tuple[str | None, bool]:
@@ -258,7 +259,7 @@ def stamp(url: Target, revision: str) -> None:
     sparkwatch recorded (stamping it down would claim tables older than they are)."""
     target = head() if revision == "head" else revision
     if target not in known_revisions():
-        raise BadRevision(f"{revision!r} is not a revision this sparkwatch ships (they are "
+        raise BadRevision(f"{quoted(revision)} is not a revision this sparkwatch ships (they are "
                           f"{min(known_revisions())} to {head()}, or head)")
     with _IN_PROCESS, _connection(url, must_exist=True) as conn:
         where = describe_url(conn.engine.url)
