@@ -11,6 +11,13 @@ database may be what refuses the record. Appends are fsynced under an exclusive 
 keyed by a digest of the event (a replayed span does not add them twice), and ``sparkwatch
 quarantine`` lists, replays (writes to the history, removing what was written) or drops
 them.
+
+A drop rewrites the file (to a temporary, renamed over it). A replay removes what it wrote in
+place instead, one byte an entry (:data:`MARK` over the ``{`` that opens its line), and rewrites
+the file only once the lines it removed hold half of it, and when it ends (:class:`Replaying`):
+replaying a full quarantine reads and writes it a bounded number of times, where a rewrite per
+batch of entries read and wrote it once per hundred entries. Every rewrite leaves removed lines
+out.
 """
 
 from __future__ import annotations
@@ -33,6 +40,18 @@ from sparkwatch.model.tenant import DEFAULT_TENANT
 
 FILE = "quarantine.jsonl"
 DEFAULT_MAX_BYTES = 256 << 20
+MARK = b" "
+"""What a replay writes over the ``{`` that opens an entry's line once the history holds the
+entry: the line is then no entry (not JSON), listed by no one and left out of the next rewrite.
+One byte, which a crash writes whole or not at all: a line is an entry or removed, never torn by
+its removal."""
+COMPACT_SHARE = 2
+"""A replay rewrites the file (leaving out what it removed in place) once the lines it removed
+hold 1/COMPACT_SHARE of the file: each rewrite then writes at most half of what the one before
+wrote, so all of them together write the file at most once and read it (two passes each) at most
+four times, however many entries it holds."""
+_BLANKS = (b" ", b"\t", b"\r")
+"""The whitespace JSON allows before a value (a line holds no newline)."""
 
 
 class QuarantineFull(OSError):
@@ -85,19 +104,30 @@ class Quarantine:
 
     def add(self, items: Sequence[tuple[Any, str]], tenants: Sequence[str] | None = None) -> int:
         """Append (event, reason) pairs not already here (``tenants``: the tenant of each, by
-        default ``default``); durable on return. Returns how many were new."""
+        default ``default``); durable on return. Returns how many were new. An event given twice
+        is added once, with the first reason and tenant given, as it would be if it were here."""
         if not items:
             return 0
         owners = list(tenants) if tenants is not None else [DEFAULT_TENANT] * len(items)
-        with self._locked() as known:
-            fresh = [(entry_id(event), event, reason, tenant)
-                     for (event, reason), tenant in zip(items, owners, strict=True)]
-            fresh = [(i, e, r, t) for i, e, r, t in fresh if i not in known]
+        ids = [entry_id(event) for event, _ in items]
+        with self._locked():
+            known, removed = self._holds(set(ids))
+            fresh = []
+            for i, (event, reason), tenant in zip(ids, items, owners, strict=True):
+                if i not in known:
+                    known.add(i)
+                    fresh.append((i, event, reason, tenant))
             lines = [json.dumps({"id": i, "at": time.time(), "reason": r, "event": e,
                                  **({"tenant": t} if t != DEFAULT_TENANT else {})},
                                 ensure_ascii=True, default=str) + "\n" for i, e, r, t in fresh]
-            held = self.path.stat().st_size if self.path.exists() else 0
+            held = self._size()
             adding = sum(map(len, lines))
+            if held + adding > self.max_bytes and removed:
+                # Lines a replay removed in place keep their room until a rewrite: it is made
+                # now (once), rather than refuse what they make room for.
+                with contextlib.suppress(OSError):  # then refused as full, as it was
+                    self._rewrite_locked(set(), compact=True)
+                held = self._size()
             if held + adding > self.max_bytes:
                 raise QuarantineFull(
                     f"quarantine {self.path} holds {held} bytes; {adding} more would exceed its "
@@ -108,6 +138,36 @@ class Quarantine:
                 raise QuarantineUnwritable(
                     f"quarantine {self.path} cannot write: {exc.strerror or exc}") from None
             return len(fresh)
+
+    def _size(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def _holds(self, ids: set[str]) -> tuple[set[str], bool]:
+        """Which of ``ids`` the file holds as entries, and whether it may have lines a replay
+        removed in place. A line at a time, and only the lines that may be one of ``ids``
+        parsed: a line as :meth:`add` writes it has its id in its first bytes (an append read
+        every line of a full quarantine as JSON, under the lock, for the few ids it adds)."""
+        try:
+            fd = _open_regular(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return set(), False
+        known: set[str] = set()
+        removed = False
+        with os.fdopen(fd, "rb") as f:
+            for raw in f:
+                brace = _brace(raw)
+                if raw[brace:brace + 1] != b"{":  # no JSON object: no entry
+                    removed = removed or (brace > 0 and raw[brace:brace + 1] == b'"')
+                    continue
+                quick = _quick_id(raw)
+                if quick is not None and quick not in ids:
+                    # (A line written by hand naming "id" twice is parsed as its last one says:
+                    # missed here, its event would be held twice, and removed together.)
+                    continue
+                entry = _entry(raw)
+                if entry is not None and entry.id in ids:
+                    known.add(entry.id)
+        return known, removed
 
     def _append(self, lines: list[str], held: int) -> None:
         fd = _open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
@@ -134,8 +194,13 @@ class Quarantine:
 
     def scan(self) -> tuple[list[Entry], int]:
         """The entries, and how many lines are no entry (torn by a crash, edited by hand): a
-        listing says so rather than show fewer entries without a word. Blank lines are not
-        counted."""
+        listing says so rather than show fewer entries without a word. Blank lines, and the
+        lines of entries a replay removed in place, are not counted.
+
+        Without the lock: a rewrite is renamed over the file, so this reads the file before it
+        or the one after it, whole; an entry a replay removes in place meanwhile (one byte) is
+        read as held or as removed; the last line of an append being written may be read
+        torn."""
         if not self.path.exists():
             return [], 0
         out = []
@@ -147,7 +212,7 @@ class Quarantine:
             for raw in f:
                 entry = _entry(raw)
                 if entry is None:
-                    unreadable += bool(raw.strip())
+                    unreadable += bool(raw.strip()) and not _removed(raw)
                 else:
                     out.append(entry)
         return out, unreadable
@@ -157,7 +222,7 @@ class Quarantine:
         other line is kept byte for byte (its tenant and any field this version does not know),
         and nothing is written when nothing matches. The directory must exist: removing never
         creates a spool."""
-        with self.locked():
+        with self._locked(create=False):
             return len(self.remove_locked(ids))
 
     @contextmanager
@@ -165,44 +230,72 @@ class Quarantine:
         """Hold the quarantine's lock (appends and rewrites wait for it), yielding the ids held
         now: what is decided inside it (a replay writing an entry, a drop) cannot be undone by
         another process before it is done. Never creates a spool directory."""
-        with self._locked(create=False) as held:
-            yield held
+        with self._locked(create=False):
+            yield {e.id for e in self.entries()}
 
     def remove_locked(self, ids: set[str]) -> list[str]:
         """:meth:`remove`, inside :meth:`locked` (the lock is not taken again: a second flock
-        of this process would wait for itself); the id of each line removed."""
+        of this process would wait for itself); the id of each line removed. The lines of
+        entries a replay removed in place go with them."""
+        return self._rewrite_locked(ids, compact=False)[0]
+
+    def replaying(self) -> Replaying:
+        """The quarantine as a replay reads it, batch by batch (:class:`Replaying`, to close):
+        the file is read once now, without the lock."""
+        return Replaying(self)
+
+    def _rewrite_locked(self, ids: set[str], *, compact: bool
+                        ) -> tuple[list[str], dict[str, list[_Line]] | None]:
+        """Rewrite the file without the lines of ``ids`` and those removed in place: the id of
+        each line removed by id, and where each entry is in the file written. Nothing is
+        written (None) when no line has one of ``ids`` and, unless ``compact``, whatever else
+        the file holds."""
         try:
-            with os.fdopen(_open_regular(self.path, os.O_RDONLY), "rb") as f:
-                lines = f.readlines()  # split at b"\n" only: each line as it was
+            fd = _open_regular(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            return []
-        kept = []
-        removed = []
-        for line in lines:
-            found = _line_id(line)
-            if found is not None and found in ids:
-                removed.append(found)
-            else:
-                kept.append(line)
-        if not removed:
-            return []
+            return [], None
+        with os.fdopen(fd, "rb") as f:
+            plan = _plan(f, ids, whole=True)
+            if not (plan.removed or (compact and plan.leave)):
+                return [], None
+            self._write_locked(f, plan)
+        return plan.removed, plan.index
+
+    def _write_locked(self, f: BinaryIO, plan: _Plan) -> None:
+        """Write the file ``f`` (the one at the path) as ``plan`` says to a temporary, and
+        rename it over the file: the lines planned that are not left out, then whatever follows
+        them (appended since the plan was made), byte for byte."""
         # A symlinked quarantine is rewritten where the link points: replacing the link with a
         # file would leave the dropped entries in the target, which the link's owner reads.
         target = Path(os.path.realpath(self.path))
         tmp = target.with_suffix(".tmp")
-        with _fresh_file(tmp, target) as f:
-            # A torn last line kept as it was still needs its newline, or the next append
-            # would join it.
-            f.writelines(line if line.endswith(b"\n") else line + b"\n" for line in kept)
-            f.flush()
-            os.fsync(f.fileno())
+        with _fresh_file(tmp, target) as out:
+            f.seek(0)
+            at = 0
+            last = b"\n"
+            for n, raw in enumerate(f):
+                if at >= plan.end:
+                    break
+                at += len(raw)
+                if n not in plan.leave:
+                    out.write(raw)
+                    last = raw[-1:]
+            f.seek(plan.end)
+            while chunk := f.read(1 << 20):
+                out.write(chunk)
+                last = chunk[-1:]
+            if last != b"\n":
+                # A torn last line kept as it was still needs its newline, or the next append
+                # would join it.
+                out.write(b"\n")
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(tmp, target)
-        return removed
 
     @contextmanager
-    def _locked(self, create: bool = True) -> Iterator[set[str]]:
-        """An exclusive lock beside the file (held by appends and rewrites alike), and the ids
-        already quarantined; ``create``: make the directory if it is missing."""
+    def _locked(self, create: bool = True) -> Iterator[None]:
+        """An exclusive lock beside the file (held by appends and rewrites alike); ``create``:
+        make the directory if it is missing."""
         if create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         # Never through a link (a planted one made a drop create any file its target named),
@@ -213,11 +306,230 @@ class Quarantine:
             _owned_by_the_spool(lock, self.path.parent)
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                yield {e.id for e in self.entries()}
+                yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
         finally:
             os.close(lock)
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    """Where an entry's line is in the file."""
+
+    offset: int
+    length: int
+    """its bytes, newline included"""
+    brace: int
+    """where its ``{`` is, from its start (after the blanks JSON allows)"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Which lines a rewrite leaves out, from the file's start to ``end``."""
+
+    leave: set[int]
+    """the numbers of the lines left out (the first is 0)"""
+    end: int
+    """the offset the plan ends at; what follows (appended since) is kept as it is"""
+    removed: list[str]
+    """the ids of the lines left out for their id"""
+    index: dict[str, list[_Line]]
+    """where each entry kept is in the file written"""
+
+
+def _plan(f: BinaryIO, ids: set[str], whole: bool) -> _Plan:
+    """Which lines of ``f`` a rewrite leaves out: the entries of ``ids``, and the lines removed
+    in place. ``whole``: every line (under the lock); else up to the last newline, without the
+    lock: the last line may be an append being written, and what follows the plan is copied as
+    it is. A line removed in place stays removed, and a line kept that a replay removes before
+    the copy is copied removed: a plan made without the lock holds once it is taken, as long as
+    the path names the same file."""
+    f.seek(0)
+    leave: set[int] = set()
+    removed: list[str] = []
+    index: dict[str, list[_Line]] = {}
+    at = end = 0
+    for n, raw in enumerate(f):
+        complete = raw.endswith(b"\n")
+        if not (complete or whole):
+            break
+        end += len(raw)
+        entry = _entry(raw)
+        if entry is not None and entry.id in ids:
+            removed.append(entry.id)
+            leave.add(n)
+        elif entry is None and _removed(raw):
+            leave.add(n)
+        else:
+            length = len(raw) + (not complete)  # a torn last line is given its newline
+            if entry is not None:
+                index.setdefault(entry.id, []).append(_Line(at, length, _brace(raw)))
+            at += length
+    return _Plan(leave, end, removed, index)
+
+
+class Replaying:
+    """A replay's view of the quarantine: where each entry is, so that a batch is read, checked
+    to be still held, and removed under the lock without reading the whole file.
+
+    The file read stays open. While the path names that same file (an open file keeps its
+    inode from being reused), it was only appended to (the collector) or had entries removed in
+    place (another replay) since: each entry is where it was, as it was or removed. Once the
+    path names another (a drop's rewrite, another replay's), that one is read: before the next
+    batch takes the lock, as the first read was made, and under it only if the file was
+    rewritten once more meanwhile.
+    """
+
+    def __init__(self, quarantine: Quarantine) -> None:
+        self._quarantine = quarantine
+        self._file: BinaryIO | None = None
+        self._index: dict[str, list[_Line]] = {}
+        self._removed = 0
+        """bytes of the lines removed in place in the file read (as read, and since by this
+        replay)"""
+        self.ids: list[str] = []
+        """the entries when it began, each id once, in the file's order"""
+        self.unreadable = 0
+        """lines that are no entry, as :meth:`Quarantine.scan` counts them"""
+        with contextlib.suppress(FileNotFoundError):
+            self._read(_open_regular(quarantine.path, os.O_RDONLY))
+            self.ids = list(self._index)
+
+    @contextmanager
+    def held(self, ids: Sequence[str]) -> Iterator[list[Entry]]:
+        """Under the quarantine's lock: the entries of ``ids`` still held, read from the file
+        now (one for each id, in the order of ``ids``). What is decided inside (writing them)
+        cannot be undone by another process (a drop, another replay) before
+        :meth:`remove_locked`, in the same block, removes what was written.
+
+        First, without the lock, the file is read again if it was rewritten (as the first read
+        was made; under the lock only if it was rewritten once more meanwhile), and when the
+        lines removed in place hold 1/:data:`COMPACT_SHARE` of it, it is rewritten without them
+        (:meth:`_compact`)."""
+        self._follow()
+        if self._file is not None and \
+                self._removed * COMPACT_SHARE >= os.fstat(self._file.fileno()).st_size:
+            self._compact()
+        with self._quarantine._locked(create=False):
+            self._follow()
+            found = (self._entry(i) for i in ids)
+            yield [entry for entry in found if entry is not None]
+
+    def remove_locked(self, ids: Sequence[str]) -> None:
+        """Remove the entries of ``ids`` (read by :meth:`held`, in its block), durably: the
+        :data:`MARK` over each of their lines, then an fsync."""
+        lines = [line for i in ids for line in self._index.get(i, ())]
+        if not lines or self._file is None:
+            return
+        try:
+            fd = _open_regular(self._quarantine.path, os.O_WRONLY)
+        except PermissionError:
+            # A file this user may not write, in a directory it may (another user's, sharing
+            # the spool's group): removed by a rewrite, as a drop removes.
+            self._rewritten(self._quarantine._rewrite_locked(set(ids), compact=False)[1])
+            return
+        try:
+            if not _same_file(fd, self._file.fileno()):  # replaced under the lock: never so
+                self._rewritten(self._quarantine._rewrite_locked(set(ids), compact=False)[1])
+                return
+            for line in lines:
+                os.pwrite(fd, MARK, line.offset + line.brace)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        for i in ids:
+            self._index.pop(i, None)
+        self._removed += sum(line.length for line in lines)
+
+    def finish(self) -> None:
+        """The file rewritten without the lines removed in place, when there are any: a replay
+        that ends leaves the file as a drop does."""
+        self._follow()
+        if self._removed:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Rewrite the file without the lines removed in place. Which lines go is read without
+        the lock (see :func:`_plan`): under it, only the copy, and only if the path still names
+        the file planned (else another rewrite was made meanwhile, and is followed)."""
+        assert self._file is not None
+        plan = _plan(self._file, set(), whole=False)
+        with self._quarantine._locked(create=False):
+            if plan.leave and self._current():
+                self._quarantine._write_locked(self._file, plan)
+                self._rewritten(plan.index)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> Replaying:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _entry(self, entry_id: str) -> Entry | None:
+        """The entry ``entry_id`` as the file holds it now; None when it is held no more."""
+        if self._file is None:
+            return None
+        for line in self._index.get(entry_id, ()):
+            raw = os.pread(self._file.fileno(), line.length, line.offset)
+            if raw[line.brace:line.brace + 1] == b"{":
+                entry = _entry(raw)
+                if entry is not None and entry.id == entry_id:
+                    return entry
+        return None
+
+    def _follow(self) -> None:
+        """Read the file again when the path names another than the one read (rewritten)."""
+        if not self._quarantine.path.exists():
+            self.close()
+            self._index, self._removed = {}, 0
+        elif not self._current():
+            self._read(_open_regular(self._quarantine.path, os.O_RDONLY))
+
+    def _current(self) -> bool:
+        """The path names the file read (and kept open)."""
+        if self._file is None:
+            return False
+        try:
+            now = os.stat(self._quarantine.path)
+        except FileNotFoundError:
+            return False
+        was = os.fstat(self._file.fileno())
+        return (was.st_dev, was.st_ino) == (now.st_dev, now.st_ino)
+
+    def _rewritten(self, index: dict[str, list[_Line]] | None) -> None:
+        """After a rewrite of this replay's (None: nothing was written): the file written, and
+        where its entries are."""
+        if index is not None:
+            self.close()
+            self._file = os.fdopen(_open_regular(self._quarantine.path, os.O_RDONLY), "rb")
+            self._index, self._removed = index, 0
+
+    def _read(self, fd: int) -> None:
+        """Where each entry of the file open at ``fd`` is; kept open (this replay's file)."""
+        self.close()
+        self._file = os.fdopen(fd, "rb")
+        self._index = {}
+        self._removed = self.unreadable = at = 0
+        for raw in self._file:
+            entry = _entry(raw)
+            if entry is not None:
+                self._index.setdefault(entry.id, []).append(_Line(at, len(raw), _brace(raw)))
+            elif _removed(raw):
+                self._removed += len(raw)
+            else:
+                self.unreadable += bool(raw.strip())
+            at += len(raw)
+
+
+def _same_file(a: int, b: int) -> bool:
+    first, second = os.fstat(a), os.fstat(b)
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 def _fresh_file(path: Path, like: Path) -> BinaryIO:
@@ -282,10 +594,28 @@ def _open_regular(path: Path, flags: int) -> int:
         raise
 
 
-def _line_id(line: bytes) -> str | None:
-    """The id of one line of the file, or None for a line that is not an entry (torn)."""
-    entry = _entry(line)  # as scan() reads it, so that every id it lists can be removed
-    return None if entry is None else entry.id
+_PREFIX = b'{"id": "'
+
+
+def _quick_id(line: bytes) -> str | None:
+    """The id a line as :meth:`Quarantine.add` writes it begins with, read without the rest;
+    None for another line. The line may be no entry after all (torn): parse it to know."""
+    if line.startswith(_PREFIX) and line[24:25] == b'"' and b"\\" not in line[8:24]:
+        return line[8:24].decode("ascii", errors="replace")
+    return None
+
+
+def _brace(line: bytes) -> int:
+    """Where the JSON value of a line begins: after the blanks JSON allows before it."""
+    return 0 if line[:1] == b"{" else len(line) - len(line.lstrip(b" \t\r"))
+
+
+def _removed(line: bytes) -> bool:
+    """A line a replay removed in place: an entry but for the :data:`MARK` over its ``{``."""
+    if line[:1] not in _BLANKS:
+        return False
+    rest = line.lstrip(b" \t\r")
+    return rest[:1] == b'"' and _entry(b"{" + rest) is not None
 
 
 def _entry(line: bytes) -> Entry | None:

@@ -295,7 +295,7 @@ def _started() -> dict[str, Any]:
     return run_events(query_id=ids["query_id"], run_id=ids["run_id"], terminated=False)[0]
 
 
-def _run_ids_written(url: str) -> set[str]:
+def run_ids_written(url: str) -> set[str]:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
@@ -346,7 +346,7 @@ def test_a_replay_stopped_by_sigterm_says_what_it_replayed_and_keeps_the_rest(
     assert match is not None, (out, err)
     replayed = int(match[1])
     assert len(quarantine.entries()) == 150 - replayed
-    assert len(_run_ids_written(pg_url)) == replayed
+    assert len(run_ids_written(pg_url)) == replayed
     assert "Traceback" not in err
 
 
@@ -376,7 +376,7 @@ def test_a_drop_made_while_a_replay_runs_is_never_written_by_that_replay(
     adding.join(timeout=120)
     replay_out, replay_err = replay.communicate(timeout=120)
     drop_out, drop_err = drop.communicate(timeout=120)
-    written = _run_ids_written(pg_url)
+    written = run_ids_written(pg_url)
     if drop.returncode == 0:
         assert drop_out == "dropped 1\n", drop_err
         assert victim_run not in written
@@ -423,7 +423,7 @@ def test_two_replays_at_once_each_write_an_entry_only_if_the_other_has_not(
         [line] = out.splitlines()
         replayed += int(line.split()[1])
     assert replayed == 150
-    assert _run_ids_written(pg_url) == {e["payload"]["runId"] for e in events}
+    assert run_ids_written(pg_url) == {e["payload"]["runId"] for e in events}
     assert quarantine.entries() == []
 
 

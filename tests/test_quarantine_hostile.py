@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from sparkwatch.collector.quarantine import Quarantine
 from sparkwatch.history import migrate
-from tests.test_cli_quarantine import _replay_held_at_its_write, _run_ids_written
+from tests.test_cli_quarantine import _replay_held_at_its_write, run_ids_written
 from tests.test_collector_support import count_rows, fresh_ids, run_events
 
 
@@ -312,5 +312,5 @@ def test_a_replay_stopped_by_ctrl_c_then_run_again_writes_each_entry_once(
     done = quarantine_cli("replay", "--spool-dir", str(tmp_path), "--history-url", pg_url)
     assert (done.returncode, done.stdout) == (0, f"replayed {150 - first} of {150 - first}\n")
     assert count_rows(pg_url, "select count(*) from query_runs") == 150
-    assert _run_ids_written(pg_url) == {e["payload"]["runId"] for e in events}
+    assert run_ids_written(pg_url) == {e["payload"]["runId"] for e in events}
     assert quarantine.scan() == ([], 0)

@@ -114,13 +114,11 @@ SHOWN_IDS = 10
 39 KB line)."""
 
 REPLAY_BATCH = 100
-"""Entries a replay writes under one hold of the quarantine's lock: a drop, another replay or
-the collector's own appends wait for at most this many history writes."""
-
-
-def _known(entries: list[Any], ids: list[str]) -> None:
-    """Refuse ids the quarantine does not hold: a mistyped one did nothing, exit status 0."""
-    _refuse_unknown([i for i in dict.fromkeys(ids) if i not in {e.id for e in entries}])
+"""Entries a replay writes under one hold of the quarantine's lock, in one transaction (one
+each when the history refuses one of them): a drop, another replay or the collector's own
+appends wait for at most these writes, and the read and the removal in place of these entries
+(no more of the file; once in a while a rewrite of it, see
+:data:`~sparkwatch.collector.quarantine.COMPACT_SHARE`)."""
 
 
 def _refuse_unknown(unknown: list[str]) -> None:
@@ -206,30 +204,42 @@ def run_replay(args: argparse.Namespace) -> int:
     quarantine = _quarantine(args)
     url = _history_url(args)
     with _file_errors(args, "read"):
-        entries, unreadable = quarantine.scan()
-    _known(entries, args.ids)
-    _say_unreadable(quarantine, unreadable, "not replayed, kept in the file")
-    _check_history(url, origin(args.history_url, str(COLLECTOR_HISTORY_URL.flag)))
-    chosen = [e for e in entries if not args.ids or e.id in args.ids]
+        replay = quarantine.replaying()
+    with replay:
+        held = set(replay.ids)
+        _refuse_unknown([i for i in dict.fromkeys(args.ids) if i not in held])
+        _say_unreadable(quarantine, replay.unreadable, "not replayed, kept in the file")
+        _check_history(url, origin(args.history_url, str(COLLECTOR_HISTORY_URL.flag)))
+        wanted = set(args.ids)
+        chosen = [i for i in replay.ids if not wanted or i in wanted]
+        return _replay(args, replay, chosen, HistoryWriter(url))
+
+
+def _replay(args: argparse.Namespace, replay: Any, chosen: list[str], writer: Any) -> int:
+    """Write the entries of ``chosen`` (ids) to the history, REPLAY_BATCH at a time; those
+    written leave the quarantine."""
     written = gone = 0
     fault: str | None = None
-    writer = HistoryWriter(url)
     try:
         for start in range(0, len(chosen), REPLAY_BATCH):
             batch = chosen[start:start + REPLAY_BATCH]
             # Under the lock, each entry is written only if it is still held, and leaves the
             # quarantine before the lock is let go: a drop that said "dropped" is never written
             # after all, and a second replay skips what this one wrote.
-            with _file_errors(args, "rewrite"), quarantine.locked() as held:
+            with _file_errors(args, "rewrite"), replay.held(batch) as held:
                 done: list[str] = []
                 try:
-                    fault = _replay_batch(writer, [e for e in batch if e.id in held], done)
+                    fault = _replay_batch(writer, held, done)
                 finally:
-                    quarantine.remove_locked(set(done))
+                    replay.remove_locked(done)
                     written += len(done)
-            gone += sum(e.id not in held for e in batch)
+            gone += len(batch) - len(held)
             if fault is not None:
                 break
+        # Not after Ctrl-C or an error: what was removed in place is left for the next rewrite
+        # (of a replay, a drop, or of the collector's append once the quarantine is full).
+        with _file_errors(args, "rewrite"):
+            replay.finish()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (cli/signals.py): say what was done, then stop
         print(f"stopped: replayed {written} of {len(chosen)}, the rest kept", flush=True)
         raise
@@ -245,18 +255,41 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def _replay_batch(writer: Any, batch: list[Any], written: list[str]) -> str | None:
-    """Write each entry of ``batch``, appending the id of each written to ``written``; the
-    database's fault when it refuses any write (the rest of the batch is not tried)."""
+    """Write the entries of ``batch``, appending the id of each written to ``written``; the
+    database's fault when it refuses any write (the rest of the batch is not tried). One
+    transaction for the batch; when the history refuses it for a reason of its data (an entry
+    it still refuses), each entry in one of its own, to keep only those it refuses."""
     from sparkwatch.collector.history_process import decode_records
     from sparkwatch.history.errors import HistoryError, is_database_fault
     from sparkwatch.history.tenancy import FOREIGN
 
+    readable = []
     for entry in batch:
         events = decode_records([[entry.event]])
-        if not events:
+        if events:
+            readable.append((entry, events))
+        else:
             # The id is the file's (any text): shown escaped, as list shows it.
             print(printable(f"{entry.id}: still unreadable, kept"))
-            continue
+    if len(readable) > 1:
+        owners = [n for n, (_, events) in enumerate(readable) for _ in events]
+        try:
+            left_out = writer.write([e for _, events in readable for e in events],
+                                    [readable[n][0].tenant for n in owners])
+        except HistoryError as exc:
+            raise CliError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - one by one, below
+            if is_database_fault(exc):
+                return one_line(exc)
+        else:
+            foreign = {owners[i] for i in left_out}
+            for n, (entry, _) in enumerate(readable):
+                if n in foreign:  # its run or query is another tenant's: written nowhere
+                    print(printable(f"{entry.id}: still refused, kept: {FOREIGN}"))
+                else:
+                    written.append(entry.id)
+            return None
+    for entry, events in readable:
         try:
             left_out = writer.write(events, [entry.tenant] * len(events))
         except HistoryError as exc:
