@@ -291,6 +291,13 @@ class Quarantine:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, target)
+        # The rename itself durable too: an append acknowledged after it (the collector's, once
+        # a full quarantine made room) was lost with it on a power cut.
+        directory = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
 
     @contextmanager
     def _locked(self, create: bool = True) -> Iterator[None]:
@@ -338,13 +345,15 @@ class _Plan:
     """where each entry kept is in the file written"""
 
 
-def _plan(f: BinaryIO, ids: set[str], whole: bool) -> _Plan:
+def _plan(f: BinaryIO, ids: set[str], whole: bool, upto: int | None = None) -> _Plan:
     """Which lines of ``f`` a rewrite leaves out: the entries of ``ids``, and the lines removed
     in place. ``whole``: every line (under the lock); else up to the last newline, without the
     lock: the last line may be an append being written, and what follows the plan is copied as
     it is. A line removed in place stays removed, and a line kept that a replay removes before
     the copy is copied removed: a plan made without the lock holds once it is taken, as long as
-    the path names the same file."""
+    the path names the same file. ``upto``: no line past it (a size seen under the lock: below
+    it only a removal in place changes a byte; past it, an append that fails is cut back, and
+    what a read without the lock saw of it was never there)."""
     f.seek(0)
     leave: set[int] = set()
     removed: list[str] = []
@@ -352,7 +361,7 @@ def _plan(f: BinaryIO, ids: set[str], whole: bool) -> _Plan:
     at = end = 0
     for n, raw in enumerate(f):
         complete = raw.endswith(b"\n")
-        if not (complete or whole):
+        if not (complete or whole) or (upto is not None and end + len(raw) > upto):
             break
         end += len(raw)
         entry = _entry(raw)
@@ -388,6 +397,9 @@ class Replaying:
         self._removed = 0
         """bytes of the lines removed in place in the file read (as read, and since by this
         replay)"""
+        self._settled = 0
+        """a size of the file read seen under the lock: the bytes before it are entries as
+        appended, or removed (what follows may be an append that fails and is cut back)"""
         self.ids: list[str] = []
         """the entries when it began, each id once, in the file's order"""
         self.unreadable = 0
@@ -413,6 +425,8 @@ class Replaying:
             self._compact()
         with self._quarantine._locked(create=False):
             self._follow()
+            if self._file is not None:  # as _settle: already under the lock
+                self._settled = os.fstat(self._file.fileno()).st_size
             found = (self._entry(i) for i in ids)
             yield [entry for entry in found if entry is not None]
 
@@ -433,6 +447,9 @@ class Replaying:
             if not _same_file(fd, self._file.fileno()):  # replaced under the lock: never so
                 self._rewritten(self._quarantine._rewrite_locked(set(ids), compact=False)[1])
                 return
+            # Each line checked to be that entry's, now: a read without the lock may have
+            # indexed an append that failed and was cut back, whose place another line took.
+            lines = [line for i in ids for line in self._index.get(i, ()) if self._at(line, i)]
             for line in lines:
                 os.pwrite(fd, MARK, line.offset + line.brace)
             os.fsync(fd)
@@ -447,14 +464,22 @@ class Replaying:
         that ends leaves the file as a drop does."""
         self._follow()
         if self._removed:
+            self._settle()
             self._compact()
+
+    def _settle(self) -> None:
+        """Note, under the lock, the file's size: what an unlocked plan may read up to."""
+        with self._quarantine._locked(create=False):
+            self._follow()
+            if self._file is not None:
+                self._settled = os.fstat(self._file.fileno()).st_size
 
     def _compact(self) -> None:
         """Rewrite the file without the lines removed in place. Which lines go is read without
         the lock (see :func:`_plan`): under it, only the copy, and only if the path still names
         the file planned (else another rewrite was made meanwhile, and is followed)."""
         assert self._file is not None
-        plan = _plan(self._file, set(), whole=False)
+        plan = _plan(self._file, set(), whole=False, upto=self._settled)
         with self._quarantine._locked(create=False):
             if plan.leave and self._current():
                 self._quarantine._write_locked(self._file, plan)
@@ -473,15 +498,21 @@ class Replaying:
 
     def _entry(self, entry_id: str) -> Entry | None:
         """The entry ``entry_id`` as the file holds it now; None when it is held no more."""
+        for line in self._index.get(entry_id, ()):
+            if (entry := self._read_at(line)) is not None and entry.id == entry_id:
+                return entry
+        return None
+
+    def _at(self, line: _Line, entry_id: str) -> bool:
+        """Whether ``line`` holds the entry ``entry_id`` now."""
+        entry = self._read_at(line)
+        return entry is not None and entry.id == entry_id
+
+    def _read_at(self, line: _Line) -> Entry | None:
         if self._file is None:
             return None
-        for line in self._index.get(entry_id, ()):
-            raw = os.pread(self._file.fileno(), line.length, line.offset)
-            if raw[line.brace:line.brace + 1] == b"{":
-                entry = _entry(raw)
-                if entry is not None and entry.id == entry_id:
-                    return entry
-        return None
+        raw = os.pread(self._file.fileno(), line.length, line.offset)
+        return _entry(raw) if raw[line.brace:line.brace + 1] == b"{" else None
 
     def _follow(self) -> None:
         """Read the file again when the path names another than the one read (rewritten)."""
@@ -509,13 +540,14 @@ class Replaying:
             self.close()
             self._file = os.fdopen(_open_regular(self._quarantine.path, os.O_RDONLY), "rb")
             self._index, self._removed = index, 0
+            self._settled = os.fstat(self._file.fileno()).st_size  # written under the lock
 
     def _read(self, fd: int) -> None:
         """Where each entry of the file open at ``fd`` is; kept open (this replay's file)."""
         self.close()
         self._file = os.fdopen(fd, "rb")
         self._index = {}
-        self._removed = self.unreadable = at = 0
+        self._removed = self.unreadable = self._settled = at = 0
         for raw in self._file:
             entry = _entry(raw)
             if entry is not None:

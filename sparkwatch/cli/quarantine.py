@@ -283,11 +283,11 @@ def _replay_batch(writer: Any, batch: list[Any], written: list[str]) -> str | No
                 return one_line(exc)
         else:
             foreign = {owners[i] for i in left_out}
-            for n, (entry, _) in enumerate(readable):
-                if n in foreign:  # its run or query is another tenant's: written nowhere
-                    print(printable(f"{entry.id}: still refused, kept: {FOREIGN}"))
-                else:
-                    written.append(entry.id)
+            # In one step, before anything is said: a Ctrl-C amid the prints left committed
+            # entries unremoved, to be written again by the next replay.
+            written.extend(entry.id for n, (entry, _) in enumerate(readable) if n not in foreign)
+            for n in sorted(foreign):  # its run or query is another tenant's: written nowhere
+                print(printable(f"{readable[n][0].id}: still refused, kept: {FOREIGN}"))
             return None
     for entry, events in readable:
         try:
