@@ -26,6 +26,17 @@ def url(request: pytest.FixtureRequest) -> Iterator[str]:
         yield db_url
 
 
+def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The last line of stderr of ``sparkwatch *argv`` refused by argparse: exit status 2, nothing
+    on stdout and no traceback, as every usage error must be."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    assert (exit_info.value.code, out) == (2, "")
+    assert "Traceback" not in err
+    return err.splitlines()[-1]
+
+
 def test_queries_table(url: str, capsys) -> None:
     code, out, _ = run(capsys, "history", "queries", "--url", url)
     header, *rows = out.splitlines()
@@ -213,10 +224,8 @@ def test_reading_a_missing_sqlite_file_in_any_url_form_creates_nothing(
 
 
 def test_bad_since_is_a_usage_error(capsys) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["history", "state", "q", "--since", "yesterday"])
-    assert exit_info.value.code == 2
-    assert "not a time: 'yesterday'" in capsys.readouterr().err
+    last = usage_error(capsys, "history", "state", "q", "--since", "yesterday")
+    assert "not a time: 'yesterday'" in last
 
 
 def test_since_accepts_relative_and_iso_times() -> None:
@@ -257,12 +266,8 @@ HUGE = "99999999999999999999999"  # past the signed 64-bit integers both databas
 def test_numbers_out_of_range_are_usage_errors_naming_the_option(
     url: str, argv: list[str], error: str, capsys
 ) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["history", *argv, "--url", url])
-    out, err = capsys.readouterr()
-    assert (exit_info.value.code, out) == (2, "")
-    assert err.splitlines()[-1] == f"sparkwatch history {argv[0]}: error: {error}"
-    assert "Traceback" not in err
+    last = usage_error(capsys, "history", *argv, "--url", url)
+    assert last == f"sparkwatch history {argv[0]}: error: {error}"
 
 
 def test_the_largest_page_numbers_reach_the_database(url: str, capsys) -> None:
@@ -285,15 +290,10 @@ def test_the_largest_page_numbers_reach_the_database(url: str, capsys) -> None:
 def test_times_past_the_calendar_are_usage_errors_naming_the_option(
     option: str, value: str, capsys
 ) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["history", "state", "window_agg", option, value])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2
-    assert err.splitlines()[-1] == (
+    assert usage_error(capsys, "history", "state", "window_agg", option, value) == (
         f"sparkwatch history state: error: argument {option}: out of range: {value!r} "
         "(times must fall within the years 1 to 9999)"
     )
-    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize(
@@ -305,25 +305,16 @@ def test_times_past_the_calendar_are_usage_errors_naming_the_option(
     ],
 )
 def test_a_query_that_is_not_utf8_is_a_usage_error(url: str, argv: list[str], capsys) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["history", *argv, "--url", url])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2
-    assert err.splitlines()[-1] == (
+    assert usage_error(capsys, "history", *argv, "--url", url) == (
         f"sparkwatch history {argv[0]}: error: argument QUERY: not UTF-8 text "
         "(query ids, names and run ids are UTF-8)"
     )
-    assert "Traceback" not in err
 
 
 def test_a_run_id_that_is_not_utf8_is_a_usage_error(url: str, capsys) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["history", "operators", "window_agg", "--run", f"{NEW_RUN}\udcff", "--url", url])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2
-    assert err.splitlines()[-1].startswith(
-        "sparkwatch history operators: error: argument --run: not UTF-8 text"
-    )
+    last = usage_error(capsys, "history", "operators", "window_agg", "--run", f"{NEW_RUN}\udcff",
+                       "--url", url)
+    assert last.startswith("sparkwatch history operators: error: argument --run: not UTF-8 text")
 
 
 def test_installed_command_line_refuses_undecodable_bytes(url: str) -> None:

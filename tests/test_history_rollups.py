@@ -5,6 +5,7 @@ bucket's first and last batch, and the batch-duration p95 exactly as PostgreSQL'
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -78,13 +79,21 @@ def recompute(url: str, now: datetime = NOW) -> int:
         engine.dispose()
 
 
+def rolled_up_query(
+    url: str, batches: Callable[..., list[dict[str, Any]]] = progress, now: datetime = NOW,
+) -> str:
+    """A fresh query's ``batches`` written and rolled up as of ``now``: its id."""
+    ids = fresh_ids()
+    write(url, batches(**ids))
+    recompute(url, now)
+    return ids["query_id"]
+
+
 def test_hour_rollups_keep_first_and_last_state_rows_and_the_p95_duration(
     history_url: str,
 ) -> None:
-    ids = fresh_ids()
-    write(history_url, progress(**ids))
-    recompute(history_url)
-    queries, operators = rolled_up(history_url, ids["query_id"], "hour")
+    query_id = rolled_up_query(history_url)
+    queries, operators = rolled_up(history_url, query_id, "hour")
     one, two = NOON, NOON + timedelta(hours=1)
     assert sorted(queries) == [one, two]
     # Sorted durations 100, 200, 300, 400, 1000: position 0.95 * 4 = 3.8 -> 400 + 0.8 * 600.
@@ -98,10 +107,8 @@ def test_hour_rollups_keep_first_and_last_state_rows_and_the_p95_duration(
 
 
 def test_minute_rollups_break_timestamp_ties_by_batch_id(history_url: str) -> None:
-    ids = fresh_ids()
-    write(history_url, progress(**ids))
-    recompute(history_url, now=NOON + timedelta(minutes=45))
-    queries, operators = rolled_up(history_url, ids["query_id"], "minute")
+    query_id = rolled_up_query(history_url, now=NOON + timedelta(minutes=45))
+    queries, operators = rolled_up(history_url, query_id, "minute")
     tied = NOON + timedelta(minutes=40)
     assert (operators[tied].num_rows_total_first, operators[tied].num_rows_total_last) == (90, 80)
     assert queries[tied].batch_duration_ms_p95 == pytest.approx(390.0)  # 200 + 0.95 * 200
@@ -112,17 +119,15 @@ def test_minute_rollups_break_timestamp_ties_by_batch_id(history_url: str) -> No
 
 @pytest.mark.postgres
 def test_p95_equals_postgresql_percentile_cont(pg_url: str) -> None:
-    ids = fresh_ids()
-    write(pg_url, progress(**ids))
-    recompute(pg_url)
+    query_id = rolled_up_query(pg_url)
     engine = sa.create_engine(pg_url)
     with engine.connect() as conn:
         native = dict(conn.execute(sa.text(
             "SELECT date_trunc('hour', timestamp), percentile_cont(0.95) WITHIN GROUP "
             "(ORDER BY batch_duration_ms) FROM batches WHERE query_id = :q GROUP BY 1"),
-            {"q": ids["query_id"]}).all())
+            {"q": query_id}).all())
     engine.dispose()
-    queries, _ = rolled_up(pg_url, ids["query_id"], "hour")
+    queries, _ = rolled_up(pg_url, query_id, "hour")
     assert {b: r.batch_duration_ms_p95 for b, r in queries.items()} == pytest.approx(native)
 
 
@@ -153,10 +158,8 @@ def test_a_slot_is_rolled_up_once_across_writers(history_url: str) -> None:
 
 
 def test_day_rollups_aggregate_the_hours_exactly(history_url: str) -> None:
-    ids = fresh_ids()
-    write(history_url, progress(**ids))
-    recompute(history_url)
-    queries, operators = rolled_up(history_url, ids["query_id"], "day")
+    query_id = rolled_up_query(history_url)
+    queries, operators = rolled_up(history_url, query_id, "day")
     (day,) = queries
     assert day == datetime(2026, 11, 21, tzinfo=UTC)
     q, o = queries[day], operators[day]
@@ -209,19 +212,17 @@ def largest(query_id: str, run_id: str) -> list[dict[str, Any]]:
 def test_rollup_sums_beyond_int64_saturate_at_int64_max_in_hours_and_days(
     history_url: str,
 ) -> None:
-    ids = fresh_ids()
-    write(history_url, largest(**ids))
-    recompute(history_url)
+    query_id = rolled_up_query(history_url, largest)
     for resolution, bucket in (("hour", NOON), ("day", datetime(2026, 11, 21, tzinfo=UTC))):
-        queries, operators = rolled_up(history_url, ids["query_id"], resolution)
+        queries, operators = rolled_up(history_url, query_id, resolution)
         q, o = queries[bucket], operators[bucket]
         assert (q.batches, q.num_input_rows, q.batch_duration_ms_sum, q.batch_duration_ms_max) \
             == (2, INT64_MAX, INT64_MAX, INT64_MAX)
         assert (o.batches, o.num_rows_updated, o.all_updates_time_ms) == (2, INT64_MAX, INT64_MAX)
         assert (o.num_rows_removed, o.commit_time_ms) == (0, 2 * 139)  # the recorded batch's
-    queries, _ = rolled_up(history_url, ids["query_id"], "hour")
+    queries, _ = rolled_up(history_url, query_id, "hour")
     assert queries[NOON].batch_duration_ms_p95 == pytest.approx(float(INT64_MAX))
-    minutes, _ = rolled_up(history_url, ids["query_id"], "minute")  # one batch each: exact
+    minutes, _ = rolled_up(history_url, query_id, "minute")  # one batch each: exact
     assert [r.num_input_rows for _, r in sorted(minutes.items())] == [INT64_MAX, INT64_MAX]
 
 

@@ -130,6 +130,15 @@ def sink_that_wrote_the_first_events(
         sink.stop(10)
 
 
+def send_while_gone(sink: HistorySink, counters: ListenerCounters, after: list[ParsedEvent],
+                    failing: str) -> None:
+    """Send ``after`` with the database gone and wait until two writes failed: ``after`` is more
+    than a batch, so some events are held for retry and the rest queued behind them."""
+    for e in after:
+        sink(e)
+    wait_for(lambda: failures(counters) >= 2, 30, failing)
+
+
 def test_a_postgresql_history_dropped_and_recreated_empty_gets_its_schema_and_the_held_events(
     pg_url: str, admin: Admin, caplog_warnings: pytest.LogCaptureFixture,
 ) -> None:
@@ -139,9 +148,7 @@ def test_a_postgresql_history_dropped_and_recreated_empty_gets_its_schema_and_th
         assert written(pg_url) == keys(events()[:BEFORE])
 
         admin.drop()
-        for e in after:  # more than a batch: some are held for retry, the rest queued behind
-            sink(e)
-        wait_for(lambda: failures(counters) >= 2, 30, "writes failing on the dropped database")
+        send_while_gone(sink, counters, after, "writes failing on the dropped database")
         admin.create()
 
         assert sink.flush(30), ("held events never written", failed_messages(caplog_warnings))
@@ -161,9 +168,7 @@ def test_a_history_recreated_empty_that_the_writer_may_not_migrate_is_logged_as_
     with sink_that_wrote_the_first_events(HistoryWriter(pg_url, migrate=False)) as (
             sink, counters, after):
         admin.drop()
-        for e in after:
-            sink(e)
-        wait_for(lambda: failures(counters) >= 2, 30, "writes failing on the dropped database")
+        send_while_gone(sink, counters, after, "writes failing on the dropped database")
         admin.create()
 
         def said_no_schema() -> bool:
@@ -191,9 +196,7 @@ def test_a_sqlite_history_moved_away_is_written_again_in_a_new_file_at_its_path(
     url = f"sqlite:///{home / 'history.db'}"
     with sink_that_wrote_the_first_events(HistoryWriter(url)) as (sink, counters, after):
         shutil.move(home, moved)
-        for e in after:
-            sink(e)
-        wait_for(lambda: failures(counters) >= 2, 30, "writes failing with the file moved away")
+        send_while_gone(sink, counters, after, "writes failing with the file moved away")
         home.mkdir()
 
         assert sink.flush(30), ("held events never written", failed_messages(caplog_warnings))

@@ -47,10 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "queries", parents=[common],
         help="the most recently active queries with their latest run (a page: --limit/--offset)",
     )
-    queries.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
-                         help=f"rows to show (1 to {MAX_ROWS})")
-    queries.add_argument("--offset", type=_non_negative, default=0, metavar="N",
-                         help=f"rows to skip (0 to {MAX_ROWS})")
+    _add_page(queries, "rows")
     queries.set_defaults(func=run_queries)
     runs = views.add_parser(
         "runs", parents=[common],
@@ -60,10 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="query id, name or unique id prefix")
     # A page, as `queries` and `state` are: a query restarted every few minutes for months has
     # tens of thousands of runs, each with an excerpt of its exception, and all were printed.
-    runs.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
-                      help=f"rows to show (1 to {MAX_ROWS})")
-    runs.add_argument("--offset", type=_non_negative, default=0, metavar="N",
-                      help=f"rows to skip (0 to {MAX_ROWS})")
+    _add_page(runs, "rows")
     runs.set_defaults(func=run_runs)
     state = views.add_parser("state", parents=[common], help="state of one query over time")
     state.add_argument("query", type=query_text, metavar="QUERY",
@@ -72,10 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="operator index (plan order)")
     state.add_argument("--since", type=parse_time, help="e.g. 2h, 30m, 7d or an ISO-8601 time")
     state.add_argument("--until", type=parse_time, help="end (exclusive), same forms as --since")
-    state.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
-                       help=f"points to show (1 to {MAX_ROWS})")
-    state.add_argument("--offset", type=_non_negative, default=0, metavar="N",
-                       help=f"points to skip (0 to {MAX_ROWS})")
+    _add_page(state, "points")
     state.set_defaults(func=run_state)
     operators = views.add_parser(
         "operators", parents=[common], help="what each state operator of a query is (its plan)"
@@ -85,6 +76,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     operators.add_argument("--run", type=query_text, metavar="RUN_ID",
                            help="a run (default: the latest read)")
     operators.set_defaults(func=run_operators)
+
+
+def _add_page(view: argparse.ArgumentParser, items: str) -> None:
+    """--limit and --offset of a view that lists many ``items``: one definition, so that the
+    views' pages keep the same bounds, default and wording."""
+    view.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
+                      help=f"{items} to show (1 to {MAX_ROWS})")
+    view.add_argument("--offset", type=_non_negative, default=0, metavar="N",
+                      help=f"{items} to skip (0 to {MAX_ROWS})")
 
 
 def parse_time(text: str, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> datetime:
