@@ -38,7 +38,7 @@ from sparkwatch.top.model import Snapshot, TopOperator, TopQuery
 from sparkwatch.top.rates import GrowthTracker
 from sparkwatch.top.render import frame
 from sparkwatch.top.view import View
-from tests.conftest import unavailable
+from tests.conftest import UNMEASURED, unavailable
 from tests.doctor_support import SCENARIOS, load
 from tests.support import wait_for
 from tests.test_top_tmux import Tmux
@@ -254,6 +254,7 @@ def test_a_malformed_exposition_is_one_line_naming_it(body: bytes, why: str) -> 
                          f"({why})"), line
 
 
+@UNMEASURED  # a volume test: 200,000 passes over lines other tests measure, 3x slower traced
 @pytest.mark.timeout(120)  # a guard, not a speed goal (docs/benchmarks.md has those)
 def test_200000_operator_series_of_one_query_are_read_in_one_pass() -> None:
     """Each sample scanned its query's operators so far: time quadratic in their number, over
