@@ -63,6 +63,10 @@ starts (:func:`pytest_runtest_protocol`): a volume test, whose thousands of even
 that other tests measure, under a tracer that makes them 2-3x slower (the fault suite 110 s
 -> 268 s, the query flood 20 s -> 75 s), or a test of a copy of the code (a fresh clone in its
 own virtualenv), whose lines are not the ones the report is about."""
+BENCHMARK_RUNS = "tests/test_bench"
+"""The modules of the benchmarks' small runs, all :data:`UNMEASURED`: bench/ is outside the coverage
+report, and the product paths a benchmark drives in a loop are measured by their own tests. Traced,
+they took twice as long (tests/test_bench_ingest_smoke.py 28 s, untraced 15 s)."""
 SHOWS_CANARIES = "shows_canaries"
 """The marker of a test that shows canaries on purpose (the test of this check itself)."""
 SPARK_CONF_DIR = Path(__file__).resolve().parent / "spark-conf"
@@ -247,10 +251,12 @@ def _stop_coverage() -> list[Any]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist's loadgroup (scripts/test) a test without a group of its own runs on
     its module's worker: module-scoped set-ups (a benchmark run, a collector, a browser, running
-    queries) happen once, as in a run on one process."""
+    queries) happen once, as in a run on one process. The benchmarks' runs are unmeasured."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        if item.nodeid.startswith(BENCHMARK_RUNS):
+            item.add_marker(UNMEASURED)
 
 
 def shown_canaries(text: str) -> list[str]:

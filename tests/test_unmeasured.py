@@ -35,3 +35,12 @@ def test_the_next_test_is_measured_again(request: pytest.FixtureRequest) -> None
 
     assert Coverage.current() is not None and sys.gettrace() is not None
     assert "COVERAGE_PROCESS_CONFIG" in _coverage_environment()
+
+
+def test_every_benchmark_run_is_unmeasured(request: pytest.FixtureRequest) -> None:
+    """The benchmarks' small runs drive product paths their own tests measure (conftest.py,
+    BENCHMARK_RUNS): each of their tests carries the marker."""
+    bench = [item for item in request.session.items if item.nodeid.startswith("tests/test_bench")]
+    if not bench:
+        pytest.skip("no benchmark run in this selection")
+    assert [i.nodeid for i in bench if i.get_closest_marker("unmeasured") is None] == []
