@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import UNMEASURED
+from tests.conftest import BENCHMARK_RUNS, UNMEASURED
 from tests.support import COVERAGE_VARIABLES
 
 
@@ -40,7 +40,7 @@ def test_the_next_test_is_measured_again(request: pytest.FixtureRequest) -> None
 def test_every_benchmark_run_is_unmeasured(request: pytest.FixtureRequest) -> None:
     """The benchmarks' small runs drive product paths their own tests measure (conftest.py,
     BENCHMARK_RUNS): each of their tests carries the marker."""
-    bench = [item for item in request.session.items if item.nodeid.startswith("tests/test_bench")]
+    bench = [item for item in request.session.items if item.nodeid.startswith(BENCHMARK_RUNS)]
     if not bench:
         pytest.skip("no benchmark run in this selection")
     assert [i.nodeid for i in bench if i.get_closest_marker("unmeasured") is None] == []
