@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sparkwatch.cli.db import add_url_argument, command_url, user_errors
@@ -28,7 +29,14 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT = 100
 _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_TIME_FORMS = "use e.g. 2h, 30m, 7d or 2026-11-21T09:00"
+# Unix seconds as Prometheus' HTTP API takes them: a decimal number, fractions and exponent
+# allowed; not nan or inf, nor Python's 1_000 or 0x10.
+_SECONDS = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FAR_SECONDS = 10**12
+"""Past any time in the years 1 to 9999, either way from 1970: refused before a number of a
+billion digits (1e999999999) is made."""
+_TIME_FORMS = "use e.g. 2h, 30m, 7d, 2026-11-21T09:00 or Unix seconds 1795253880"
 _positive = int_between(1, MAX_ROWS)
 _non_negative = int_between(0, MAX_ROWS)
 
@@ -64,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="query id, name or unique id prefix")
     state.add_argument("--operator", type=int_between(0, MAX_INT32), metavar="N",
                        help="operator index (plan order)")
-    state.add_argument("--since", type=parse_time, help="e.g. 2h, 30m, 7d or an ISO-8601 time")
+    state.add_argument("--since", type=parse_time,
+                       help="e.g. 2h, 30m, 7d, an ISO-8601 time or Unix seconds (1795253880.5)")
     state.add_argument("--until", type=parse_time, help="end (exclusive), same forms as --since")
     _add_page(state, "points")
     state.set_defaults(func=run_state)
@@ -88,13 +97,20 @@ def _add_page(view: argparse.ArgumentParser, items: str) -> None:
 
 
 def parse_time(text: str, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> datetime:
-    """``2h`` (ago) or ISO-8601; a time without zone is UTC, like everything in the history."""
+    """``2h`` (ago), ISO-8601 or Unix seconds; a time without zone is UTC, like everything in the
+    history. What ISO-8601 reads stays ISO-8601 (``20261121`` is a date, as it was before numbers
+    were taken); any other number is seconds."""
     relative = _RELATIVE.match(text.strip())
     try:
         if relative:
             amount, unit = relative.groups()
             return now() - timedelta(**{_UNITS[unit]: int(amount)})
-        value = datetime.fromisoformat(text.strip())
+        try:
+            value = datetime.fromisoformat(text.strip())
+        except ValueError:
+            if _SECONDS.match(text.strip()):
+                return _unix_seconds(Decimal(text.strip()))
+            raise
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     except OverflowError:
         # timedelta and datetime stop at years 1 and 9999 (9999-12-31T23:59-05:00 is past
@@ -105,6 +121,14 @@ def parse_time(text: str, now: Callable[[], datetime] = lambda: datetime.now(UTC
     except ValueError:
         # Also what int() says of an amount of over 4300 digits.
         raise argparse.ArgumentTypeError(f"not a time: {shown(text)} ({_TIME_FORMS})") from None
+
+
+def _unix_seconds(seconds: Decimal) -> datetime:
+    """The time ``seconds`` after 1970 (before it, if negative), to the microsecond: exactly, as
+    a float would not be near the year 9999. OverflowError past the calendar."""
+    if not -_FAR_SECONDS <= seconds <= _FAR_SECONDS:  # compared, not rounded: no Overflow
+        raise OverflowError(seconds)
+    return _EPOCH + timedelta(microseconds=int((seconds * 1_000_000).to_integral_value()))
 
 
 def query_text(text: str) -> str:

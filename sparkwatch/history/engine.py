@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
+import sqlite3
 import urllib.parse
 from pathlib import Path
 
@@ -114,13 +116,28 @@ def create_engine(url: str, must_exist: bool = False,
         # spaces) was a tenth of the SQLite writer's CPU, and spelled the maps otherwise than
         # PostgreSQL's COPY path (docs/benchmarks.md, "A write path near the floor").
         pool: dict[str, object] = {} if read_bounds is None else {"pool_timeout": POOL_SECONDS}
-        return sa.create_engine(parsed, connect_args=connect_args, json_serializer=dumps_text,
-                                **pool)
+        engine = sa.create_engine(parsed, connect_args=connect_args, json_serializer=dumps_text,
+                                  **pool)
     except (ImportError, sa.exc.NoSuchModuleError) as exc:
         raise HistoryUrlError(
             f"cannot load the database driver for {describe_url(parsed)}: {exc} "
             "(for PostgreSQL: pip install 'sparkwatch[postgres]')"
         ) from None
+    if not _is_pg(parsed):
+        sa.event.listen(engine, "connect", _text_replacing_bad_bytes)
+    return engine
+
+
+def _text_replacing_bad_bytes(dbapi_connection: sqlite3.Connection, record: object) -> None:
+    """SQLite stores whatever bytes it is given as TEXT (another tool's, a CAST of a blob), and
+    Python's decoding of one value that is not UTF-8 failed the whole read: every history command
+    over a history holding it. Such text reads with its bad bytes as U+FFFD, which still parses
+    in a JSON column (a backslash escape would not)."""
+    dbapi_connection.text_factory = _DECODE_REPLACING
+
+
+# str itself, with its arguments bound in C: no Python frame per text value read.
+_DECODE_REPLACING = functools.partial(str, encoding="utf-8", errors="replace")
 
 
 def _pg_args(quick_seconds: int | None,

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from sparkwatch.history.engine import READ_LOCK_SECONDS, connect, create_engine, describe_url
 from sparkwatch.history.errors import UnknownOperator, UnknownQuery
+from sparkwatch.history.interruptible import stops_for_signals
 from sparkwatch.history.revision import check_schema
 from sparkwatch.history.schema import OperatorBatch, OperatorPlan, QueryRun, RunTrigger
 from sparkwatch.history.series import operator_indexes
@@ -65,7 +66,7 @@ class HistoryReader:
 
     @contextmanager
     def _connection(self) -> Iterator[sa.Connection]:
-        with connect(self._engine) as conn:
+        with connect(self._engine) as conn, stops_for_signals(conn):
             if not self._checked:
                 check_schema(conn)
                 self._checked = True
