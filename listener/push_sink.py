@@ -38,7 +38,7 @@ from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any
 
-from sparkwatch.httpopen import read_http, request_failure
+from sparkwatch.httpopen import read_http_answer, request_failure
 from sparkwatch.metrics.stats import ListenerCounters
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_to_dict
@@ -362,8 +362,7 @@ class PushSink:
         return Sent.RETRY
 
     def _post(self, events: list[Wire]) -> tuple[int | None, Reply, str | None]:
-        """One POST: the status (None: no answer; 200 for any 2xx, as read_http gives no status
-        for one), the reply, the Retry-After header."""
+        """One POST: the status (None: no answer), the reply, the Retry-After header."""
         body = gzip.compress(json.dumps({"events": events}, separators=(",", ":")).encode(), 5)
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip",
                    "User-Agent": f"sparkwatch-listener/{__version__}"}
@@ -371,8 +370,9 @@ class PushSink:
             headers["Authorization"] = f"Bearer {self._endpoint.token}"
         request = urllib.request.Request(self._url, body, headers, method="POST")
         try:
-            # read_http raises HTTPError for every status outside 2xx: any answer is a 2xx here.
-            return 200, _reply(read_http(request, self._endpoint.timeout, REPLY_LIMIT)), None
+            # read_http_answer raises HTTPError for every status outside 2xx.
+            status, raw = read_http_answer(request, self._endpoint.timeout, REPLY_LIMIT)
+            return status, _reply(raw), None
         except urllib.error.HTTPError as exc:
             return exc.code, _reply(exc.read()), exc.headers.get("Retry-After")
         except (OSError, ValueError, http.client.HTTPException) as exc:
@@ -491,10 +491,9 @@ def _count(value: Any) -> bool:
 
 
 def _status(status: int | None) -> str:
-    """A status as said in a log line: read_http gives none for a 2xx (_post's 200 is any)."""
-    if status is None:
-        return "no answer"
-    return "HTTP 2xx" if 200 <= status < 300 else f"HTTP {status}"
+    """A status as said in a log line: a foreign 203 or 204 by its own code (it was "HTTP 200",
+    then "HTTP 2xx", for any)."""
+    return "no answer" if status is None else f"HTTP {status}"
 
 
 def _reply(raw: bytes) -> Reply:

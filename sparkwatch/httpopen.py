@@ -70,10 +70,17 @@ def open_http(request: urllib.request.Request, timeout: float) -> HTTPResponse:
 
 def read_http(request: urllib.request.Request, timeout: float,
               limit: int | None = None) -> bytes:
-    """The body of ``request``, the whole exchange within ``timeout`` seconds; raises
-    :class:`DeadlineExceeded` past it, :class:`ResponseTooLarge` past ``limit`` bytes of body,
-    otherwise as :func:`open_http` (an HTTPError's body, up to ``limit``, is read within the
-    deadline too, and kept for ``exc.read()``).
+    """The body of ``request``, as :func:`read_http_answer` reads it."""
+    return read_http_answer(request, timeout, limit)[1]
+
+
+def read_http_answer(request: urllib.request.Request, timeout: float,
+                     limit: int | None = None) -> tuple[int, bytes]:
+    """The status (a 2xx: any other is an HTTPError) and body of ``request``, the whole
+    exchange within ``timeout`` seconds; raises :class:`DeadlineExceeded` past it,
+    :class:`ResponseTooLarge` past ``limit`` bytes of body, otherwise as :func:`open_http` (an
+    HTTPError's body, up to ``limit``, is read within the deadline too, and kept for
+    ``exc.read()``).
 
     urlopen's timeout holds for each socket operation alone: a server sending a byte every few
     seconds kept a command waiting for as long as it liked. Past the deadline the connection's
@@ -87,6 +94,7 @@ def read_http(request: urllib.request.Request, timeout: float,
         try:
             try:
                 with opener.open(request, timeout=timeout) as response:  # nosec B310 - checked
+                    status: int = response.status
                     body: bytes = _read_within(response, limit)
             except urllib.error.HTTPError as exc:
                 error_body = exc.read() if limit is None else exc.read(limit)
@@ -97,7 +105,7 @@ def read_http(request: urllib.request.Request, timeout: float,
             deadline.check()  # what the shut-down socket made the read raise is no reason
             raise
         deadline.check()  # a body read to the end of a shut-down socket is cut short
-        return body
+        return status, body
 
 
 def _read_within(response: HTTPResponse, limit: int | None) -> bytes:

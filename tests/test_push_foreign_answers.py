@@ -105,22 +105,31 @@ def test_the_collectors_own_refusal_is_counted_and_not_sent_again(status: int,
     assert failures(counters) == 0 and len(seen) == 1
 
 
-def test_a_2xx_that_is_not_the_collectors_is_said_as_a_2xx_not_as_200(
-    caplog: pytest.LogCaptureFixture,
+@pytest.mark.parametrize(("status", "body", "said"), [
+    (203, b"<html>a proxy's page</html>", "; it said \"<html>a proxy's page</html>\""),
+    (204, b"", ""),  # No Content: no body at all
+])
+def test_a_2xx_that_is_not_the_collectors_is_said_with_its_own_status(
+    caplog: pytest.LogCaptureFixture, status: int, body: bytes, said: str,
 ) -> None:
-    # The old sink said every 2xx it could not read as "HTTP 200": a foreign 204 too.
+    # The old sink said every 2xx it could not read as "HTTP 200": a foreign 204 too; then as
+    # "HTTP 2xx", which named no status.
     counters = ListenerCounters()
 
-    def no_content(handler: QuietHandler) -> None:
-        handler.send_response(204)
-        handler.end_headers()
+    def foreign(handler: QuietHandler) -> None:
+        if body:
+            handler.answer(status, body, "text/html")
+        else:
+            handler.send_response(status)
+            handler.end_headers()
 
-    with (caplog.at_level(logging.WARNING), http_server(no_content) as url,
+    with (caplog.at_level(logging.WARNING), http_server(foreign) as url,
           sending(url, counters) as push):
         offer_one(push)
         wait_for(lambda: failures(counters) >= 1, 20, "a failed attempt")
     [line] = [r.getMessage() for r in caplog.records if url in r.getMessage()]
-    assert "HTTP 2xx" in line and "HTTP 200" not in line, line
+    assert line == (f"sparkwatch: push to {url} failed (HTTP {status}: {NOT_A_COLLECTOR}{said}), "
+                    "attempt 1, retrying")
 
 
 # --- the real collector's answers are recognized ---------------------------------------------

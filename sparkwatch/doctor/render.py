@@ -9,7 +9,12 @@ from sparkwatch.doctor.checks_contents import Inspected
 from sparkwatch.doctor.evidence import batch_range
 from sparkwatch.doctor.model import Finding, QueryRecord, Severity
 from sparkwatch.jsoncodec import dumps_strict
-from sparkwatch.terminal import printable
+from sparkwatch.terminal import clip, printable
+
+NAME_WIDTH = 100
+"""Columns a name takes in the text report at most: the listener writes names of up to 256
+characters, but a hand-edited or old history, or a peer collector, may hold any length, and a
+100 KB name made a 100 KB line. The JSON report keeps names whole, for pipelines to match."""
 
 
 def plan_status(record: QueryRecord) -> str:
@@ -111,8 +116,9 @@ def _query_line(record: QueryRecord, findings: Sequence[Finding]) -> str:
     first, last = record.batches[0].batch_id, record.batches[-1].batch_id
     verdict = f"{own} finding{'s' if own != 1 else ''}" if own else "ok"
     return (
-        f"{record.title} ({record.query_id[:8]}): {verdict} - run {record.run_id[:8]}, "
-        f"{batch_range(first, last)}, {_PLAN_TEXT[plan_status(record)]}{_trigger_text(record)}"
+        f"{clip(record.title, NAME_WIDTH)} ({record.query_id[:8]}): {verdict} - run "
+        f"{record.run_id[:8]}, {batch_range(first, last)}, {_PLAN_TEXT[plan_status(record)]}"
+        f"{_trigger_text(record)}"
     )
 
 
@@ -125,20 +131,26 @@ def _trigger_text(record: QueryRecord) -> str:
 
 
 def _state_line(i: Inspected, findings: Sequence[Finding]) -> str:
+    name = clip(i.name, NAME_WIDTH)
     if i.error is not None:
-        return f"{i.name} (state of {i.report.checkpoint}): unreadable - {i.error}"
+        return f"{name} (state of {i.report.checkpoint}): unreadable - {i.error}"
     own = sum(1 for f in findings if f.query_id == i.report.checkpoint)
     verdict = f"{own} finding{'s' if own != 1 else ''}" if own else "ok"
     stores = sum(len(op.stores) for op in i.report.operators)
-    return (f"{i.name} (state of {i.report.checkpoint}): {verdict} - {stores} "
+    return (f"{name} (state of {i.report.checkpoint}): {verdict} - {stores} "
             f"store{'s' if stores != 1 else ''} as of batch {i.report.batch_id}")
 
 
 def _finding_lines(f: Finding) -> list[str]:
-    where = [f.query_name or f.query_id]
+    where = [clip(f.query_name or f.query_id, NAME_WIDTH)]
+    operator = clip(f.operator or "", NAME_WIDTH)
     if f.operator_index is not None:
-        where.append(f"operator {f.operator_index} {f.operator}")
+        where.append(f"operator {f.operator_index} {operator}")
     if f.batches is not None:
         where.append(batch_range(*f.batches))
     head = f"{f.severity.label.upper():<8}{f.code}: {f.title} [{', '.join(where)}]"
-    return [head, *(f"        - {line}" for line in f.evidence), f"        fix: {f.fix}"]
+    evidence = list(f.evidence)
+    if f.operator and operator != f.operator:
+        # The checks' evidence names the operator too ("operator 0 <name>: aggregation on ...").
+        evidence = [line.replace(f.operator, operator) for line in evidence]
+    return [head, *(f"        - {line}" for line in evidence), f"        fix: {f.fix}"]

@@ -14,6 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from sparkwatch.model.tenant import DEFAULT_TENANT
 from sparkwatch.settings.listener import DEFAULT_HISTORY_URL
 from sparkwatch.settings.options import metavar
 from sparkwatch.settings.parsers import (
@@ -150,8 +151,16 @@ def parse_tokens(raw: str) -> tuple[tuple[str, str], ...]:
     several tokens (to rotate them).
 
     An error names an entry by its position (:func:`_entries`), never by its text: an entry
-    written the wrong way round (TOKEN=APP) has its token where the app name goes."""
-    checked: list[tuple[str, str, _Where]] = []
+    written the wrong way round (TOKEN=APP) has its token where the app name goes.
+
+    An entry given again (the same token for the same scope, ``orders`` and ``default/orders``
+    alike) is one token, kept as first written."""
+    return _one_owner_per_token(_token_entries(raw), _TWO_APPS, _APP_TOKEN, _same_scope)
+
+
+def _token_entries(raw: str, source: str = "") -> list[_Entry]:
+    """The (scope, token, where) of each entry of ``raw``, checked and numbered as written."""
+    checked: list[_Entry] = []
     entries = _entries(raw)
     for number, item in enumerate(entries, 1):
         app, sep, token = (part.strip() for part in item.partition("="))
@@ -163,8 +172,16 @@ def parse_tokens(raw: str) -> tuple[tuple[str, str], ...]:
             _check_sendable(token)
         except ValueError as exc:
             raise ValueError(f"{exc}; entry {number} of {len(entries)}") from None
-        checked.append((app, token, (number, "")))
-    return _one_owner_per_token(checked, _TWO_APPS, _APP_TOKEN)
+        checked.append((app, token, (number, source)))
+    return checked
+
+
+def _same_scope(scope: str) -> tuple[str, str]:
+    """What a scope means, however written: ``orders`` is ``default/orders`` (and ``a / b`` is
+    ``a/b``), as the collector's auth reads it; told apart, one token given in two spellings
+    was refused as "given to two apps"."""
+    tenant, app = scope_parts(scope)
+    return (DEFAULT_TENANT if tenant is None else tenant, app)
 
 
 _TWO_APPS = "one token is given to two apps"
@@ -174,6 +191,8 @@ _APP_TOKEN = "[TENANT/]APP=TOKEN"
 _Where = tuple[int, str]
 """Where a token's entry is: its number and what it is an entry of ("" for the one text parsed;
 " of SPARKWATCH_COLLECTOR_TOKENS" when two sources are merged)."""
+_Entry = tuple[str, str, _Where]
+"""(owner, token, where) of one entry."""
 
 
 def _entries(raw: str) -> list[str]:
@@ -183,16 +202,17 @@ def _entries(raw: str) -> list[str]:
     return [item for item in items if item and not item.startswith("#")]
 
 
-def _one_owner_per_token(entries: list[tuple[str, str, _Where]], clash: str,
-                         form: str) -> tuple[tuple[str, str], ...]:
-    """(owner, token) of each of ``entries`` (owner, token, where), an entry repeated whole kept
-    once; a token given to two owners (apps, tenants) raises ValueError saying ``clash`` and
-    naming the two entries by where they are, never by their text: either "owner" may be a token,
-    in an entry written the wrong way round (``form`` is the right one)."""
+def _one_owner_per_token(entries: list[_Entry], clash: str, form: str,
+                         meaning: Callable[[str], object] = str) -> tuple[tuple[str, str], ...]:
+    """(owner, token) of each of ``entries`` (owner, token, where), an entry repeated (its owner
+    of the same ``meaning``) kept once, as first written; a token given to two owners (apps,
+    tenants) raises ValueError saying ``clash`` and naming the two entries by where they are,
+    never by their text: either "owner" may be a token, in an entry written the wrong way round
+    (``form`` is the right one)."""
     first: dict[str, tuple[str, _Where]] = {}  # token -> (owner, where)
     for owner, token, where in entries:
         earlier, at = first.setdefault(token, (owner, where))
-        if earlier != owner:
+        if meaning(earlier) != meaning(owner):
             raise ValueError(f"{clash}, in {_two(at, where)} (is one written the wrong way "
                              f"round? the form is {form})")
     return tuple((owner, token) for token, (owner, _) in first.items())
@@ -220,7 +240,7 @@ def _check_sendable(token: str) -> None:
 def parse_tenant_tokens(raw: str) -> tuple[tuple[str, str], ...]:
     """``tenant=token,...`` (or one pair per line): read tokens, each scoped to one tenant. An
     error names an entry by its position, never by its text (as :func:`parse_tokens`)."""
-    checked: list[tuple[str, str, _Where]] = []
+    checked: list[_Entry] = []
     entries = _entries(raw)
     for number, item in enumerate(entries, 1):
         tenant, sep, token = (part.strip() for part in item.partition("="))
@@ -379,43 +399,53 @@ def load_collector_settings(
     """Resolve settings: flags > env > defaults; a bad value names the flag or env var."""
     values = resolve(SETTINGS, (flag_source(flags or {}), env_source(env)))
     if tokens_file is not None:
-        values["tokens"] = parse_tokens_merged(values.get("tokens", ()),
-                                               read_tokens_file(tokens_file))
+        values["tokens"] = parse_tokens_merged(env_tokens(env), read_tokens_file(tokens_file))
     settings = replace(CollectorSettings(), **values)
     check(settings)
     return settings
 
 
-def env_tokens(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """The ingest tokens the environment gives (kept when the tokens file is re-read)."""
-    return resolve((BY_NAME["tokens"],), (env_source(env),)).get("tokens", ())
+def env_tokens(env: Mapping[str, str]) -> str:
+    """The ingest tokens the environment gives, as written, checked (kept when the tokens file
+    is re-read; merged as text, so that a clash names an entry by its place as written)."""
+    resolve((BY_NAME["tokens"],), (env_source(env),))  # refused naming the variable
+    return env.get(BY_NAME["tokens"].env, "")
 
 
-def parse_tokens_merged(env: tuple[tuple[str, str], ...],
-                        file: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """The ingest tokens of the environment and of the tokens file (each parsed by
-    :func:`parse_tokens`) together; a token the two give to different apps is refused naming the
-    two entries by their position (counted among each one's tokens, an entry repeated whole
-    counted once), never by their text."""
-    sources = ((env, f" of {BY_NAME['tokens'].env}"), (file, " of the tokens file"))
-    entries = [(app, token, (number, source)) for group, source in sources
-               for number, (app, token) in enumerate(group, 1)]
+def parse_tokens_merged(env: str, file: str) -> tuple[tuple[str, str], ...]:
+    """The ingest tokens of the environment's and of the tokens file's text (each checked by
+    :func:`parse_tokens`) together, an entry given again (in either, or both) one token, kept as
+    first written; a token the two give to different apps is refused naming the two entries by
+    their position as written (as :func:`parse_tokens` numbers them), never by their text."""
+    entries = [*_token_entries(env, f" of {BY_NAME['tokens'].env}"),
+               *_token_entries(file, " of the tokens file")]
     try:
-        return _one_owner_per_token(entries, _TWO_APPS, _APP_TOKEN)
+        return _one_owner_per_token(entries, _TWO_APPS, _APP_TOKEN, _same_scope)
     except ValueError as exc:
         raise SettingsError(f"ingest tokens: {exc}") from None
 
 
-def read_tokens_file(path: Path) -> tuple[tuple[str, str], ...]:
-    # The path as given on the command line, cut: an error is one line of a log.
-    named = f"--tokens-file {cut(str(path), SHOWN_CHARS)}"
+class TokensFileError(SettingsError):
+    """The tokens file cannot be read, or its entries are refused; ``reason`` says why without
+    naming the file (a log line that names it already)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        # The path as given on the command line, cut: an error is one line of a log.
+        super().__init__(f"--tokens-file {cut(str(path), SHOWN_CHARS)}: {reason}")
+        self.reason = reason
+
+
+def read_tokens_file(path: Path) -> str:
+    """The tokens file's text, its entries checked (:func:`parse_tokens`)."""
     try:
-        return parse_tokens(path.read_text())
+        text = path.read_text()
+        parse_tokens(text)
     except OSError as exc:
-        raise SettingsError(f"{named}: {exc.strerror}") from None
+        raise TokensFileError(path, exc.strerror or type(exc).__name__) from None
     except ValueError as exc:
         # parse_tokens's words never quote an entry (each may hold a token); cut all the same.
-        raise SettingsError(f"{named}: {cut(str(exc), SHOWN_CHARS)}") from None
+        raise TokensFileError(path, cut(str(exc), SHOWN_CHARS)) from None
+    return text
 
 
 def check(settings: CollectorSettings) -> None:
