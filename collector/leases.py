@@ -6,6 +6,13 @@ waits for the first transaction and then finds the row (skip) or, if the first f
 back, takes the slot itself. Stronger than a lock held while running, which would let a replica
 whose timer fires just after the other finished run the same slot again.
 
+A job runs at the replica's clock, but at the database's where the replica's is ahead of it by
+more than :data:`~sparkwatch.history.lost.AHEAD_SLACK` (a clock that jumped ahead): its runs
+claimed slots that far ahead, each then found taken by every other replica when their clocks came
+to it (no replica ran the job for as long as the jumped one had), and ran the work at that time
+(retention years ahead deleted every row). A clock ahead within the slack runs the slots a little
+early, each still once; one behind runs past slots, taken already or harmlessly late.
+
 A job may end early: :class:`JobStopped` when the collector stops (none starts once it is
 stopping), :class:`Deferred` when it did what it could and leaves the rest to its next run.
 """
@@ -21,6 +28,7 @@ from typing import Protocol, runtime_checkable
 import sqlalchemy as sa
 
 from sparkwatch.collector.selfmetrics import SelfMetrics
+from sparkwatch.history.lost import AHEAD_SLACK
 from sparkwatch.history.rollups import claim_slot
 from sparkwatch.summary import one_line
 
@@ -58,6 +66,14 @@ class Job:
     work: Work
 
 
+def database_now(conn: sa.Connection) -> datetime:
+    """The database's clock: PostgreSQL's (its transaction's start), shared by every replica;
+    SQLite's is this host's, which every process on the database's file shares."""
+    if conn.dialect.name == "postgresql":
+        return conn.execute(sa.text("SELECT now()")).scalar_one().astimezone(UTC)
+    return datetime.now(UTC)
+
+
 def slot_of(now: datetime, interval_seconds: float) -> datetime:
     """The start of the interval ``now`` falls in, aligned to the epoch (same on every replica)."""
     epoch = now.timestamp()
@@ -80,16 +96,18 @@ class LeasedRunner:
         self._stopping = stopping
         self._deferred: set[str] = set()
         """Jobs whose last run was deferred (their next deferral is logged at info)."""
+        self._ahead = False
+        """Whether this replica's clock was last found ahead of the database's."""
 
     def run(self, job: Job) -> bool:
         """Run ``job`` for the current slot unless a replica already has; True if it ran here."""
         if self._stopping():
             return False  # scheduled just before the stop: the process is ending
-        now = self._clock()
         try:
             # Not engine.begin(): chunked work commits inside; what is left uncommitted when
             # it raises is rolled back as the connection closes.
             with self._engine.connect() as conn:
+                now = self._now(conn)
                 if not self._claim(conn, job, now):
                     conn.rollback()
                     self._metrics.job_runs.labels(job.name, "skipped").inc()
@@ -126,6 +144,21 @@ class LeasedRunner:
             conn.commit()  # what the work did do stands
             raise
         conn.commit()
+
+    def _now(self, conn: sa.Connection) -> datetime:
+        """This replica's clock, or the database's where this one is ahead of it by more than
+        :data:`~sparkwatch.history.lost.AHEAD_SLACK` (see the module's doc)."""
+        now, database = self._clock(), database_now(conn)
+        if now <= database + AHEAD_SLACK:
+            if self._ahead:
+                self._ahead = False
+                log.info("this replica's clock is back in line with the database's")
+            return now
+        if not self._ahead:
+            self._ahead = True
+            log.warning("this replica's clock is %s ahead of the database's: its jobs run at "
+                        "the database's time until it is back in line", now - database)
+        return database
 
     def _claim(self, conn: sa.Connection, job: Job, now: datetime) -> bool:
         return claim_slot(conn, job.name, slot_of(now, job.interval_seconds), self._replica, now)

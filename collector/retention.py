@@ -1,5 +1,12 @@
 """Retention: raw per-batch rows for ``raw_days``; rollups, runs and stall marks for
-``rollup_days``; job claims for a day.
+``rollup_days``; job claims for a day (and none more than a day ahead).
+
+A run's age is its ``last_event_at``. An ended run's stored more than
+:data:`~sparkwatch.history.lost.AHEAD_SLACK` ahead of the job's clock (an older writer stored
+the events' own times, up to years ahead) is brought back to the job's time first, as the lost
+job does for running runs: such a run is deleted ``rollup_days`` after the job first saw it,
+instead of being kept for good; within the slack (a replica's clock a little ahead) it is left
+as stored.
 
 Children go first and by their own (denormalized) timestamp, so nothing relies on SQLite having
 foreign keys switched on; a batch and its operator/source/sink rows share one timestamp, so they
@@ -40,7 +47,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from sparkwatch.collector.leases import Deferred, JobStopped
-from sparkwatch.history import counts, partitions
+from sparkwatch.history import counts, lost, partitions
 from sparkwatch.history.schema import (
     Batch,
     JobRun,
@@ -107,11 +114,17 @@ class Retention:
         for rollup in (QueryRollup, OperatorRollup):
             deleted[rollup.__tablename__] = delete(rollup, rollup.bucket_start < long_cutoff)
         deleted["query_stalls"] = delete(QueryStall, QueryStall.detected_at < long_cutoff)
+        # An ended run stored years ahead (an older writer) is dated now, when first seen
+        # here: due a retention later instead of never.
+        lost.bring_back_ahead(conn, now, ended=True)
         deleted["query_runs"] = delete(QueryRun, sa.and_(
             QueryRun.last_event_at < long_cutoff,
             ~sa.exists().where(Batch.run_id == QueryRun.run_id),
         ))
-        deleted["job_runs"] = delete(JobRun, JobRun.slot < now - JOB_RUNS_KEPT)
+        # Claims more than a day ahead: a replica's clock that jumped ahead, before the runner
+        # took the database's then (leases.py); each held its slot off for every replica.
+        deleted["job_runs"] = delete(JobRun, (JobRun.slot < now - JOB_RUNS_KEPT)
+                                     | (JobRun.slot > now + JOB_RUNS_KEPT))
         if busy is not None:
             raise Deferred(f"partition steps left for the next run: {busy}")
         return deleted

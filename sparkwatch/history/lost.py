@@ -69,16 +69,18 @@ def end_silent(conn: sa.Connection, now: datetime, silent_seconds: float,
     ).rowcount
 
 
-def bring_back_ahead(conn: sa.Connection, now: datetime) -> int:
-    """Bring the ``last_event_at`` of running runs stored later than ``now`` (past
-    :data:`AHEAD_SLACK`) back to ``now``, as
+def bring_back_ahead(conn: sa.Connection, now: datetime, ended: bool = False) -> int:
+    """Bring the ``last_event_at`` of running runs (``ended``: of ended runs) stored later than
+    ``now`` (past :data:`AHEAD_SLACK`) back to ``now``, as
     the writer does on a run's next write (an older writer stored the events' own times, up to
     years ahead; a replica whose clock ran ahead stores its own): their silence is measured from
-    now on, so that a driver that died is stalled, then lost, instead of running for good.
-    Returns how many."""
+    now on, so that a driver that died is stalled, then lost, instead of running for good; an
+    ended run's age too, so that retention deletes it once it has been due since (it kept such
+    runs for good). Returns how many."""
     r = QueryRun.__table__.c
+    which = r.status != RUNNING if ended else r.status == RUNNING
     return conn.execute(
-        sa.update(QueryRun).where(r.status == RUNNING, r.last_event_at > now + AHEAD_SLACK)
+        sa.update(QueryRun).where(which, r.last_event_at > now + AHEAD_SLACK)
         .values(last_event_at=now)
     ).rowcount
 

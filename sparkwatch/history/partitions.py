@@ -12,7 +12,11 @@ land there when nothing created the day in time). SQLite keeps one table each: e
 does nothing there.
 
 Every piece of DDL here (a day created in one table, a day dropped in all four) is a step of its
-own whose lock waits are bounded by :data:`LOCK_WAIT_SECONDS`: see :class:`PartitionsBusy`.
+own whose lock waits are bounded by :data:`LOCK_WAIT_SECONDS`: see :class:`PartitionsBusy`. A step
+is one transaction (PostgreSQL's DDL is transactional): a process killed in the middle of one
+leaves nothing of it. A day's table, or a DEFAULT partition, there but detached all the same (by
+hand, by a tool outside one transaction) is attached again by the next creation pass
+(:func:`ensure`), the day's with the indexes it lacks.
 """
 
 from __future__ import annotations
@@ -124,13 +128,19 @@ def is_partitioned(conn: sa.Connection) -> bool:
     return kind.scalar() == "p"
 
 
-def existing_days(conn: sa.Connection, table: str) -> set[datetime]:
-    """The days that have a partition of ``table``."""
-    names = conn.execute(sa.text(
+def _attached(conn: sa.Connection, table: str) -> set[str]:
+    """The names of ``table``'s partitions (attached to it; a table of the same name that is not
+    is a half-made one, see :func:`ensure`)."""
+    return set(conn.execute(sa.text(
         "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-        "WHERE i.inhparent = to_regclass(:t)"), {"t": table}).scalars()
+        "WHERE i.inhparent = to_regclass(:t)"), {"t": table}).scalars())
+
+
+def existing_days(conn: sa.Connection, table: str, attached: set[str] | None = None
+                  ) -> set[datetime]:
+    """The days that have a partition of ``table`` (among ``attached``, when read already)."""
     out = set()
-    for name in names:
+    for name in _attached(conn, table) if attached is None else attached:
         match = _NAME.match(name)
         if match is not None and match["day"]:
             out.add(datetime.strptime(match["day"], "%Y%m%d").replace(tzinfo=UTC))
@@ -143,8 +153,13 @@ def _bounds(day: datetime) -> str:
 
 def create_day(conn: sa.Connection, table: str, day: datetime) -> None:
     """Create ``table``'s partition of ``day``, moving that day's rows out of the DEFAULT
-    partition first when it has any (PostgreSQL refuses a partition whose rows sit in DEFAULT)."""
+    partition first when it has any (PostgreSQL refuses a partition whose rows sit in DEFAULT).
+    A table of that name already there, not attached (half made), is attached instead: PostgreSQL
+    builds the parent's indexes it lacks."""
     name, default = partition_name(table, day), default_name(table)
+    make = (f"ALTER TABLE {table} ATTACH PARTITION {name} FOR VALUES {_bounds(day)}"
+            if _exists(conn, name) else
+            f"CREATE TABLE {name} PARTITION OF {table} FOR VALUES {_bounds(day)}")
     in_range = "timestamp >= :a AND timestamp < :b"
     span = {"a": day, "b": day + DAY}
     # Every identifier in this module's SQL is a table of TABLES or one of its day partitions
@@ -152,11 +167,11 @@ def create_day(conn: sa.Connection, table: str, day: datetime) -> None:
     exists = f"SELECT EXISTS (SELECT 1 FROM {default} WHERE {in_range})"  # nosec B608
     stranded = conn.execute(sa.text(exists), span).scalar()
     if not stranded:
-        conn.execute(sa.text(f"CREATE TABLE {name} PARTITION OF {table} FOR VALUES {_bounds(day)}"))
+        conn.execute(sa.text(make))
         return
     # Detached, the DEFAULT's rows can be re-inserted through the parent into the new partition.
     conn.execute(sa.text(f"ALTER TABLE {table} DETACH PARTITION {default}"))
-    conn.execute(sa.text(f"CREATE TABLE {name} PARTITION OF {table} FOR VALUES {_bounds(day)}"))
+    conn.execute(sa.text(make))
     move = f"INSERT INTO {table} SELECT * FROM {default} WHERE {in_range}"  # nosec B608
     conn.execute(sa.text(move), span)
     conn.execute(sa.text(f"DELETE FROM {default} WHERE {in_range}"), span)  # nosec B608
@@ -178,7 +193,10 @@ def ensure(conn: sa.Connection, wanted: Iterable[datetime], commit: Commit | Non
     created = 0
     try:
         for table in TABLES:
-            have = existing_days(conn, table)
+            attached = _attached(conn, table)
+            if default_name(table) not in attached:
+                _default_step(conn, table, commit)
+            have = existing_days(conn, table, attached)
             for day in wanted:
                 if day not in have:
                     created += _create_step(conn, table, day, commit)
@@ -193,13 +211,33 @@ def ensure(conn: sa.Connection, wanted: Iterable[datetime], commit: Commit | Non
 def _create_step(conn: sa.Connection, table: str, day: datetime, commit: Commit | None) -> int:
     name = partition_name(table, day)
     with _step(conn, f"creating {name}", commit):
-        # One creator at a time (collector replicas, listeners): the second finds the day made
-        # (between steps too, as the lock is the step's).
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK})
-        if _exists(conn, name):
+        _one_creator(conn)
+        if name in _attached(conn, table):
             return 0
         create_day(conn, table, day)
     return 1
+
+
+def _default_step(conn: sa.Connection, table: str, commit: Commit | None) -> None:
+    """``table``'s DEFAULT partition attached again (detached by hand, or by a creation outside
+    one transaction cut short between its DETACH and ATTACH: rows of a day without a partition
+    then failed to write), or made if it is gone."""
+    default = default_name(table)
+    with _step(conn, f"attaching {default}", commit):
+        _one_creator(conn)
+        if default in _attached(conn, table):
+            return
+        log.warning("%s was not a partition of %s (a creation cut short?): attaching it again",
+                    default, table)
+        make = (f"ALTER TABLE {table} ATTACH PARTITION {default} DEFAULT" if _exists(conn, default)
+                else f"CREATE TABLE {default} PARTITION OF {table} DEFAULT")
+        conn.execute(sa.text(make))
+
+
+def _one_creator(conn: sa.Connection) -> None:
+    """One creator at a time (collector replicas, listeners): the second finds the work done
+    (between steps too, as the lock is the step's)."""
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK})
 
 
 def ensure_ahead(conn: sa.Connection, now: datetime, days_ahead: int = DAYS_AHEAD,
