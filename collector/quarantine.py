@@ -17,7 +17,11 @@ place instead, one byte an entry (:data:`MARK` over the ``{`` that opens its lin
 the file only once the lines it removed hold half of it, and when it ends (:class:`Replaying`):
 replaying a full quarantine reads and writes it a bounded number of times, where a rewrite per
 batch of entries read and wrote it once per hundred entries. Every rewrite leaves removed lines
-out.
+out; one of a replay's that fails (the spool not writable) fails nothing: its removals stand,
+and the next rewrite makes it (:attr:`Replaying.compact_error`).
+
+A line whose object names a key twice (only a hand or another tool writes one) is no entry:
+which id, event or tenant it means cannot be told (:func:`_object`).
 """
 
 from __future__ import annotations
@@ -161,8 +165,8 @@ class Quarantine:
                     continue
                 quick = _quick_id(raw)
                 if quick is not None and quick not in ids:
-                    # (A line written by hand naming "id" twice is parsed as its last one says:
-                    # missed here, its event would be held twice, and removed together.)
+                    # (A line naming "id" twice, its first not one of ids, is no entry either:
+                    # see _object.)
                     continue
                 entry = _entry(raw)
                 if entry is not None and entry.id in ids:
@@ -217,6 +221,22 @@ class Quarantine:
                     out.append(entry)
         return out, unreadable
 
+    def twice(self) -> list[tuple[int, str]]:
+        """The lines (numbered from 1) whose object names a key twice, with the key: no entries
+        (:func:`_object`), named for whoever must edit them. Read again, only to say so."""
+        if not self.path.exists():
+            return []
+        out = []
+        with os.fdopen(_open_regular(self.path, os.O_RDONLY), "rb") as f:
+            for n, raw in enumerate(f, 1):
+                try:
+                    _object(raw.decode("ascii", errors="replace"))
+                except _Twice as twice:
+                    out.append((n, twice.key))
+                except (ValueError, RecursionError):
+                    continue
+        return out
+
     def remove(self, ids: set[str]) -> int:
         """Drop the entries with these ids (rewritten atomically); how many were removed. Every
         other line is kept byte for byte (its tenant and any field this version does not know),
@@ -270,7 +290,7 @@ class Quarantine:
         target = Path(os.path.realpath(self.path))
         tmp = target.with_suffix(".tmp")
         with _fresh_file(tmp, target) as out:
-            f.seek(0)
+            _seek_afresh(f, 0)
             at = 0
             last = b"\n"
             for n, raw in enumerate(f):
@@ -280,7 +300,7 @@ class Quarantine:
                 if n not in plan.leave:
                     out.write(raw)
                     last = raw[-1:]
-            f.seek(plan.end)
+            _seek_afresh(f, plan.end)
             while chunk := f.read(1 << 20):
                 out.write(chunk)
                 last = chunk[-1:]
@@ -354,7 +374,7 @@ def _plan(f: BinaryIO, ids: set[str], whole: bool, upto: int | None = None) -> _
     the path names the same file. ``upto``: no line past it (a size seen under the lock: below
     it only a removal in place changes a byte; past it, an append that fails is cut back, and
     what a read without the lock saw of it was never there)."""
-    f.seek(0)
+    _seek_afresh(f, 0)
     leave: set[int] = set()
     removed: list[str] = []
     index: dict[str, list[_Line]] = {}
@@ -404,6 +424,11 @@ class Replaying:
         """the entries when it began, each id once, in the file's order"""
         self.unreadable = 0
         """lines that are no entry, as :meth:`Quarantine.scan` counts them"""
+        self.compact_error: OSError | None = None
+        """why a rewrite of this replay's failed (a directory where its temporary goes, a spool
+        it may not write): the removals in place stand, and this replay tries no other rewrite
+        (each would read the file again for nothing); the next replay, drop or full append
+        makes it"""
         with contextlib.suppress(FileNotFoundError):
             self._read(_open_regular(quarantine.path, os.O_RDONLY))
             self.ids = list(self._index)
@@ -420,7 +445,7 @@ class Replaying:
         lines removed in place hold 1/:data:`COMPACT_SHARE` of it, it is rewritten without them
         (:meth:`_compact`)."""
         self._follow()
-        if self._file is not None and \
+        if self._file is not None and self.compact_error is None and \
                 self._removed * COMPACT_SHARE >= os.fstat(self._file.fileno()).st_size:
             self._compact()
         with self._quarantine._locked(create=False):
@@ -463,7 +488,7 @@ class Replaying:
         """The file rewritten without the lines removed in place, when there are any: a replay
         that ends leaves the file as a drop does."""
         self._follow()
-        if self._removed:
+        if self._removed and self.compact_error is None:
             self._settle()
             self._compact()
 
@@ -482,7 +507,12 @@ class Replaying:
         plan = _plan(self._file, set(), whole=False, upto=self._settled)
         with self._quarantine._locked(create=False):
             if plan.leave and self._current():
-                self._quarantine._write_locked(self._file, plan)
+                try:
+                    self._quarantine._write_locked(self._file, plan)
+                except OSError as exc:
+                    # Not the replay's failure: what it wrote is removed in place, durably.
+                    self.compact_error = exc
+                    return
                 self._rewritten(plan.index)
 
     def close(self) -> None:
@@ -557,6 +587,15 @@ class Replaying:
             else:
                 self.unreadable += bool(raw.strip())
             at += len(raw)
+
+
+def _seek_afresh(f: BinaryIO, offset: int) -> None:
+    """Seek ``f`` to ``offset``, dropping what it read ahead: the file may have changed since
+    (an append cut back and another in its place, an entry removed in place), and a seek within
+    what a buffered reader holds reads the file as it was (a rewrite copied the failed append
+    and tore the one that took its place). A seek from the end always drops it."""
+    f.seek(0, os.SEEK_END)
+    f.seek(offset)
 
 
 def _same_file(a: int, b: int) -> bool:
@@ -650,11 +689,42 @@ def _removed(line: bytes) -> bool:
     return rest[:1] == b'"' and _entry(b"{" + rest) is not None
 
 
+class _Twice(ValueError):
+    """An object that names a key twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"{key!r} named twice")
+        self.key = key
+
+
+def _object(text: str) -> Any:
+    """``text`` as JSON, refused (:class:`_Twice`) when its outermost object names a key twice:
+    which id, event or tenant the line means cannot be told (json keeps the last, an append's
+    quick read of the id saw the first: the event was held twice). The objects inside are the
+    event's own, read as the collector reads events."""
+    outermost: list[list[tuple[str, Any]]] = [[]]
+
+    def members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        outermost[0] = pairs  # the outermost object is the last one read
+        return dict(pairs)
+
+    value = json.loads(text, object_pairs_hook=members)
+    pairs = outermost[0]
+    if isinstance(value, dict) and len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Twice(key)
+            seen.add(key)
+    return value
+
+
 def _entry(line: bytes) -> Entry | None:
     """One line of the file as an entry; None for a line that is none (torn by a crash
-    mid-append, which was never acknowledged as quarantined; edited by hand)."""
+    mid-append, which was never acknowledged as quarantined; edited by hand; naming a key
+    twice)."""
     try:
-        d = json.loads(line.decode("ascii", errors="replace"))
+        d = _object(line.decode("ascii", errors="replace"))
         found = d["id"]
         if not isinstance(found, str):  # 123 listed as "123" matched no line to remove
             return None

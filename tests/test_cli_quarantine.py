@@ -295,6 +295,15 @@ def _started() -> dict[str, Any]:
     return run_events(query_id=ids["query_id"], run_id=ids["run_id"], terminated=False)[0]
 
 
+def spool_and_history(tmp_path: Path) -> tuple[Path, str]:
+    """An empty spool directory and a migrated SQLite history to replay into."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    history = f"sqlite:///{tmp_path / 'history.db'}"
+    migrate.upgrade(history)
+    return spool, history
+
+
 def run_ids_written(url: str) -> set[str]:
     engine = sa.create_engine(url)
     try:

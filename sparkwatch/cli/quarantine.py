@@ -5,12 +5,14 @@ drop them."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sparkwatch.cli.db import durable_history_url, quiet_alembic, user_errors
 from sparkwatch.cli.errors import CliError
@@ -19,6 +21,10 @@ from sparkwatch.settings.options import FromEnv, add_option, origin
 from sparkwatch.settings.spec import SettingsError
 from sparkwatch.summary import one_line
 from sparkwatch.terminal import clip, printable
+
+if TYPE_CHECKING:  # imported when used: the collector is an extra
+    from sparkwatch.collector.quarantine import Entry, Quarantine, Replaying
+    from sparkwatch.history.writer import HistoryWriter
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,7 +73,7 @@ def spool_path(text: str) -> Path:
     return path
 
 
-def _quarantine(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _quarantine(args: argparse.Namespace) -> Quarantine:
     """The quarantine of an existing spool directory: these commands read or rewrite one, and
     never make one (an empty quarantine at a mistyped path would read as "nothing held")."""
     try:
@@ -188,13 +194,22 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say_unreadable(quarantine: Any, unreadable: int, so: str) -> None:
+def _say_unreadable(quarantine: Quarantine, unreadable: int, so: str) -> None:
     """Lines of the file that are not entries (torn by a crash, edited): passed over, not
-    hidden; a rewrite keeps them."""
-    if unreadable:
-        lines = "1 line" if unreadable == 1 else f"{unreadable} lines"
-        print(printable(f"sparkwatch quarantine: {lines} of {quarantine.path} could not be read "
-                        f"(torn or corrupt): {so}"), file=sys.stderr)
+    hidden; a rewrite keeps them. Those that name a key twice are named (the first
+    SHOWN_IDS), for whoever edits the file: nothing else tells them from a torn line."""
+    if not unreadable:
+        return
+    lines = "1 line" if unreadable == 1 else f"{unreadable} lines"
+    print(printable(f"sparkwatch quarantine: {lines} of {quarantine.path} could not be read "
+                    f"(torn or corrupt): {so}"), file=sys.stderr)
+    twice: list[tuple[int, str]] = []
+    with contextlib.suppress(OSError):  # read again only to say more: gone meanwhile, unsaid
+        twice = quarantine.twice()[:SHOWN_IDS]
+    for n, key in twice:
+        print(printable(f"sparkwatch quarantine: line {n} of {quarantine.path} names "
+                        f"{json.dumps(key)} twice: which one it means cannot be told"),
+              file=sys.stderr)
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -215,7 +230,8 @@ def run_replay(args: argparse.Namespace) -> int:
         return _replay(args, replay, chosen, HistoryWriter(url))
 
 
-def _replay(args: argparse.Namespace, replay: Any, chosen: list[str], writer: Any) -> int:
+def _replay(args: argparse.Namespace, replay: Replaying, chosen: list[str],
+            writer: HistoryWriter) -> int:
     """Write the entries of ``chosen`` (ids) to the history, REPLAY_BATCH at a time; those
     written leave the quarantine."""
     written = gone = 0
@@ -240,6 +256,7 @@ def _replay(args: argparse.Namespace, replay: Any, chosen: list[str], writer: An
         # (of a replay, a drop, or of the collector's append once the quarantine is full).
         with _file_errors(args, "rewrite"):
             replay.finish()
+        _say_not_compacted(args, replay.compact_error)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (cli/signals.py): say what was done, then stop
         print(f"stopped: replayed {written} of {len(chosen)}, the rest kept", flush=True)
         raise
@@ -254,14 +271,36 @@ def _replay(args: argparse.Namespace, replay: Any, chosen: list[str], writer: An
     return 0 if written + gone == len(chosen) else 1
 
 
-def _replay_batch(writer: Any, batch: list[Any], written: list[str]) -> str | None:
+def _say_not_compacted(args: argparse.Namespace, error: OSError | None) -> None:
+    """A rewrite of the replay's that failed, said in one line: not a failure of the replay
+    (its exit code stays as it is), whose removals in place are durable already."""
+    if error is not None:
+        print(printable(f"sparkwatch quarantine: warning: {_spool(args)}: cannot rewrite "
+                        f"{error.filename or 'the quarantine'}: {error.strerror or error}: the "
+                        "entries replayed are removed in place; the next replay or drop leaves "
+                        "them out of the file"), file=sys.stderr)
+
+
+_Readable: TypeAlias = list[tuple["Entry", list[Any]]]
+"""Entries of a batch the history can read, each with its events (as the collector decodes
+them)."""
+
+
+def _replay_batch(writer: HistoryWriter, batch: list[Entry], written: list[str]) -> str | None:
     """Write the entries of ``batch``, appending the id of each written to ``written``; the
     database's fault when it refuses any write (the rest of the batch is not tried). One
     transaction for the batch; when the history refuses it for a reason of its data (an entry
     it still refuses), each entry in one of its own, to keep only those it refuses."""
+    readable = _readable(batch)
+    if len(readable) > 1:
+        settled, fault = _write_together(writer, readable, written)
+        if settled:
+            return fault
+    return _write_each(writer, readable, written)
+
+
+def _readable(batch: list[Entry]) -> _Readable:
     from sparkwatch.collector.history_process import decode_records
-    from sparkwatch.history.errors import HistoryError, is_database_fault
-    from sparkwatch.history.tenancy import FOREIGN
 
     readable = []
     for entry in batch:
@@ -271,40 +310,61 @@ def _replay_batch(writer: Any, batch: list[Any], written: list[str]) -> str | No
         else:
             # The id is the file's (any text): shown escaped, as list shows it.
             print(printable(f"{entry.id}: still unreadable, kept"))
-    if len(readable) > 1:
-        owners = [n for n, (_, events) in enumerate(readable) for _ in events]
-        try:
-            left_out = writer.write([e for _, events in readable for e in events],
-                                    [readable[n][0].tenant for n in owners])
-        except HistoryError as exc:
-            raise CliError(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - one by one, below
-            if is_database_fault(exc):
-                return one_line(exc)
-        else:
-            foreign = {owners[i] for i in left_out}
-            # In one step, before anything is said: a Ctrl-C amid the prints left committed
-            # entries unremoved, to be written again by the next replay.
-            written.extend(entry.id for n, (entry, _) in enumerate(readable) if n not in foreign)
-            for n in sorted(foreign):  # its run or query is another tenant's: written nowhere
-                print(printable(f"{readable[n][0].id}: still refused, kept: {FOREIGN}"))
-            return None
+    return readable
+
+
+def _attempt(writer: HistoryWriter, events: list[Any], tenants: list[str]
+             ) -> list[int] | Exception:
+    """The history's write of ``events``: the indexes it left out (another tenant's), or what
+    it refused the write with. A refusal of the history itself (no schema) is the command's."""
+    from sparkwatch.history.errors import HistoryError
+
+    try:
+        return writer.write(events, tenants)
+    except HistoryError as exc:
+        raise CliError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the caller tells a fault from a refused entry
+        return exc
+
+
+def _write_together(writer: HistoryWriter, readable: _Readable, written: list[str]
+                    ) -> tuple[bool, str | None]:
+    """``readable`` in one transaction: whether that settled the batch, and the database's
+    fault if it refuses any write. Not settled when it refuses one of the entries."""
+    from sparkwatch.history.errors import is_database_fault
+    from sparkwatch.history.tenancy import FOREIGN
+
+    owners = [n for n, (_, events) in enumerate(readable) for _ in events]
+    outcome = _attempt(writer, [e for _, events in readable for e in events],
+                       [readable[n][0].tenant for n in owners])
+    if isinstance(outcome, Exception):
+        return (True, one_line(outcome)) if is_database_fault(outcome) else (False, None)
+    foreign = {owners[i] for i in outcome}
+    # In one step, before anything is said: a Ctrl-C amid the prints left committed entries
+    # unremoved, to be written again by the next replay.
+    written.extend(entry.id for n, (entry, _) in enumerate(readable) if n not in foreign)
+    for n in sorted(foreign):  # its run or query is another tenant's: written nowhere
+        print(printable(f"{readable[n][0].id}: still refused, kept: {FOREIGN}"))
+    return True, None
+
+
+def _write_each(writer: HistoryWriter, readable: _Readable, written: list[str]) -> str | None:
+    """Each of ``readable`` in a transaction of its own; the database's fault if it refuses
+    any write (said once, not once an entry: what was written before it leaves the quarantine
+    still)."""
+    from sparkwatch.history.errors import is_database_fault
+    from sparkwatch.history.tenancy import FOREIGN
+
     for entry, events in readable:
-        try:
-            left_out = writer.write(events, [entry.tenant] * len(events))
-        except HistoryError as exc:
-            raise CliError(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - the database still refuses this one
-            if is_database_fault(exc):
-                # Refuses any write (another file, down, read-only): said once, not once
-                # an entry; what was written before it leaves the quarantine still.
-                return one_line(exc)
-            print(printable(f"{entry.id}: still refused, kept: {one_line(exc)}"))
-            continue
-        if left_out:  # its run or query is another tenant's: written nowhere, so kept
+        outcome = _attempt(writer, events, [entry.tenant] * len(events))
+        if isinstance(outcome, Exception) and is_database_fault(outcome):
+            return one_line(outcome)  # another file, down, read-only
+        if isinstance(outcome, Exception):  # the database still refuses this one
+            print(printable(f"{entry.id}: still refused, kept: {one_line(outcome)}"))
+        elif outcome:  # its run or query is another tenant's: written nowhere, so kept
             print(printable(f"{entry.id}: still refused, kept: {FOREIGN}"))
-            continue
-        written.append(entry.id)
+        else:
+            written.append(entry.id)
     return None
 
 
