@@ -474,3 +474,47 @@ def test_signals_sent_over_and_over_while_a_command_ends_never_kill_it(tmp_path:
                         doctor.send(signal.SIGTERM)
                     time.sleep(0.0005)  # pacing the barrage, not waiting for a condition
                 doctor.ends_cleanly(signal.SIGTERM)
+
+
+# --- a command on a thread that is not Python's main one ---------------------------------------
+
+# An orchestrator that embeds main() on a worker thread. Python runs signal handlers on the main
+# thread only and lets no other thread install one: the process's signals stay the host's.
+HOST = """\
+import sys, threading
+from sparkwatch.cli.main import main
+worker = threading.Thread(target=main, args=(sys.argv[1:],), name="orchestrated")
+worker.start()
+worker.join()
+"""
+
+
+@pytest.mark.spark
+def test_a_demo_on_a_worker_thread_ends_with_its_host_and_leaves_no_jvm(tmp_path: Path) -> None:
+    """No handler of ours off the main thread: a SIGTERM to a host that keeps the default action
+    ends the host at once (143 in a shell), without a traceback. The JVM, in a session of its own
+    (sparkwatch.jvm), ends at its stdin's end of file with its Python workers: none is left."""
+    local_dirs = tmp_path / "spark-local"
+    local_dirs.mkdir()
+    marker = uuid.uuid4().hex
+    out, err = tmp_path / "out", tmp_path / "err"
+    environ = {**unmeasured(dict(os.environ)), MARK: marker, "PYSPARK_PYTHON": sys.executable,
+               "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(local_dirs),
+               "TMPDIR": str(tmp_path)}  # the demo's kept log; its checkpoints, were it so far
+    with out.open("wb") as out_file, err.open("wb") as err_file:
+        proc = subprocess.Popen([sys.executable, "-c", HOST, "demo", "--port", "0",
+                                 "--history-url", "off"], stdout=out_file, stderr=err_file,
+                                env=environ, cwd=tmp_path, start_new_session=True)
+    host = Command(proc, marker, out, err)
+    try:
+        wait_for(lambda: spark_context_up(local_dirs) or proc.poll() is not None, 120,
+                 "the demo's SparkContext")
+        assert proc.poll() is None, err.read_text()[-2000:]
+        host.send(signal.SIGTERM)
+        assert proc.wait(EXIT_SECONDS) == -signal.SIGTERM
+        said = err.read_text(errors="replace")
+        assert not [word for word in NOISE if word in said], said[-3000:]
+        wait_for(lambda: not host.marked(), CHILDREN_GONE_SECONDS,
+                 f"no child of the ended host left ({host.describe_marked()})")
+    finally:
+        host.stop()

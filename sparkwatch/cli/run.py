@@ -7,17 +7,20 @@ creates (classic and Spark Connect), configured by the same ``SPARKWATCH_*`` var
 the driver's Python, so ``sparkwatch run -- spark-submit app.py`` works as ``python app.py`` does.
 
 The command replaces this process (exec): signals reach it directly and its exit status is the
-command's own, with nothing in between that could swallow either.
+command's own, with nothing in between that could swallow either. Called from any thread (an
+orchestrator that embeds ``main()``), it replaces the whole process all the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 
 from sparkwatch.bootstrap import PATH as BOOTSTRAP_PATH
 from sparkwatch.cli.errors import CliError
@@ -62,12 +65,8 @@ def run_command(args: argparse.Namespace) -> int:
         raise CliError("the command to run is empty: sparkwatch run -- spark-submit app.py")
     env = child_environment(os.environ)
     try:
-        previous = restore_signals(signal.SIG_DFL)
-        try:
+        with default_actions(PYTHON_IGNORED_SIGNALS):
             os.execvpe(command[0], command, env)
-        finally:  # reached only when exec failed: this Python goes on as it was
-            for sig, action in previous.items():
-                signal.signal(sig, action)
     except FileNotFoundError:
         print(f"sparkwatch run: command not found: {command[0]}", file=sys.stderr)
         return NOT_FOUND
@@ -80,7 +79,7 @@ def run_command(args: argparse.Namespace) -> int:
         return NOT_EXECUTABLE
     except ValueError:
         if not any("\0" in part for part in (*command, *env, *env.values())):
-            raise  # not the arguments' fault (signal.signal off the main thread, ...)
+            raise  # not the arguments' fault
         # A NUL character in an argument (from a caller of main(), not a shell).
         raise CliError("cannot execute the command: an argument holds a NUL character") from None
     return 0  # not reached: exec replaced this process
@@ -91,13 +90,61 @@ PYTHON_IGNORED_SIGNALS = tuple(
 """Signals Python ignores from its start (a write to a closed pipe is an EPIPE error, not the end
 of the process). An ignored signal stays ignored across exec: ``sparkwatch run -- yes | head``
 then ended with "Broken pipe" and status 1, where ``yes | head`` ends quietly by SIGPIPE (141).
-subprocess puts them back for the programs it starts (``restore_signals``); so does this."""
+subprocess puts them back for the programs it starts (``restore_signals``); so does this
+(:func:`default_actions`)."""
 
 
-def restore_signals(action: signal.Handlers) -> dict[int, Any]:
-    """``action`` for the signals Python ignores: SIG_DFL before exec, so that the command starts
-    as any program a shell starts (see :data:`PYTHON_IGNORED_SIGNALS`). What each had before."""
-    return {sig: signal.signal(sig, action) for sig in PYTHON_IGNORED_SIGNALS}
+def default_actions(signals: Sequence[int]) -> AbstractContextManager[None]:
+    """``signals`` at their default action inside (the exec), so that the command starts as any
+    program a shell starts (see :data:`PYTHON_IGNORED_SIGNALS`); on the way out, reached only when
+    exec failed, each has its action back and this Python goes on as it was."""
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    return (_set_by_python if on_main_thread else _set_by_c_library)(signals)
+
+
+@contextmanager
+def _set_by_python(signals: Sequence[int]) -> Iterator[None]:
+    previous = {sig: signal.signal(sig, signal.SIG_DFL) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, action in previous.items():
+            signal.signal(sig, action)
+
+
+@contextmanager
+def _set_by_c_library(signals: Sequence[int]) -> Iterator[None]:
+    """Off the main thread, where Python refuses signal.signal (main() called on an orchestrator's
+    thread was a ValueError traceback): a signal's action is the process's, and the C library's
+    signal() sets it from any thread. Only the ignored ones need it (exec puts a caught signal
+    back to its default itself); Python's table keeps SIG_IGN, right again once exec failed."""
+    c_signal = _c_library_signal()
+    ignored = [sig for sig in signals if signal.getsignal(sig) is signal.SIG_IGN]
+    if c_signal is None:
+        yield
+        return
+    for sig in ignored:
+        c_signal(sig, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for sig in ignored:
+            c_signal(sig, signal.SIG_IGN)
+
+
+def _c_library_signal() -> Callable[[int, int], object] | None:
+    """The C library's ``signal()``; None where there is none to load: the command then starts
+    with them ignored, which a debug line says."""
+    import ctypes  # here: every command imports this module to register it
+
+    try:
+        function = ctypes.CDLL(None).signal
+    except (OSError, AttributeError) as exc:
+        logging.getLogger(__name__).debug("SIGPIPE and SIGXFSZ stay ignored: %s", exc)
+        return None
+    function.restype = ctypes.c_void_p
+    function.argtypes = (ctypes.c_int, ctypes.c_void_p)
+    return function
 
 
 def child_environment(env: Mapping[str, str], python: str | None = None) -> dict[str, str]:
