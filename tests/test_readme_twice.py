@@ -208,8 +208,11 @@ def test_every_readme_command_works_on_a_fresh_clone_and_again(
     clone: Clone, database: str, tmp_path: Path
 ) -> None:
     chk = tmp_path / "demo-chk"
+    # The collector test's demo writes to the same history; when it ran first, window_agg
+    # already names two queries after the live demo.
+    earlier = _queries_with_operator_batches(f"sqlite:///{clone.root / 'sparkwatch.db'}") > 0
     _live_demo(clone)
-    _history_commands(clone, several_demos=False)
+    _history_commands(clone, several_demos=earlier)
     for _round in (1, 2):
         _state_section(clone, chk)  # the second round resumes from the first's checkpoints
         _history_commands(clone, several_demos=True)
