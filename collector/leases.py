@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 import sqlalchemy as sa
 
 from sparkwatch.collector.selfmetrics import SelfMetrics
-from sparkwatch.history.lost import AHEAD_SLACK
+from sparkwatch.history.clock import bounded, database_now
 from sparkwatch.history.rollups import claim_slot
 from sparkwatch.summary import one_line
 
@@ -64,14 +64,6 @@ class Job:
     name: str
     interval_seconds: float
     work: Work
-
-
-def database_now(conn: sa.Connection) -> datetime:
-    """The database's clock: PostgreSQL's (its transaction's start), shared by every replica;
-    SQLite's is this host's, which every process on the database's file shares."""
-    if conn.dialect.name == "postgresql":
-        return conn.execute(sa.text("SELECT now()")).scalar_one().astimezone(UTC)
-    return datetime.now(UTC)
 
 
 def slot_of(now: datetime, interval_seconds: float) -> datetime:
@@ -147,9 +139,9 @@ class LeasedRunner:
 
     def _now(self, conn: sa.Connection) -> datetime:
         """This replica's clock, or the database's where this one is ahead of it by more than
-        :data:`~sparkwatch.history.lost.AHEAD_SLACK` (see the module's doc)."""
+        :data:`~sparkwatch.history.lost.AHEAD_SLACK` (:mod:`sparkwatch.history.clock`)."""
         now, database = self._clock(), database_now(conn)
-        if now <= database + AHEAD_SLACK:
+        if bounded(now, database) == now:
             if self._ahead:
                 self._ahead = False
                 log.info("this replica's clock is back in line with the database's")

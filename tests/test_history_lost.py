@@ -133,6 +133,27 @@ def test_the_drivers_rollup_tick_ends_runs_silent_past_its_threshold(db_url: str
     assert run_of(db_url, run_id)["status"] == "lost"
 
 
+def test_a_driver_whose_clock_jumped_years_ahead_ends_no_run_heard_just_now(
+    db_url: str,
+) -> None:
+    """Its rollup tick measured every run's silence up to its own clock: each driver's run on
+    the shared history ended as lost. It now acts at the database's time (history/clock.py)."""
+    now = datetime.now(UTC)
+    heard = batch_of(load_sample("stream_stream_join_rocksdb"), 1,
+                     now.strftime("%Y-%m-%dT%H:%M:%S.000Z"), id=str(uuid.uuid4()),
+                     runId=str(uuid.uuid4()))
+    write(db_url, progress(heard))
+    w = HistoryWriter(db_url, lost_after_seconds=3600)
+    try:
+        w.write([progress(batch_of(load_sample("stream_stream_join_rocksdb"), 5, T1,
+                                   runId=str(uuid.uuid4())))])  # migrates first
+        # A slot length of its own: no other test's claim takes this tick's slot.
+        assert w.roll_up(now + timedelta(days=3 * 365), interval_seconds=3600 * 24 * 364)
+    finally:
+        w.close()
+    assert run_of(db_url, heard["runId"])["status"] == "running"
+
+
 def test_lost_is_not_applied_across_tenants(db_url: str) -> None:
     query_id = str(uuid.uuid4())
     old = a_run(db_url, query_id)

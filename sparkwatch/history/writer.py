@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from sparkwatch.history import counts, lost, migrate, partitions, rollups, tenancy
+from sparkwatch.history.clock import bounded_now
 from sparkwatch.history.copy import copy_statements, is_duplicate, supports_copy
 from sparkwatch.history.copyrows import copy_rows
 from sparkwatch.history.engine import SQLITE_WRITER_BUSY_SECONDS, create_engine, describe_url
@@ -235,10 +236,12 @@ class HistoryWriter:
     def roll_up(self, now: datetime, interval_seconds: float) -> bool:
         """Recompute the recent rollups (:mod:`sparkwatch.history.rollups`) and end the runs
         silent too long (:mod:`.lost`), unless a collector or another driver did for this slot;
-        nothing before this writer's first write."""
+        nothing before this writer's first write. ``now`` is bounded by the database's clock
+        (:mod:`.clock`): a driver's clock years ahead ended every driver's runs as lost."""
         if self._engine is None or self._check_schema or not self._migrated and self._migrate:
             return False
         with self._afresh_after_failure(), self._engine.begin() as conn:
+            now = bounded_now(conn, now)
             if not rollups.recompute_once_per_slot(conn, now, interval_seconds, self._replica):
                 return False
             lost.end_silent(conn, now, self._lost_after_seconds)
