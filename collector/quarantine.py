@@ -18,7 +18,10 @@ the file only once the lines it removed hold half of it, and when it ends (:clas
 replaying a full quarantine reads and writes it a bounded number of times, where a rewrite per
 batch of entries read and wrote it once per hundred entries. Every rewrite leaves removed lines
 out; one of a replay's that fails (the spool not writable) fails nothing: its removals stand,
-and the next rewrite makes it (:attr:`Replaying.compact_error`).
+and the next rewrite makes it (:attr:`Replaying.compact_error`). A file that cannot be written in
+place (another user's, mounted read-only) is removed from by a rewrite; when that fails too, what
+the replay wrote stays here, and the next replay writes it again, which the history keeps once
+(:attr:`Replaying.unremoved`).
 
 A line whose object names a key twice (only a hand or another tool writes one) is no entry:
 which id, event or tenant it means cannot be told (:func:`_object`).
@@ -54,6 +57,8 @@ COMPACT_SHARE = 2
 hold 1/COMPACT_SHARE of the file: each rewrite then writes at most half of what the one before
 wrote, so all of them together write the file at most once and read it (two passes each) at most
 four times, however many entries it holds."""
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+"""Why a file cannot be opened to be written in place, where a rewrite beside it may be made."""
 _BLANKS = (b" ", b"\t", b"\r")
 """The whitespace JSON allows before a value (a line holds no newline)."""
 
@@ -424,6 +429,12 @@ class Replaying:
         """the entries when it began, each id once, in the file's order"""
         self.unreadable = 0
         """lines that are no entry, as :meth:`Quarantine.scan` counts them"""
+        self.unremoved: list[str] = []
+        """entries written that stay in the file: it could be neither written in place nor
+        rewritten (:meth:`remove_locked`); the next replay writes them again (the history's
+        writes are idempotent: it keeps each once) and removes them"""
+        self.remove_error: tuple[OSError, OSError] | None = None
+        """why they stay: the refusal of the write in place, and the rewrite's failure"""
         self.compact_error: OSError | None = None
         """why a rewrite of this replay's failed (a directory where its temporary goes, a spool
         it may not write): the removals in place stand, and this replay tries no other rewrite
@@ -445,7 +456,7 @@ class Replaying:
         lines removed in place hold 1/:data:`COMPACT_SHARE` of it, it is rewritten without them
         (:meth:`_compact`)."""
         self._follow()
-        if self._file is not None and self.compact_error is None and \
+        if self._file is not None and self._may_compact() and \
                 self._removed * COMPACT_SHARE >= os.fstat(self._file.fileno()).st_size:
             self._compact()
         with self._quarantine._locked(create=False):
@@ -461,12 +472,17 @@ class Replaying:
         lines = [line for i in ids for line in self._index.get(i, ())]
         if not lines or self._file is None:
             return
+        if self.remove_error is not None:  # a rewrite would fail as the last one did
+            self.unremoved += [i for i in ids if i in self._index]
+            return
         try:
             fd = _open_regular(self._quarantine.path, os.O_WRONLY)
-        except PermissionError:
+        except OSError as exc:
+            if exc.errno not in _NOT_WRITABLE:
+                raise
             # A file this user may not write, in a directory it may (another user's, sharing
-            # the spool's group): removed by a rewrite, as a drop removes.
-            self._rewritten(self._quarantine._rewrite_locked(set(ids), compact=False)[1])
+            # the spool's group), or mounted read-only: removed by a rewrite, as a drop removes.
+            self._remove_by_rewrite(ids, exc)
             return
         try:
             if not _same_file(fd, self._file.fileno()):  # replaced under the lock: never so
@@ -484,11 +500,28 @@ class Replaying:
             self._index.pop(i, None)
         self._removed += sum(line.length for line in lines)
 
+    def _remove_by_rewrite(self, ids: Sequence[str], refused: OSError) -> None:
+        """Remove ``ids`` by a rewrite, the file refused to be written in place (``refused``).
+        One that fails is not the replay's failure: the history holds the entries, and writes
+        them again, keeping each once, when the next replay finds them here
+        (:attr:`unremoved`). This replay tries no other (it would fail as this one did)."""
+        try:
+            index = self._quarantine._rewrite_locked(set(ids), compact=False)[1]
+        except OSError as exc:
+            self.remove_error = (refused, exc)
+            self.unremoved += [i for i in ids if i in self._index]
+            return
+        self._rewritten(index)
+
+    def _may_compact(self) -> bool:
+        """No rewrite failed yet: another would fail as it did, having read the file for it."""
+        return self.compact_error is None and self.remove_error is None
+
     def finish(self) -> None:
         """The file rewritten without the lines removed in place, when there are any: a replay
         that ends leaves the file as a drop does."""
         self._follow()
-        if self._removed and self.compact_error is None:
+        if self._removed and self._may_compact():
             self._settle()
             self._compact()
 

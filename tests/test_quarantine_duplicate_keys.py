@@ -71,3 +71,21 @@ def test_a_line_naming_its_tenant_twice_is_replayed_into_neither_and_kept(
                               "not replayed, kept in the file")
     assert run_ids_written(history) == set()
     assert (spool / "quarantine.jsonl").read_bytes() == line
+
+
+def test_past_ten_lines_naming_a_key_twice_the_listing_says_how_many_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    quarantine = Quarantine(tmp_path)
+    quarantine.path.write_bytes(b"".join(
+        hand_line(("id", f"{n:016x}"), ("at", 1.0), ("reason", "by hand"), ("event", {}),
+                  ("at", 2.0)) for n in range(13)))
+    code, out, err = run_cli(capsys, "quarantine", "list", "--spool-dir", str(tmp_path))
+    assert (code, out) == (0, "0 quarantined events\n")
+    path = quarantine.path
+    assert err.splitlines() == [
+        f"sparkwatch quarantine: 13 lines of {path} could not be read (torn or corrupt): not "
+        "listed, and never replayed",
+        *(f'sparkwatch quarantine: line {n} of {path} names "at" twice: which one it means '
+          "cannot be told" for n in range(1, 11)),
+        f"sparkwatch quarantine: and 3 more lines of {path} name a key twice"]

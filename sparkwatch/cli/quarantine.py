@@ -197,7 +197,8 @@ def run_list(args: argparse.Namespace) -> int:
 def _say_unreadable(quarantine: Quarantine, unreadable: int, so: str) -> None:
     """Lines of the file that are not entries (torn by a crash, edited): passed over, not
     hidden; a rewrite keeps them. Those that name a key twice are named (the first
-    SHOWN_IDS), for whoever edits the file: nothing else tells them from a torn line."""
+    SHOWN_IDS, the others counted), for whoever edits the file: nothing else tells them from a
+    torn line."""
     if not unreadable:
         return
     lines = "1 line" if unreadable == 1 else f"{unreadable} lines"
@@ -205,11 +206,16 @@ def _say_unreadable(quarantine: Quarantine, unreadable: int, so: str) -> None:
                     f"(torn or corrupt): {so}"), file=sys.stderr)
     twice: list[tuple[int, str]] = []
     with contextlib.suppress(OSError):  # read again only to say more: gone meanwhile, unsaid
-        twice = quarantine.twice()[:SHOWN_IDS]
-    for n, key in twice:
+        twice = quarantine.twice()
+    for n, key in twice[:SHOWN_IDS]:
         print(printable(f"sparkwatch quarantine: line {n} of {quarantine.path} names "
                         f"{json.dumps(key)} twice: which one it means cannot be told"),
               file=sys.stderr)
+    if len(twice) > SHOWN_IDS:
+        more = len(twice) - SHOWN_IDS
+        lines = "1 more line" if more == 1 else f"{more} more lines"
+        print(printable(f"sparkwatch quarantine: and {lines} of {quarantine.path} name"
+                        f"{'s' if more == 1 else ''} a key twice"), file=sys.stderr)
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -261,6 +267,7 @@ def _replay(args: argparse.Namespace, replay: Replaying, chosen: list[str],
         print(f"stopped: replayed {written} of {len(chosen)}, the rest kept", flush=True)
         raise
     finally:
+        _say_not_removed(args, replay)  # however the replay ends: they were written
         writer.close()
     if fault is not None:
         raise CliError(printable(f"the history refuses every write ({fault}): replayed "
@@ -279,6 +286,23 @@ def _say_not_compacted(args: argparse.Namespace, error: OSError | None) -> None:
                         f"{error.filename or 'the quarantine'}: {error.strerror or error}: the "
                         "entries replayed are removed in place; the next replay or drop leaves "
                         "them out of the file"), file=sys.stderr)
+
+
+def _say_not_removed(args: argparse.Namespace, replay: Replaying) -> None:
+    """Entries written that stay in the quarantine (the file could be neither written in place
+    nor rewritten), said in one line: not a failure of the replay, since the history holds them
+    and keeps each once when the next replay writes them again."""
+    if replay.remove_error is None:
+        return
+    refused, failed = replay.remove_error
+    # A rename names its target second: that is the file it could not replace.
+    print(printable(
+        f"sparkwatch quarantine: warning: {_spool(args)}: cannot remove the entries replayed "
+        f"from {refused.filename or 'the quarantine'}: {refused.strerror or refused}, nor "
+        f"rewrite {failed.filename2 or failed.filename or 'it'}: {failed.strerror or failed}: "
+        f"the entries replayed ({len(replay.unremoved)}) stay in the quarantine: the next "
+        "replay writes them again (the history keeps each once) and removes them"),
+        file=sys.stderr)
 
 
 _Readable: TypeAlias = list[tuple["Entry", list[Any]]]

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sparkwatch.doctor.model import BatchPoint, QueryRecord
 from sparkwatch.history.engine import READ_LOCK_SECONDS, connect, create_engine
 from sparkwatch.history.errors import NotANumber
+from sparkwatch.history.interruptible import stops_for_signals
 from sparkwatch.history.numbers import finite_number
 from sparkwatch.history.reader import HistoryReader
 from sparkwatch.history.revision import check_schema
@@ -32,7 +33,8 @@ def load_records(
         engine = create_engine(url, must_exist=True, lock_seconds=READ_LOCK_SECONDS)
         records: list[QueryRecord | None] = []
         try:
-            with connect(engine) as conn:
+            # Its own connection, stopped by Ctrl-C mid-statement as the reader's are.
+            with connect(engine) as conn, stops_for_signals(conn):
                 check_schema(conn)
                 for qid in ids:
                     try:
