@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkwatch.httpopen import open_http
+from sparkwatch.model.answers import is_ingest_result
 
 START_SECONDS = 30.0
 
@@ -120,15 +121,15 @@ def _wait_healthy(proc: subprocess.Popen[bytes], collector: LocalCollector,
 
 def _ours(status: int, echoed: str | None, body: bytes, request_id: str) -> bool:
     """Whether an answer to the empty ingest is our collector's: 200, our request id echoed, and
-    its count of the batch (``{"accepted": 0, "duplicates": 0, "rejected": []}``)."""
+    its count of the batch (:func:`is_ingest_result`, of nothing accepted and nothing refused:
+    ``{"accepted": 0, "duplicates": 0, "rejected": []}``)."""
     if status != 200 or echoed != request_id:
         return False
     try:
         value = json.loads(body)
     except (ValueError, RecursionError):
         return False
-    return (isinstance(value, dict) and type(value.get("accepted")) is int
-            and value["accepted"] == 0 and value.get("rejected") == [])
+    return is_ingest_result(value) and value["accepted"] == 0 and value["rejected"] == []
 
 
 def _tail(path: Path) -> str:

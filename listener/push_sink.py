@@ -7,8 +7,10 @@ answer within the timeout, an HTTP error) is retried with exponential backoff an
 at most its ceiling); a 429 without it (the collector's cardinality limit) is refused. Only the
 collector's own answers count as a delivery (its count of accepted events) or as a refusal (its
 error, or its 429, naming the request): anything else at the URL (a proxy's page, another service)
-is a failed attempt, retried. What a server answers is logged on one short line, refusals at most
-once a minute.
+is a failed attempt, retried. A 413 (a body limit, the collector's or a proxy's) has the batch
+sent again in smaller requests, and the requests that follow packed under the size learnt; an
+event alone over a size refused is refused without being sent. What a server answers is logged
+on one short line, refusals at most once a minute.
 With a spool directory, a batch that failed goes to a bounded disk spool instead, and so does
 everything behind it, keeping the order; the spool is sent first once the collector answers again,
 and what it holds survives a driver restart. Nothing here runs on Spark's callback thread: the
@@ -40,6 +42,7 @@ from typing import Any
 
 from sparkwatch.httpopen import read_http_answer, request_failure
 from sparkwatch.metrics.stats import ListenerCounters
+from sparkwatch.model.answers import is_collector_error, is_ingest_result
 from sparkwatch.model.events import ParsedEvent
 from sparkwatch.model.parse import envelope_to_dict
 from sparkwatch.plan.wire import is_plan_item
@@ -92,6 +95,85 @@ class Reply:
 class Sent(Enum):
     OK = "ok"
     RETRY = "retry"
+    SMALLER = "smaller"
+    """Refused as too large (413): to be sent again in smaller requests."""
+
+
+_BATCH_START, _BATCH_END = b'{"events":[', b"]}"
+SIZE_MEMORY_SECONDS = 600.0
+"""How long a body size refused with 413 is kept: a limit raised (or a proxy taken away) gets
+whole batches again at most this long after the last refusal."""
+
+
+@dataclass(frozen=True, slots=True)
+class BodySize:
+    gzip: int
+    """Bytes as sent: what a proxy's limit counts."""
+    json: int
+    """Bytes once inflated: what the collector's limit counts too."""
+
+    def __str__(self) -> str:
+        return f"{self.json} bytes ({self.gzip} gzip)"
+
+
+class BodySizes:
+    """What the body limit in front of the collector (its own, or a proxy's) was seen to take:
+    the smallest request refused with 413 and the largest taken below it. Requests are packed
+    under the larger of what was taken and half of what was refused (halving finds a limit with
+    a few refusals, and what is learnt holds for the batches that follow: halving each batch
+    again made 2N-1 POSTs for N events under a limit of one). An event alone over the size of
+    one refused alone, in both measures (whichever the limit counts), is refused without being
+    sent; a size refused to several events proves no more (the collector's 413 may be of their
+    number, max_events_per_request)."""
+
+    def __init__(self) -> None:
+        self._refused: dict[bool, BodySize] = {}
+        """The smallest size refused, to one event alone (True) and to any request (False)."""
+        self._refused_at = 0.0
+        self._taken = 0
+        """JSON bytes of the largest request taken below the smallest refused."""
+
+    def fitting(self, encoded: list[bytes]) -> int:
+        """How many of ``encoded`` (events as JSON) one request takes: at least one."""
+        refused = self._remembered(alone=False)
+        if refused is None:
+            return len(encoded)
+        target = max(self._taken, refused.json // 2)
+        size, n = len(_BATCH_START) + len(_BATCH_END) - 1, 0  # the last event has no comma
+        for event in encoded:
+            size += len(event) + 1
+            if n and size > target:
+                break
+            n += 1
+        return n
+
+    def over(self, size: BodySize) -> BodySize | None:
+        """The size refused to an event alone that one of ``size`` is not under, if any (a body
+        limit counts one of the two measures: over both is over it, whichever it is)."""
+        refused = self._remembered(alone=True)
+        over = refused is not None and size.gzip >= refused.gzip and size.json >= refused.json
+        return refused if over else None
+
+    def took(self, size: BodySize) -> None:
+        for alone, refused in list(self._refused.items()):
+            if size.gzip >= refused.gzip and size.json >= refused.json:
+                del self._refused[alone]  # the limit was raised: what was learnt no longer holds
+        below = self._refused.get(False)
+        if below is not None and size.json < below.json:
+            self._taken = max(self._taken, size.json)
+
+    def too_large(self, size: BodySize, alone: bool) -> None:
+        for kind in {alone, False}:
+            old = self._refused.get(kind, size)
+            self._refused[kind] = BodySize(min(old.gzip, size.gzip), min(old.json, size.json))
+        self._refused_at = time.monotonic()
+        if self._taken >= self._refused[False].json:
+            self._taken = 0  # the limit was lowered
+
+    def _remembered(self, alone: bool) -> BodySize | None:
+        if time.monotonic() - self._refused_at > SIZE_MEMORY_SECONDS:
+            self._refused.clear()
+        return self._refused.get(alone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +206,7 @@ class PushSink:
         self._flush_seconds = flush_seconds
         self._spool = spool
         self._backoff = Backoff(*backoff)
+        self._sizes = BodySizes()
         self._next_wait = 0.0
         """Before the next attempt: the backoff's, or the server's Retry-After."""
         self._refused_said_at: float | None = None
@@ -305,11 +388,33 @@ class PushSink:
     # --- one POST ---------------------------------------------------------------------------
 
     def _send(self, events: list[Wire]) -> Sent:
-        """POST ``events`` once; OK when the collector took responsibility for them (accepted,
-        or refused for good), RETRY when they should be sent again. Only the collector's own
-        answer counts as either (:func:`is_ingest_result`, :func:`is_collector_error`): a
-        proxy's page or another service at the URL is a failed attempt."""
-        status, reply, retry_header = self._post(events)
+        """POST ``events``, in as many requests as the body limit in front of the collector
+        takes (:class:`BodySizes`); OK when the collector took responsibility for them all
+        (accepted, or refused for good), RETRY when they should be sent again."""
+        encoded = [json.dumps(e, separators=(",", ":")).encode() for e in events]
+        start = 0
+        while start < len(events):
+            n = self._sizes.fitting(encoded[start:])
+            sent = self._send_part(events[start:start + n], encoded[start:start + n])
+            if sent is Sent.RETRY:
+                return sent
+            if sent is Sent.OK:
+                start += n
+        return Sent.OK
+
+    def _send_part(self, events: list[Wire], encoded: list[bytes]) -> Sent:
+        """POST ``events`` once; SMALLER when they are too many for the body limit. Only the
+        collector's own answer counts as taken or refused (:func:`is_ingest_result`,
+        :func:`is_collector_error`): a proxy's page or another service at the URL is a failed
+        attempt."""
+        raw = _BATCH_START + b",".join(encoded) + _BATCH_END
+        body = gzip.compress(raw, 5)
+        size = BodySize(len(body), len(raw))
+        if len(events) == 1 and (refused := self._sizes.over(size)) is not None:
+            self._refused(1, f"HTTP 413 for {refused} already; this one alone is {size}: not "
+                             "sent")
+            return Sent.OK
+        status, reply, retry_header = self._post(body)
         if status in COME_BACK and retry_header is not None:
             self._failed(status, reply.said())
             retry_after = retry_after_seconds(retry_header)
@@ -325,8 +430,24 @@ class PushSink:
                 # lost without a word. Kept and sent again, as in an outage, and said.
                 return self._not_a_collector(status, reply)
             assert reply.body is not None
+            self._sizes.took(size)
             self._delivered(events, reply.body)
             return Sent.OK
+        if status == 413:
+            return self._too_large(len(events), size, reply)
+        return self._refused_or_failed(status, len(events), reply)
+
+    def _too_large(self, n: int, size: BodySize, reply: Reply) -> Sent:
+        """413 whoever answers it: a body limit is real whether the collector's or a proxy's in
+        front of it (their bodies differ: nginx answers an HTML page), and a smaller request is
+        what either takes. One event alone is refused: over the limit, it can never be sent."""
+        self._sizes.too_large(size, alone=n == 1)
+        if n > 1:
+            return Sent.SMALLER
+        self._refused(n, f"HTTP 413 to {size} alone: {reply.said()}")
+        return Sent.OK
+
+    def _refused_or_failed(self, status: int | None, n: int, reply: Reply) -> Sent:
         if status == 429:
             # Without Retry-After: the collector's cardinality limit, which accepts nothing of
             # the request (its reply, an error naming the limit with every event listed as
@@ -335,18 +456,10 @@ class PushSink:
             # limit page) is not the collector's refusal: sent again later.
             if not (is_ingest_result(reply.body) and is_collector_error(reply.body)):
                 return self._not_a_collector(status, reply)
-            self._refused(len(events), f"HTTP 429: {reply.said()}")
+            self._refused(n, f"HTTP 429: {reply.said()}")
             return Sent.OK
-        # 413 whoever answers it: a body limit is real whether the collector's or a proxy's in
-        # front of it (their bodies differ: nginx answers an HTML page), and a smaller request
-        # is what either takes. Halving ends at one event, refused: over any limit alone, it
-        # can never be sent.
-        if status == 413 and len(events) > 1:
-            half = len(events) // 2
-            first = self._send(events[:half])
-            return first if first is Sent.RETRY else self._send(events[half:])
-        if status == 413 or (status in PERMANENT and is_collector_error(reply.body)):
-            self._refused(len(events), f"HTTP {status}: {reply.said()}")
+        if status in PERMANENT and is_collector_error(reply.body):
+            self._refused(n, f"HTTP {status}: {reply.said()}")
             return Sent.OK
         if status in PERMANENT:
             # Not the collector's words: nginx's "400 The plain HTTP request was sent to HTTPS
@@ -361,9 +474,9 @@ class PushSink:
         self._failed(status, NOT_A_COLLECTOR + (f"; it said {said!r}" if said else ""))
         return Sent.RETRY
 
-    def _post(self, events: list[Wire]) -> tuple[int | None, Reply, str | None]:
-        """One POST: the status (None: no answer), the reply, the Retry-After header."""
-        body = gzip.compress(json.dumps({"events": events}, separators=(",", ":")).encode(), 5)
+    def _post(self, body: bytes) -> tuple[int | None, Reply, str | None]:
+        """One POST of ``body`` (gzip JSON): the status (None: no answer), the reply, the
+        Retry-After header."""
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip",
                    "User-Agent": f"sparkwatch-listener/{__version__}"}
         if self._endpoint.token:
@@ -467,27 +580,6 @@ def _shown(text: Any) -> str:
 
 NOT_A_COLLECTOR = ("not an answer of a sparkwatch collector (is the push URL a collector's "
                    "/api/v1/events?)")
-
-
-def is_ingest_result(body: dict[str, Any] | None) -> bool:
-    """Whether ``body`` is the collector's answer to a batch it processed (its IngestResult,
-    collector/models.py): how many events it accepted, how many of those it had seen, and the
-    refused ones. Its 200, and its 429 (with an error's fields, :func:`is_collector_error`)."""
-    return (body is not None and _count(body.get("accepted")) and _count(body.get("duplicates"))
-            and isinstance(body.get("rejected"), list))
-
-
-def is_collector_error(body: dict[str, Any] | None) -> bool:
-    """Whether ``body`` is the collector's error answer: one line saying what was wrong, and the
-    request's id (collector/routes/common.py ``error``, and request_context.py's answers made
-    before the routes: both carry ``detail`` and ``request_id``). A proxy's page is no JSON; a
-    web framework's error, or another service's, has no request id."""
-    return (body is not None and isinstance(body.get("detail"), str)
-            and isinstance(body.get("request_id"), str) and bool(body["request_id"]))
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _status(status: int | None) -> str:

@@ -9,6 +9,10 @@ host and port (or from http up to https on that host, on the same port or 443). 
 handler turns a redirected POST into a body-less GET (a push "delivered" to a page that never saw
 the events), follows ``ftp:`` targets, and sends the Authorization header on to whatever host the
 server names.
+
+A request's deadline holds for the name lookup too: getaddrinfo has no timeout, and a DNS server
+that never answers held the caller (the listener's push thread) for as long as the system's
+resolver waited. Names are looked up in a daemon thread (see :class:`Resolver`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import http.client
 import io
 import socket
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -49,6 +54,13 @@ class DeadlineExceeded(TimeoutError):
 
     def __init__(self, seconds: float) -> None:
         super().__init__(f"took longer than {seconds:g} s in all (a slow or stuck server)")
+
+
+class LookupTimeout(TimeoutError):
+    """No DNS answer in time for a host name, and no address known from an earlier one."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer from DNS within {seconds:.3g} s")
 
 
 def check_http_url(url: str) -> str:
@@ -101,8 +113,9 @@ def read_http_answer(request: urllib.request.Request, timeout: float,
                 deadline.check()
                 raise urllib.error.HTTPError(exc.url, exc.code, exc.msg, exc.hdrs,
                                              io.BytesIO(error_body)) from None
-        except (OSError, ValueError, http.client.HTTPException):
-            deadline.check()  # what the shut-down socket made the read raise is no reason
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            if not isinstance(getattr(exc, "reason", exc), LookupTimeout):  # said as it is
+                deadline.check()  # what the shut-down socket made the read raise is no reason
             raise
         deadline.check()  # a body read to the end of a shut-down socket is cut short
         return status, body
@@ -151,14 +164,19 @@ class Deadline:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.expired = False
+        self._end = time.monotonic() + seconds
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()
         self._timer = threading.Timer(seconds, self._expire)
         self._timer.daemon = True
 
     def __enter__(self) -> Deadline:
+        self._end = time.monotonic() + self.seconds
         self._timer.start()
         return self
+
+    def remaining(self) -> float:
+        return max(0.0, self._end - time.monotonic())
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -195,8 +213,10 @@ def _watched(base: type[http.client.HTTPConnection],
             super().__init__(*args, **kwargs)
             create: Any = self._create_connection  # type: ignore[has-type]
 
-            def create_watched(*args: Any, **kwargs: Any) -> socket.socket:
-                sock: socket.socket = create(*args, **kwargs)
+            def create_watched(address: tuple[str, int], *args: Any,
+                               **kwargs: Any) -> socket.socket:
+                sock: socket.socket = RESOLVER.connect(create, address, deadline.remaining(),
+                                                       *args, **kwargs)
                 deadline.watch(sock)  # from the start: a TLS handshake can drip too
                 return sock
 
@@ -207,6 +227,101 @@ def _watched(base: type[http.client.HTTPConnection],
             deadline.watch(self.sock)  # https: the TLS socket now holds the connection's fd
 
     return Watched
+
+
+Address = tuple[str, int]
+AddrInfo = list[tuple[Any, ...]]
+
+
+class Resolver:
+    """getaddrinfo within a deadline: each lookup runs in a daemon thread, which the caller
+    stops waiting for at the deadline (a blocked getaddrinfo cannot be interrupted; the thread
+    ends when the system's resolver gives up). One lookup of a name at a time: requests while it
+    hangs wait on it, rather than leave a thread each. The last addresses a name had are kept:
+    while a lookup hangs, they are used after half of the time left, leaving the connection the
+    other half."""
+
+    THREAD = "sparkwatch-resolve"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[Address, threading.Event] = {}
+        self._known: dict[Address, AddrInfo] = {}
+        self._failed: dict[Address, OSError] = {}
+
+    def connect(self, create: Any, address: Address, seconds: float, *args: Any,
+                **kwargs: Any) -> socket.socket:
+        """``create`` (socket.create_connection) to each address ``address``'s host has, the
+        first that answers, with the name looked up within ``seconds``."""
+        host, port = address[0], address[1]
+        if _numeric(host):
+            return create(address, *args, **kwargs)  # nothing to look up
+        error: OSError = OSError(f"getaddrinfo returned no address for port {port}")
+        for family, _, _, _, sockaddr in self.lookup(host, port, seconds):
+            try:
+                sock: socket.socket = create((_written(family, sockaddr), sockaddr[1]), *args,
+                                             **kwargs)
+                return sock
+            except OSError as exc:
+                error = exc
+        raise error
+
+    def lookup(self, host: str, port: int, seconds: float) -> AddrInfo:
+        """``host``'s addresses (as getaddrinfo gives them for a TCP connection to ``port``);
+        raises :class:`LookupTimeout` when none came in ``seconds`` and none is known, or the
+        lookup's own error."""
+        key = (host, port)
+        with self._lock:
+            done = self._pending.get(key)
+            if done is None:
+                done = self._pending[key] = threading.Event()
+                threading.Thread(target=self._look_up, args=(key, done), name=self.THREAD,
+                                 daemon=True).start()
+            known = self._known.get(key)
+        if done.wait(seconds / 2 if known else seconds):
+            with self._lock:
+                found, failed = self._known.get(key), self._failed.get(key)
+            if failed is not None or found is None:
+                raise failed or LookupTimeout(seconds)
+            return found
+        if known:
+            return known
+        raise LookupTimeout(seconds)
+
+    def _look_up(self, key: Address, done: threading.Event) -> None:
+        try:
+            found = socket.getaddrinfo(key[0], key[1], 0, socket.SOCK_STREAM)
+            with self._lock:
+                self._known[key] = found
+                self._failed.pop(key, None)
+        except OSError as exc:  # no such name, no network: said as the system says it
+            with self._lock:
+                self._failed[key] = exc
+        finally:
+            with self._lock:
+                del self._pending[key]
+            done.set()
+
+
+def _written(family: int, sockaddr: tuple[Any, ...]) -> str:
+    """An address as text, its IPv6 scope included: create_connection's own lookup of it is then
+    immediate (no DNS)."""
+    scoped = family == socket.AF_INET6 and sockaddr[3]
+    return f"{sockaddr[0]}%{sockaddr[3]}" if scoped else str(sockaddr[0])
+
+
+def _numeric(host: str) -> bool:
+    """Whether ``host`` is an IP address (v6 possibly with a %scope), looked up by no one."""
+    for family, text in ((socket.AF_INET, host), (socket.AF_INET6, host.partition("%")[0])):
+        try:
+            socket.inet_pton(family, text)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+RESOLVER = Resolver()
 
 
 def _watched_handler(base: type[urllib.request.AbstractHTTPHandler],
@@ -233,7 +348,7 @@ def request_failure(exc: BaseException) -> str:
         reason = exc.reason
         # A string reason is urllib's own ("no host given"), never the URL.
         return request_failure(reason) if isinstance(reason, BaseException) else str(reason)
-    if isinstance(exc, (DeadlineExceeded, ResponseTooLarge)):
+    if isinstance(exc, (DeadlineExceeded, ResponseTooLarge, LookupTimeout)):
         return str(exc)  # our own words, never the URL
     if isinstance(exc, TimeoutError):
         return "timed out"

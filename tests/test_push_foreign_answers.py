@@ -20,13 +20,9 @@ from pathlib import Path
 import pytest
 
 from bench.local import QuietHandler
-from sparkwatch.listener.push_sink import (
-    DETAIL_CHARS,
-    NOT_A_COLLECTOR,
-    is_collector_error,
-    is_ingest_result,
-)
+from sparkwatch.listener.push_sink import DETAIL_CHARS, NOT_A_COLLECTOR
 from sparkwatch.metrics.stats import ListenerCounters
+from sparkwatch.model.answers import is_collector_error, is_ingest_result
 from sparkwatch.model.parse import envelope_from_dict, parse_envelope
 from tests.support import wait_for
 from tests.test_collector_support import TOKEN, Collector, fresh_ids, run_events

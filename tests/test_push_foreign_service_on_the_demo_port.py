@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from bench.local import QuietHandler, served
-from sparkwatch.collector.local import LocalCollectorError, local_collector
+from sparkwatch.collector.local import LocalCollectorError, _ours, local_collector
 
 INGEST_RESULT = b'{"accepted": 0, "duplicates": 0, "rejected": []}'
 
@@ -53,3 +53,22 @@ def test_another_service_on_the_port_is_reported_as_the_port_being_taken(
     assert message.startswith("the collector exited: "), message
     assert "address already in use" in message.lower(), message
     assert f"another service answers at http://127.0.0.1:{port}" in message, message
+
+
+@pytest.mark.parametrize(("body", "ours"), [
+    (INGEST_RESULT, True),
+    (b'{"accepted": 0, "rejected": []}', False),  # no count of duplicates: no IngestResult
+    (b'{"accepted": 0, "duplicates": -1, "rejected": []}', False),
+    (b'{"accepted": false, "duplicates": 0, "rejected": []}', False),
+    (b'{"accepted": 1, "duplicates": 0, "rejected": []}', False),  # not the empty batch's
+    (b'{"accepted": 0, "duplicates": 0, "rejected": [{"index": 0}]}', False),
+    (b"[]", False),
+])
+def test_an_echoed_answer_is_ours_only_as_the_collector_s_count_of_the_empty_batch(
+    body: bytes, ours: bool,
+) -> None:
+    # The demo's check repeated the sink's shape check of the collector's answer, short of it:
+    # an answer without a count of duplicates, echoing our request id, was taken for ours.
+    assert _ours(200, "r1", body, "r1") is ours
+    assert _ours(200, "r2", body, "r1") is False
+    assert _ours(201, "r1", body, "r1") is False
