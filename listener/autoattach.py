@@ -8,6 +8,19 @@ An import hook wraps the session builders (classic ``pyspark.sql.session`` and S
 ``create`` attach with the same ``SPARKWATCH_*`` settings as :func:`sparkwatch.attach`, and the
 wrapped ``stop`` detaches first, so the stop line carries Spark's final counts.
 
+SIGTERM: Python's default ends the process at once, skipping atexit, so the listener would neither
+write what it holds nor end the runs it saw start. :func:`install` (the bootstrap, on the main
+thread as Python starts) therefore puts a handler on SIGTERM when it is at its default action:
+it keeps that action (the signal is sent again with the default back) until a session of this
+process is attached, and from then raises SystemExit(143) in the main thread, so that the
+interpreter unwinds and the attachment's atexit detach runs (once the main thread has ended and
+Python only waits for the app's other threads, it detaches there and then the signal ends the
+process). It has to be there from the start: only the main thread may set a handler, and many
+apps build their session on another (a web app's request thread, an orchestrator's worker). The
+cost: ``signal.getsignal(SIGTERM)`` shows this handler instead of SIG_DFL to the app (a handler
+of the app's own replaces it as ever, and one that calls it on is left to decide alone), and a
+SIGTERM waits for the main thread to run Python again, as any Python handler does.
+
 Standard library only at import time; a failure to attach is one line on stderr, never an error
 raised into the app.
 """
@@ -17,6 +30,7 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import importlib.machinery
+import os
 import signal
 import sys
 import threading
@@ -38,10 +52,15 @@ _attached: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 # What "not attached" has said: the same bad setting refuses every session of the app (one that
 # stops and builds its session again, a test suite's hundred sessions), and is said once.
 _refusals_said: set[str] = set()
+# The process whose attachments SIGTERM exits through atexit for: not a child it forked (a
+# multiprocessing worker inherits the handler and the table above, not the listener's threads).
+_attached_in: int | None = None
 
 
 def install() -> None:
-    """Wrap the session builders now if pyspark is loaded, else as soon as it is imported."""
+    """Wrap the session builders now if pyspark is loaded, else as soon as it is imported; put
+    the SIGTERM handler in place (see the module's doc)."""
+    _handle_sigterm()
     for name in SESSION_MODULES:
         module = sys.modules.get(name)
         if module is not None:
@@ -122,20 +141,63 @@ def attach_once(session: Any) -> None:
 
 
 def _exit_through_atexit_on_sigterm() -> None:
-    """Python's default SIGTERM ends the process at once, skipping atexit: the listener would
-    neither write what it holds nor end the runs it saw start. For an app without a SIGTERM
-    handler of its own, SIGTERM raises SystemExit(143) in the main thread instead, so the
-    interpreter unwinds and the attachment's atexit detach runs (a second SIGTERM ends it at
-    once). Only here, for apps run unmodified: an app that attaches itself keeps its signals."""
+    """From now on SIGTERM exits through atexit in this process (see the module's doc), where
+    the handler is on SIGTERM: put there by :func:`install`, or now on the main thread (an app
+    that set SIG_DFL back itself). An app with a handler of its own keeps it, and so does an app
+    that attaches itself: only what attaches automatically comes here."""
+    global _attached_in
+    _attached_in = os.getpid()
+    _handle_sigterm()
+
+
+def _handle_sigterm() -> None:
+    """:func:`_on_sigterm` on SIGTERM if it is at its default action: ignored stays ignored, an
+    app's handler stays, and off the main thread (where Python refuses) nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-def _exit_on_sigterm(signum: int, frame: Any) -> None:
-    signal.signal(signum, signal.SIG_DFL)
-    raise SystemExit(128 + signum)
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """The default action until this process holds an attachment; then SystemExit(143)."""
+    if signal.getsignal(signum) is not _on_sigterm:
+        # Called by the app's own handler, which replaced this one and passes the signal on: the
+        # app ends as it means to, as it would with the default action it could not call.
+        return
+    signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    if _holds_attachment():
+        if not _main_thread_ended():
+            raise SystemExit(128 + signum)
+        # Python waits for the app's other threads: an exception raised here is ignored (a
+        # traceback, the exit status 0) and atexit waits for them. Nothing left to unwind, so
+        # what is held is written now, then the signal ends the process as the default would.
+        _detach_all()
+    os.kill(os.getpid(), signum)  # ended by the signal, as without us
+
+
+def _holds_attachment() -> bool:
+    """Whether this process holds a live attachment, which its atexit detach would end."""
+    if _attached_in != os.getpid():
+        return False
+    with _lock:  # reentrant: the main thread may be inside attach_once as the signal comes
+        return any(att is not None and att.live for att in _attached.values())
+
+
+def _main_thread_ended() -> bool:
+    """Whether the main thread ran the app to its end and Python is in threading's shutdown,
+    waiting for the threads that are not daemons."""
+    return bool(getattr(threading, "_SHUTTING_DOWN", False))
+
+
+def _detach_all() -> None:
+    with _lock:
+        sessions = list(_attached.keys())
+    for session in sessions:
+        try:
+            detach(session)
+        except Exception as exc:  # noqa: BLE001 - the signal must still end the process
+            _say(f"sparkwatch: detach failed: {exc}")
 
 
 def detach(session: Any) -> None:

@@ -240,16 +240,30 @@ def run_statuses(db: Path) -> dict[str, int]:
             return {}
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_an_unmodified_app_stopped_by_a_signal_leaves_no_run_running(
-    tmp_path: Path, sig: signal.Signals
-) -> None:
-    """SIGTERM (to the command) or Ctrl-C (to its process group, as a terminal sends it) while
-    the app streams: the listener writes what it holds and ends the run it saw start as lost,
-    since no QueryTerminated will come; the stop line is printed."""
+# The same app, its session built on a thread of its own (a web app's, an orchestrator's): only
+# the main thread may set a signal's handler, and it waits for that thread meanwhile ("waits"), or
+# has ended once the query started, Python waiting for the thread, not a daemon, to end ("ends").
+THREADED_APP = """\
+import threading
+
+started = threading.Event()
+
+def work():
+""" + "".join(f"    {line}\n" if line else "\n" for line in APP.replace(
+    "deadline =", "started.set()\ndeadline =").splitlines()) + """
+worker = threading.Thread(target=work, name="builds-the-session", daemon={daemon})
+worker.start()
+{main}
+"""
+THREADED_MAINS = {"waits": ("True", "worker.join()"), "ends": ("False", "started.wait(240)")}
+
+
+def stopped_by(sig: signal.Signals, app_text: str, tmp_path: Path) -> tuple[int, str, Path]:
+    """Runs ``app_text`` under ``sparkwatch run`` until its history holds a running run, sends it
+    ``sig`` (SIGINT to its process group, as a terminal does): its exit status, stderr and
+    history."""
     app, db = tmp_path / "app.py", tmp_path / "history.db"
-    app.write_text(APP.replace("{master}", "master"))
+    app.write_text(app_text)
     env = clean_env(SPARKWATCH_METRICS_PORT=str(free_port()),
                     SPARKWATCH_HISTORY_URL=f"sqlite:///{db}")
     env = unmeasured(env)  # coverage's SIGTERM handler would be the app's own, which it keeps
@@ -269,13 +283,48 @@ def test_an_unmodified_app_stopped_by_a_signal_leaves_no_run_running(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    err = stderr_path.read_text()
-    # SIGTERM: SystemExit(143) through atexit (the attach's handler, the app having none);
-    # Ctrl-C: the app's own KeyboardInterrupt, which ends Python by SIGINT, as without us.
-    assert code == (128 + sig if sig == signal.SIGTERM else -sig), err[-3000:]
+    return code, stderr_path.read_text(), db
+
+
+def assert_stopped_cleanly(db: Path, err: str) -> None:
+    """The run ended as lost, the stop line said, no traceback of ours."""
     assert run_statuses(db) == {"lost": 1}, err[-3000:]
     assert re.search(r"^sparkwatch stopped for \S+: \d+ events received", err, re.M), err[-3000:]
     assert "sparkwatch/" not in err and "listener/" not in err, "no traceback of ours"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_an_unmodified_app_stopped_by_a_signal_leaves_no_run_running(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """SIGTERM (to the command) or Ctrl-C (to its process group, as a terminal sends it) while
+    the app streams: the listener writes what it holds and ends the run it saw start as lost,
+    since no QueryTerminated will come; the stop line is printed."""
+    code, err, db = stopped_by(sig, APP.replace("{master}", "master"), tmp_path)
+    # SIGTERM: SystemExit(143) through atexit (the attach's handler, the app having none);
+    # Ctrl-C: the app's own KeyboardInterrupt, which ends Python by SIGINT, as without us.
+    assert code == (128 + sig if sig == signal.SIGTERM else -sig), err[-3000:]
+    assert_stopped_cleanly(db, err)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("main_thread", ["waits", "ends"])
+def test_an_app_that_builds_its_session_on_a_thread_stopped_by_sigterm_leaves_no_run_running(
+    tmp_path: Path, main_thread: str
+) -> None:
+    """SIGTERM to an app whose session was built off the main thread, where it once died at once
+    with its run left running and its last events unwritten. While the main thread waits for the
+    app's thread: the same SystemExit(143) through atexit as for a session built on the main
+    thread. Once the main thread has ended and Python waits for the app's thread (not a daemon):
+    nothing is left to unwind, so what is held is written and SIGTERM ends the process, as the
+    default action would (an exception raised there is ignored: the app exited 0)."""
+    daemon, main = THREADED_MAINS[main_thread]
+    app = THREADED_APP.replace("{master}", "master").replace("{daemon}", daemon)
+    code, err, db = stopped_by(signal.SIGTERM, app.replace("{main}", main), tmp_path)
+    assert code == (128 + signal.SIGTERM if main_thread == "waits" else -signal.SIGTERM), \
+        err[-3000:]
+    assert_stopped_cleanly(db, err)
 
 
 def test_the_hook_is_installed_and_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:

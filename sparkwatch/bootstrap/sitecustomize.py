@@ -1,8 +1,10 @@
 """Imported by Python at start-up when ``sparkwatch run`` put this directory on ``PYTHONPATH``.
 
 First runs the ``sitecustomize`` this one shadows (a distribution's or a virtualenv's), then
-installs the auto-attach hook. Nothing here may stop the Python it runs in: a failure is one line
-on stderr.
+installs the auto-attach hook, and its SIGTERM handler: here, on the main thread as Python starts,
+because the app may build its session on another thread, where no handler can be set (see
+:mod:`sparkwatch.listener.autoattach`). Nothing here may stop the Python it runs in: a failure is
+one line on stderr.
 """
 
 from __future__ import annotations
