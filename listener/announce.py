@@ -53,8 +53,14 @@ def disabled_line(app_id: str, version: str) -> str:
         "or spark.sparkwatch.enabled=false)"
 
 
-def stop_line(app_id: str, received: int, dropped: int, bus_dropped: int | None = None) -> str:
+def stop_line(app_id: str, received: int, dropped: int, bus_dropped: int | None = None,
+              unfinished: int = 0) -> str:
+    """``unfinished``: events a stage still held when the stop's deadline came (queued, or
+    being written or pushed), neither delivered nor dropped yet: with them every event received
+    is accounted for. Left to daemon threads, they are lost if the process exits now."""
     line = f"sparkwatch stopped for {app_id}: {received} events received, {dropped} dropped"
+    if unfinished:
+        line += f", {unfinished} unfinished at the stop deadline"
     if bus_dropped:
         line += f" (Spark's listener bus dropped {bus_dropped} events for all listeners)"
     return line

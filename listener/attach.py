@@ -10,11 +10,11 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -62,7 +62,16 @@ grace is): the listener's own memory must not wait for a scrape that may never c
 SERVER_STOP_SECONDS = 0.1
 """What detach() gives the /metrics server to stop when the other stages used the deadline up
 (its thread ends within a millisecond or two of being told)."""
+FINAL_COUNT_READS = 5
+"""Reads of the stop line's counts at most, for them to agree with what the stages hold."""
 RUN_ORIGIN = "sparkwatch run, settings from SPARKWATCH_* and spark.sparkwatch.*"
+
+
+class Holding(Protocol):
+    """A stage that can say how many events it still holds (queued or in hand)."""
+
+    def held(self) -> int: ...
+
 
 _attaching = threading.Lock()
 # Session -> its attachment (live until detached); weak: a session that is gone is not kept.
@@ -137,8 +146,10 @@ class Attachment:
 
     def detach(self, timeout: float = 10.0) -> None:
         """Stop receiving, write what is queued, stop serving /metrics: all within ``timeout``
-        (one deadline for every stage; a sink still busy at it is left to its daemon thread)."""
+        (one deadline for every stage; a sink still busy at it is left to its daemon thread,
+        and the stop line says how many events it still held)."""
         left = _countdown(timeout)
+        holding = [s for s in (self.intake, self.history, self.push) if s is not None]
         if self._remove is not None:
             try:
                 self._remove()
@@ -176,16 +187,28 @@ class Attachment:
             self.console.history.close()
             self.console = None
         atexit.unregister(self.detach)
-        self._announce_stop()
+        self._announce_stop(holding)
 
-    def _announce_stop(self) -> None:
+    def _announce_stop(self, holding: Sequence[Holding]) -> None:
         if not self._announced:
             return
         self._announced = False
-        stats = self.stats()
+        stats, unfinished = self._final_counts(holding)
         bus = stats.bus.dropped if stats.bus is not None else None
         announce(stop_line(self.app.id, sum(stats.received.values()),
-                           sum(stats.dropped.values()), bus))
+                           sum(stats.dropped.values()), bus, unfinished))
+
+    def _final_counts(self, holding: Sequence[Holding]) -> tuple[ListenerStats, int]:
+        """The counters, and the events the stages of ``holding`` still hold: not counted
+        dropped, for a daemon thread may yet write or push them. Read again while a stage left
+        busy moves events on meanwhile (held before, dropped after), a few times at most."""
+        held, stats = sum(s.held() for s in holding), self.stats()
+        for _ in range(FINAL_COUNT_READS):
+            again = sum(s.held() for s in holding)
+            if again == held:
+                break
+            held, stats = again, self.stats()
+        return stats, held
 
 
 def _countdown(timeout: float) -> Callable[[], float]:

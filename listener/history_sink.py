@@ -100,6 +100,9 @@ class HistorySink:
         """Whether writes were failing when the stop began (set before ``_stopping``)."""
         self._failed_stopping = 0
         """Failed attempts since the stop began (see STOP_ATTEMPTS)."""
+        self._in_flight = 0
+        """Events taken from the queue and neither written nor dropped yet: the batch being
+        gathered or written (changed by the worker only)."""
         self.worker = Worker("history", self._run, "sparkwatch-history")
         self.worker.start()
 
@@ -109,6 +112,11 @@ class HistorySink:
 
     def queue_state(self) -> tuple[int, int]:
         return self._queue.size(), self._queue.capacity
+
+    def held(self) -> int:
+        """Events queued or in the batch being written, the stop not counted: said at detach
+        when the writer is still busy at its deadline (neither written nor dropped)."""
+        return self._queue.waiting() + self._in_flight
 
     def flush(self, timeout: float) -> bool:
         return self._queue.wait_drained(timeout)
@@ -136,6 +144,7 @@ class HistorySink:
                 if events:
                     self._write(events)
             finally:
+                self._in_flight = 0  # each was written or dropped (and counted) by now
                 self._queue.done(len(batch))
                 self.worker.beat()
             if len(events) < len(batch) or self._abort.is_set():
@@ -168,12 +177,14 @@ class HistorySink:
     def _next_batch(self) -> list[ParsedEvent | None]:
         """Block for one event, then gather more for up to flush_seconds or batch_size."""
         batch = [self._first()]
+        self._in_flight += batch[-1] is not None
         deadline = time.monotonic() + self._flush_seconds
         while len(batch) < self._batch_size and batch[-1] is not None:
             try:
                 batch.append(self.worker.take(self._queue, deadline - time.monotonic()))
             except queue.Empty:
                 break
+            self._in_flight += batch[-1] is not None
         return batch
 
     def _end_open_runs(self) -> None:
@@ -200,6 +211,7 @@ class HistorySink:
             try:
                 self._writer.write(events)
                 self._track_runs(events)
+                self._in_flight -= len(events)
                 self._last_failure = None
                 # Writing again: a later failure of the stop is a blip, retried to the deadline.
                 self._down_at_stop, self._failed_stopping = False, 0
@@ -213,7 +225,7 @@ class HistorySink:
                 # once and stop, instead of retrying forever.
                 log.error("sparkwatch: history disabled (%s): %s", _URL_SETTING, exc)
                 self._counters.count_delivery_failure(self.QUEUE)
-                self._counters.count_dropped(self.QUEUE, len(events))
+                self._dropped(len(events))
                 self._abort.set()
                 return
             except Exception as exc:  # noqa: BLE001 - any DB error: retry, never crash the thread
@@ -238,7 +250,7 @@ class HistorySink:
             else:  # woken by the stop (which sets _stopping before it ever sets _abort)
                 self.worker.wait(wait, self._stopping)
             if self._abort.is_set():
-                self._counters.count_dropped(self.QUEUE, len(events))
+                self._dropped(len(events))
                 return
 
     def _isolate(self, events: list[ParsedEvent], exc: Exception) -> None:
@@ -248,23 +260,27 @@ class HistorySink:
         if len(events) > 1:
             for event in events:
                 if self._abort.is_set():
-                    self._counters.count_dropped(self.QUEUE, 1)
+                    self._dropped(1)
                 else:
                     self._write([event])
             return
         self._counters.count_delivery_failure(self.QUEUE)
-        self._counters.count_dropped(self.QUEUE, 1)
+        self._dropped(1)
         log.error("sparkwatch: the history refused a %s event of query %s, dropped: %s",
                   events[0].kind.value, getattr(events[0].event, "query_id", "?"), one_line(exc))
 
+    def _dropped(self, n: int) -> None:
+        """Count ``n`` events in hand dropped: counted first, then no longer in hand (the stop
+        line, read meanwhile, may count them twice, never miss them)."""
+        self._counters.count_dropped(self.QUEUE, n)
+        self._in_flight -= n
+
     def _count_abandoned(self) -> None:
-        left = 0
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
+            if item is not None:  # as each leaves the queue: held() misses at most this one
+                self._counters.count_dropped(self.QUEUE)
             self._queue.done()
-            left += item is not None
-        if left:
-            self._counters.count_dropped(self.QUEUE, left)

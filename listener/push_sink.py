@@ -241,6 +241,11 @@ class PushSink:
     def queue_state(self) -> tuple[int, int]:
         return self._queue.size(), self._queue.capacity
 
+    def held(self) -> int:
+        """Entries queued or in the batch being sent (a run's plan too), the stop not counted:
+        said at detach when the sink is still busy at its deadline."""
+        return self._queue.unfinished()
+
     def flush(self, timeout: float) -> bool:
         """Wait until everything received so far was delivered (or dropped); False on timeout."""
         deadline = time.monotonic() + timeout
@@ -316,12 +321,17 @@ class PushSink:
             if self._stopping() and self._spool is None:
                 self._counters.count_dropped(self.QUEUE, len(batch))
                 return
-            while self._send(batch) is Sent.RETRY:
+            left = batch
+            while True:
+                sent, settled = self._send(left)
+                left = left[settled:]
+                if sent is Sent.OK:
+                    return
                 if self._spool is not None:
-                    self._to_spool(batch)
+                    self._to_spool(left)
                     return
                 if self._stopping():
-                    self._counters.count_dropped(self.QUEUE, len(batch))
+                    self._counters.count_dropped(self.QUEUE, len(left))
                     return
                 self._pause()
         finally:
@@ -331,7 +341,9 @@ class PushSink:
         assert self._spool is not None
         records, position = self._spool.read(self._batch_size)
         events = [event for record in records for event in record]
-        if not events or self._send(events) is Sent.OK:
+        # Sent again whole when only some went: the spool commits whole records (the collector
+        # counts a progress event it has as a duplicate).
+        if not events or self._send(events)[0] is Sent.OK:
             self._spool.commit(position)
         elif not self._stopping():
             self._pause()
@@ -387,20 +399,24 @@ class PushSink:
 
     # --- one POST ---------------------------------------------------------------------------
 
-    def _send(self, events: list[Wire]) -> Sent:
+    def _send(self, events: list[Wire]) -> tuple[Sent, int]:
         """POST ``events``, in as many requests as the body limit in front of the collector
-        takes (:class:`BodySizes`); OK when the collector took responsibility for them all
-        (accepted, or refused for good), RETRY when they should be sent again."""
+        takes (:class:`BodySizes`): OK when the collector took responsibility for them all
+        (accepted, or refused for good), RETRY when some should be sent again; with how many,
+        from the first, it took (sent again, those were counted twice). The stop's deadline
+        passed between two requests leaves the rest unsent, as a RETRY."""
         encoded = [json.dumps(e, separators=(",", ":")).encode() for e in events]
         start = 0
         while start < len(events):
+            if start and self._stopping():
+                return Sent.RETRY, start
             n = self._sizes.fitting(encoded[start:])
             sent = self._send_part(events[start:start + n], encoded[start:start + n])
             if sent is Sent.RETRY:
-                return sent
+                return sent, start
             if sent is Sent.OK:
                 start += n
-        return Sent.OK
+        return Sent.OK, start
 
     def _send_part(self, events: list[Wire], encoded: list[bytes]) -> Sent:
         """POST ``events`` once; SMALLER when they are too many for the body limit. Only the

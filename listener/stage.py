@@ -47,6 +47,11 @@ class QueuedStage(Generic[T]):
         """Wait until every item queued so far was handled; False on timeout."""
         return self._queue.wait_drained(timeout)
 
+    def held(self) -> int:
+        """Items queued or in hand, the stop not counted (said at detach when the stage is
+        still busy at its deadline)."""
+        return self._queue.unfinished()
+
     def _serve(self, handle: Callable[[T], None], chore: Chore | None = None) -> None:
         """The worker's loop: ``handle`` the items one by one until the stop comes; each, the
         stop too, is marked done and followed by a beat (the stage is alive between items).

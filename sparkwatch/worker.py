@@ -37,6 +37,8 @@ class BoundedQueue(Generic[T]):
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._queue: queue.Queue[T] = queue.Queue(maxsize=capacity)
+        self._controls: list[T] = []
+        """The control items ever put (told apart by identity; in practice one, the stop)."""
 
     def offer(self, item: T) -> bool:
         """Enqueue without blocking; False when full (the caller counts the drop)."""
@@ -62,7 +64,11 @@ class BoundedQueue(Generic[T]):
         return evicted
 
     def put_control(self, item: T, timeout: float) -> bool:
-        """Enqueue a control item (e.g. stop), waiting up to ``timeout`` for room."""
+        """Enqueue a control item (e.g. stop), waiting up to ``timeout`` for room. A control
+        item is no work: :meth:`waiting` and :meth:`unfinished` do not count it."""
+        with self._queue.mutex:
+            if not any(item is c for c in self._controls):
+                self._controls.append(item)
         try:
             self._queue.put(item, timeout=timeout)
         except queue.Full:
@@ -83,6 +89,23 @@ class BoundedQueue(Generic[T]):
 
     def size(self) -> int:
         return self._queue.qsize()
+
+    def waiting(self) -> int:
+        """Items queued, control items not counted."""
+        with self._queue.mutex:
+            return self._waiting_locked()
+
+    def unfinished(self) -> int:
+        """Items offered and not yet marked done, control items not counted: what waits and
+        what a consumer took and still handles (for a consumer that marks a control item done
+        as soon as it takes it)."""
+        with self._queue.mutex:
+            controls = len(self._queue.queue) - self._waiting_locked()
+            return self._queue.unfinished_tasks - controls
+
+    def _waiting_locked(self) -> int:
+        controls = self._controls
+        return sum(1 for item in self._queue.queue if not any(item is c for c in controls))
 
     def wait_drained(self, timeout: float) -> bool:
         """Wait until every item offered so far was processed; False on timeout."""

@@ -46,10 +46,12 @@ class Posts:
 
 @contextmanager
 def limited_server(limit: int = LIMIT, max_events: int | None = None,
-                   ) -> Iterator[tuple[str, Posts]]:
+                   fail_once: frozenset[str] = frozenset()) -> Iterator[tuple[str, Posts]]:
     """413 for a body over ``limit`` bytes, or (as the collector's max_events_per_request) for
-    more than ``max_events`` events."""
+    more than ``max_events`` events; 503 (an outage) the first time an event of ``fail_once``
+    comes."""
     posts = Posts()
+    failed: set[str] = set()
 
     class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
@@ -57,10 +59,16 @@ def limited_server(limit: int = LIMIT, max_events: int | None = None,
             names = [e["name"] for e in json.loads(gzip.decompress(body))["events"]]
             too_many = max_events is not None and len(names) > max_events
             status = 413 if len(body) > limit or too_many else 200
+            if status == 200 and (set(names) & fail_once) - failed:
+                failed.update(names)
+                status = 503
             with posts.lock:
                 posts.seen.append((len(body), names, status))
             if status == 413:
                 self.answer(413, b"<html><body>413 Request Entity Too Large</body></html>",
+                            "text/html")
+            elif status == 503:
+                self.answer(503, b"<html><body>503 Service Unavailable</body></html>",
                             "text/html")
             else:
                 self.answer(200, json.dumps({"accepted": len(names), "duplicates": 0,
@@ -146,3 +154,19 @@ def test_an_event_larger_than_a_batch_refused_for_its_count_of_events_is_still_s
     assert counters.delivered == {"push": 5}
     assert "push_refused" not in counters.dropped
     assert [(names, status) for _, names, status in second] == [(["large"], 200)]
+
+
+def test_a_split_batch_whose_later_request_fails_sends_again_only_what_was_not_taken() -> None:
+    # Sent again whole, the parts already taken were posted and counted delivered twice.
+    counters = ListenerCounters()
+    with (limited_server(fail_once=frozenset({"c5"})) as (url, posts),
+          sink(url, counters) as push):
+        offer(push, [event("learn")])
+        offer(push, [event("learn2"), event("learn3")])  # the limit learnt: one event a POST
+        start = posts.count()
+        offer(push, [event(f"c{i}") for i in range(8)])
+        sent = posts.since(start)
+    taken = [names[0] for _, names, status in sent if status == 200]
+    assert sorted(taken) == [f"c{i}" for i in range(8)], sent
+    assert [names for _, names, status in sent if status == 503] == [["c5"]], sent
+    assert counters.delivered == {"push": 11}
