@@ -294,28 +294,35 @@ class Quarantine:
         # file would leave the dropped entries in the target, which the link's owner reads.
         target = Path(os.path.realpath(self.path))
         tmp = target.with_suffix(".tmp")
-        with _fresh_file(tmp, target) as out:
-            _seek_afresh(f, 0)
-            at = 0
-            last = b"\n"
-            for n, raw in enumerate(f):
-                if at >= plan.end:
-                    break
-                at += len(raw)
-                if n not in plan.leave:
-                    out.write(raw)
-                    last = raw[-1:]
-            _seek_afresh(f, plan.end)
-            while chunk := f.read(1 << 20):
-                out.write(chunk)
-                last = chunk[-1:]
-            if last != b"\n":
-                # A torn last line kept as it was still needs its newline, or the next append
-                # would join it.
-                out.write(b"\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
+        try:
+            with _fresh_file(tmp, target) as out:
+                _seek_afresh(f, 0)
+                at = 0
+                last = b"\n"
+                for n, raw in enumerate(f):
+                    if at >= plan.end:
+                        break
+                    at += len(raw)
+                    if n not in plan.leave:
+                        out.write(raw)
+                        last = raw[-1:]
+                _seek_afresh(f, plan.end)
+                while chunk := f.read(1 << 20):
+                    out.write(chunk)
+                    last = chunk[-1:]
+                if last != b"\n":
+                    # A torn last line kept as it was still needs its newline, or the next append
+                    # would join it.
+                    out.write(b"\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            # A near-whole copy of the quarantine left behind would hold the disk space the
+            # collector's appends need, and a failed rewrite is now only a warning.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         # The rename itself durable too: an append acknowledged after it (the collector's, once
         # a full quarantine made room) was lost with it on a power cut.
         directory = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)

@@ -10,16 +10,17 @@ wrapped ``stop`` detaches first, so the stop line carries Spark's final counts.
 
 SIGTERM: Python's default ends the process at once, skipping atexit, so the listener would neither
 write what it holds nor end the runs it saw start. :func:`install` (the bootstrap, on the main
-thread as Python starts) therefore puts a handler on SIGTERM when it is at its default action:
-it keeps that action (the signal is sent again with the default back) until a session of this
-process is attached, and from then raises SystemExit(143) in the main thread, so that the
-interpreter unwinds and the attachment's atexit detach runs (once the main thread has ended and
-Python only waits for the app's other threads, it detaches there and then the signal ends the
-process). It has to be there from the start: only the main thread may set a handler, and many
-apps build their session on another (a web app's request thread, an orchestrator's worker). The
-cost: ``signal.getsignal(SIGTERM)`` shows this handler instead of SIG_DFL to the app (a handler
-of the app's own replaces it as ever, and one that calls it on is left to decide alone), and a
-SIGTERM waits for the main thread to run Python again, as any Python handler does.
+thread as Python starts) therefore puts a handler on SIGTERM when it is at its default action: it
+keeps that action (the signal is sent again with the default back) until a session of this process
+is attached, and from then raises SystemExit(143) in the main thread, so that the interpreter
+unwinds and the attachment's atexit detach runs (for a session attached on another thread, whose
+app Python would wait for once the main thread unwound, or once the main thread has ended, it
+detaches there and then, and the signal ends the process). It has to be there from the start: only
+the main thread may set a handler, and many apps build their session on another (a web app's
+request thread, an orchestrator's worker). The cost: ``signal.getsignal(SIGTERM)`` shows this
+handler instead of SIG_DFL to the app (a handler of the app's own replaces it as ever, and one that
+calls it on is left to decide alone), and a SIGTERM waits for the main thread to run Python again,
+as any Python handler does.
 
 Standard library only at import time; a failure to attach is one line on stderr, never an error
 raised into the app.
@@ -55,6 +56,9 @@ _refusals_said: set[str] = set()
 # The process whose attachments SIGTERM exits through atexit for: not a child it forked (a
 # multiprocessing worker inherits the handler and the table above, not the listener's threads).
 _attached_in: int | None = None
+# Whether the attachment was made on the main thread: SIGTERM unwinds that thread then. One
+# made on another has its app in a thread Python would wait for after the main one unwound.
+_attached_on_main = True
 
 
 def install() -> None:
@@ -145,8 +149,9 @@ def _exit_through_atexit_on_sigterm() -> None:
     the handler is on SIGTERM: put there by :func:`install`, or now on the main thread (an app
     that set SIG_DFL back itself). An app with a handler of its own keeps it, and so does an app
     that attaches itself: only what attaches automatically comes here."""
-    global _attached_in
+    global _attached_in, _attached_on_main
     _attached_in = os.getpid()
+    _attached_on_main = threading.current_thread() is threading.main_thread()
     _handle_sigterm()
 
 
@@ -160,18 +165,21 @@ def _handle_sigterm() -> None:
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    """The default action until this process holds an attachment; then SystemExit(143)."""
+    """The default action until this process holds an attachment; then SystemExit(143) where
+    the session was attached on the main thread, else a detach here and the default action."""
     if signal.getsignal(signum) is not _on_sigterm:
         # Called by the app's own handler, which replaced this one and passes the signal on: the
         # app ends as it means to, as it would with the default action it could not call.
         return
     signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM ends the process at once
     if _holds_attachment():
-        if not _main_thread_ended():
+        if _attached_on_main and not _main_thread_ended():
             raise SystemExit(128 + signum)
-        # Python waits for the app's other threads: an exception raised here is ignored (a
-        # traceback, the exit status 0) and atexit waits for them. Nothing left to unwind, so
-        # what is held is written now, then the signal ends the process as the default would.
+        # The app runs in a thread of its own: unwound, the main thread would leave Python
+        # waiting for it (a stream that never ends: the process hung until SIGKILL), and once
+        # the main thread has ended an exception raised here is ignored (a traceback, the exit
+        # status 0). So what is held is written now, then the signal ends the process as the
+        # default would.
         _detach_all()
     os.kill(os.getpid(), signum)  # ended by the signal, as without us
 

@@ -274,9 +274,14 @@ class Resolver:
         with self._lock:
             done = self._pending.get(key)
             if done is None:
-                done = self._pending[key] = threading.Event()
-                threading.Thread(target=self._look_up, args=(key, done), name=self.THREAD,
-                                 daemon=True).start()
+                done = threading.Event()
+                thread = threading.Thread(target=self._look_up, args=(key, done),
+                                          name=self.THREAD, daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError as exc:  # no thread to be had: said as a failed lookup
+                    raise OSError(f"cannot look {host} up: {exc}") from None
+                self._pending[key] = done  # once started: its end removes it
             known = self._known.get(key)
         if done.wait(seconds / 2 if known else seconds):
             with self._lock:

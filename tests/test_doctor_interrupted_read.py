@@ -24,7 +24,7 @@ from sparkwatch.doctor.history_source import load_records
 from sparkwatch.history import migrate
 from tests.support import wait_for
 
-ROWS = 2_000_000  # ~3 s to build; doctor's sort of them takes about a second
+ROWS = 3_000_000  # ~4 s to build; doctor's sort of them takes over a second: time to catch it
 STOPPED_WITHIN = 1.0  # seconds from the signal to the stop (it ends in a millisecond or so)
 
 
