@@ -1,7 +1,7 @@
 """A day's partitions left half made (PostgreSQL): a day's table there but not attached, without
 its indexes, or the DEFAULT partition detached, as a creation cut short outside one transaction
-(a process killed between two statements, an operator's hand) leaves them. Every creation pass
-(the retention job's, a writer's) finishes them."""
+(a process killed between two statements, an operator's hand) leaves them, or the DEFAULT
+partition dropped outright. Every creation pass (the retention job's, a writer's) finishes them."""
 
 from __future__ import annotations
 
@@ -84,3 +84,29 @@ def test_a_detached_default_partition_is_attached_again_at_the_next_pass(pg_url:
     ids = fresh_ids()
     write(pg_url, progress_at([far + timedelta(minutes=1)], **ids))
     assert held_in(pg_url, ids["run_id"]) == "batches_default"
+
+
+def drop_defaults(url: str) -> None:
+    execute(url, *[f"DROP TABLE {partitions.default_name(t)}" for t in TABLES])
+
+
+def test_a_dropped_default_partition_is_made_again_by_the_retention_job(pg_url: str) -> None:
+    migrate.upgrade(pg_url)
+    drop_defaults(pg_url)
+    retention(pg_url)
+    for table in TABLES:
+        assert parent_of(pg_url, partitions.default_name(table)) == table
+    ids = fresh_ids()
+    write(pg_url, progress_at([datetime.now(UTC) + timedelta(days=10)], **ids))
+    assert held_in(pg_url, ids["run_id"]) == "batches_default"
+
+
+def test_a_dropped_default_partition_is_made_again_by_a_writers_first_write(pg_url: str) -> None:
+    migrate.upgrade(pg_url)
+    drop_defaults(pg_url)
+    ids = fresh_ids()
+    # A day nobody makes a partition for: its rows have no other place than DEFAULT.
+    write(pg_url, progress_at([datetime.now(UTC) + timedelta(days=10)], **ids))
+    assert held_in(pg_url, ids["run_id"]) == "batches_default"
+    for table in TABLES:
+        assert parent_of(pg_url, partitions.default_name(table)) == table

@@ -16,7 +16,9 @@ own whose lock waits are bounded by :data:`LOCK_WAIT_SECONDS`: see :class:`Parti
 is one transaction (PostgreSQL's DDL is transactional): a process killed in the middle of one
 leaves nothing of it. A day's table, or a DEFAULT partition, there but detached all the same (by
 hand, by a tool outside one transaction) is attached again by the next creation pass
-(:func:`ensure`), the day's with the indexes it lacks.
+(:func:`ensure`), the day's with the indexes it lacks. A DEFAULT partition gone (``DROP TABLE`` by
+hand) is made again, empty, first thing in every pass (:func:`ensure`, :func:`ensure_ahead`,
+:func:`drop_before`), before anything reads it by name.
 """
 
 from __future__ import annotations
@@ -136,11 +138,10 @@ def _attached(conn: sa.Connection, table: str) -> set[str]:
         "WHERE i.inhparent = to_regclass(:t)"), {"t": table}).scalars())
 
 
-def existing_days(conn: sa.Connection, table: str, attached: set[str] | None = None
-                  ) -> set[datetime]:
-    """The days that have a partition of ``table`` (among ``attached``, when read already)."""
+def existing_days(conn: sa.Connection, table: str) -> set[datetime]:
+    """The days that have a partition of ``table``."""
     out = set()
-    for name in _attached(conn, table) if attached is None else attached:
+    for name in _attached(conn, table):
         match = _NAME.match(name)
         if match is not None and match["day"]:
             out.add(datetime.strptime(match["day"], "%Y%m%d").replace(tzinfo=UTC))
@@ -187,17 +188,22 @@ def ensure(conn: sa.Connection, wanted: Iterable[datetime], commit: Commit | Non
     step whose locks are held by another session past :data:`LOCK_WAIT_SECONDS`: with
     ``on_busy="raise"``, :class:`PartitionsBusy`; with ``"skip"`` (a writer, whose rows may wait
     in DEFAULT) the days left are logged and left for the next call."""
+    return _ensure(conn, lambda: wanted, commit, on_busy)
+
+
+def _ensure(conn: sa.Connection, wanted: Callable[[], Iterable[datetime]],
+            commit: Commit | None, on_busy: OnBusy) -> int:
+    """:func:`ensure`, the DEFAULT partitions made sure of first: ``wanted`` is read after them
+    (it may read a DEFAULT partition)."""
     if not is_partitioned(conn):
         return 0
-    wanted = sorted({day_of(d) for d in wanted})
     created = 0
     try:
+        _defaults(conn, commit)
+        days_wanted = sorted({day_of(d) for d in wanted()})
         for table in TABLES:
-            attached = _attached(conn, table)
-            if default_name(table) not in attached:
-                _default_step(conn, table, commit)
-            have = existing_days(conn, table, attached)
-            for day in wanted:
+            have = existing_days(conn, table)
+            for day in days_wanted:
                 if day not in have:
                     created += _create_step(conn, table, day, commit)
     except PartitionsBusy as exc:
@@ -218,6 +224,15 @@ def _create_step(conn: sa.Connection, table: str, day: datetime, commit: Commit 
     return 1
 
 
+def _defaults(conn: sa.Connection, commit: Commit | None) -> None:
+    """Every table's DEFAULT partition there and attached, before a pass reads one by name: one
+    dropped by hand failed every pass at its first such query, so nothing made it again (and
+    meanwhile rows of a day without a partition failed to write)."""
+    for table in TABLES:
+        if default_name(table) not in _attached(conn, table):
+            _default_step(conn, table, commit)
+
+
 def _default_step(conn: sa.Connection, table: str, commit: Commit | None) -> None:
     """``table``'s DEFAULT partition attached again (detached by hand, or by a creation outside
     one transaction cut short between its DETACH and ATTACH: rows of a day without a partition
@@ -227,11 +242,13 @@ def _default_step(conn: sa.Connection, table: str, commit: Commit | None) -> Non
         _one_creator(conn)
         if default in _attached(conn, table):
             return
-        log.warning("%s was not a partition of %s (a creation cut short?): attaching it again",
-                    default, table)
-        make = (f"ALTER TABLE {table} ATTACH PARTITION {default} DEFAULT" if _exists(conn, default)
-                else f"CREATE TABLE {default} PARTITION OF {table} DEFAULT")
-        conn.execute(sa.text(make))
+        if _exists(conn, default):
+            log.warning("%s was not a partition of %s (a creation cut short?): attaching it "
+                        "again", default, table)
+            conn.execute(sa.text(f"ALTER TABLE {table} ATTACH PARTITION {default} DEFAULT"))
+        else:
+            log.warning("%s was gone (dropped by hand?): making it again, empty", default)
+            conn.execute(sa.text(f"CREATE TABLE {default} PARTITION OF {table} DEFAULT"))
 
 
 def _one_creator(conn: sa.Connection) -> None:
@@ -245,14 +262,14 @@ def ensure_ahead(conn: sa.Connection, now: datetime, days_ahead: int = DAYS_AHEA
     """Today's and the next ``days_ahead`` days' partitions, plus any day from
     :data:`DAYS_BEHIND` before today whose rows wait in a DEFAULT partition (moved into their
     own). ``commit``, ``on_busy``: as :func:`ensure`."""
-    if not is_partitioned(conn):
-        return 0
     first, last = day_of(now) - DAYS_BEHIND * DAY, day_of(now) + days_ahead * DAY
-    stranded = conn.execute(sa.text(
-        "SELECT DISTINCT date_trunc('day', timestamp AT TIME ZONE 'UTC') FROM batches_default "
-        "WHERE timestamp >= :first AND timestamp < :end"), {"first": first, "end": last + DAY})
-    waiting = [d.replace(tzinfo=UTC) for d in stranded.scalars()]
-    return ensure(conn, days(now, last) + waiting, commit, on_busy)
+
+    def wanted() -> list[datetime]:
+        stranded = conn.execute(sa.text(
+            "SELECT DISTINCT date_trunc('day', timestamp AT TIME ZONE 'UTC') FROM batches_default "
+            "WHERE timestamp >= :first AND timestamp < :end"), {"first": first, "end": last + DAY})
+        return days(now, last) + [d.replace(tzinfo=UTC) for d in stranded.scalars()]
+    return _ensure(conn, wanted, commit, on_busy)
 
 
 # Each run loses the batches of the dropped day: one grouped pass over that day's partition.
@@ -291,8 +308,10 @@ def drop_before(conn: sa.Connection, cutoff: datetime,
     for ``batches`` (the runs' counts need them), estimated for the children's analyzed partitions.
 
     Each day is a step (its runs' counts and its four partitions together), committed on its own
-    with ``commit``; raises :class:`PartitionsBusy` when a day's locks are held past
+    with ``commit``, after the DEFAULT partitions are made sure of (:func:`_defaults`: their
+    rows are deleted by name); raises :class:`PartitionsBusy` when a day's locks are held past
     :data:`LOCK_WAIT_SECONDS` (the days dropped before it stand)."""
+    _defaults(conn, commit)
     removed = dict.fromkeys(TABLES, 0)
     due = sorted(d for d in existing_days(conn, "batches") if d + DAY <= cutoff)
     for day in due:
