@@ -11,8 +11,10 @@ the events), follows ``ftp:`` targets, and sends the Authorization header on to 
 server names.
 
 A request's deadline holds for the name lookup too: getaddrinfo has no timeout, and a DNS server
-that never answers held the caller (the listener's push thread) for as long as the system's
-resolver waited. Names are looked up in a daemon thread (see :class:`Resolver`).
+that never answers held the caller (the listener's push thread, the OTLP export thread, a local
+collector's start) for as long as the system's resolver waited. Names are looked up in a daemon
+thread (see :class:`Resolver`), for urllib's connections here and urllib3's in
+:mod:`sparkwatch.otlp.transport`.
 """
 
 from __future__ import annotations
@@ -73,10 +75,12 @@ def check_http_url(url: str) -> str:
 
 def open_http(request: urllib.request.Request, timeout: float) -> HTTPResponse:
     """``urlopen(request)`` once its URL is checked to be http(s); raises :class:`NotHttpError`
-    (a ValueError) otherwise, HTTPError/URLError/OSError as urlopen does."""
+    (a ValueError) otherwise, HTTPError/URLError/OSError as urlopen does. ``timeout`` bounds each
+    socket operation, as urlopen's does, and the host name's lookup too (a
+    :class:`LookupTimeout` past it, unless an earlier lookup gave an address)."""
     check_http_url(request.full_url)
-    opener = urllib.request.build_opener(_SafeRedirects)
-    response: HTTPResponse = opener.open(request, timeout=timeout)  # nosec B310 - checked
+    response: HTTPResponse = _opener(LookupBound(timeout)).open(  # nosec B310 - checked
+        request, timeout=timeout)
     return response
 
 
@@ -99,10 +103,7 @@ def read_http_answer(request: urllib.request.Request, timeout: float,
     socket is shut down, which ends the read under way."""
     check_http_url(request.full_url)
     with Deadline(timeout) as deadline:
-        opener = urllib.request.build_opener(
-            _SafeRedirects, *(_watched_handler(base, deadline)
-                              for base in (urllib.request.HTTPHandler,
-                                           urllib.request.HTTPSHandler)))
+        opener = _opener(deadline)
         try:
             try:
                 with opener.open(request, timeout=timeout) as response:  # nosec B310 - checked
@@ -114,7 +115,7 @@ def read_http_answer(request: urllib.request.Request, timeout: float,
                 raise urllib.error.HTTPError(exc.url, exc.code, exc.msg, exc.hdrs,
                                              io.BytesIO(error_body)) from None
         except (OSError, ValueError, http.client.HTTPException) as exc:
-            if not isinstance(getattr(exc, "reason", exc), LookupTimeout):  # said as it is
+            if not lookup_timed_out(exc):  # said as it is
                 deadline.check()  # what the shut-down socket made the read raise is no reason
             raise
         deadline.check()  # a body read to the end of a shut-down socket is cut short
@@ -206,8 +207,45 @@ def _shut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+class LookupBound:
+    """The bound of a request whose socket no deadline shuts (:func:`open_http`: its caller
+    reads the answer after the call): ``seconds`` for each name lookup, no socket watched."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def remaining(self) -> float:
+        return self.seconds
+
+    def watch(self, sock: socket.socket) -> None:
+        """Nothing to shut: each socket operation keeps urlopen's own timeout."""
+
+
+def lookup_timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` came of a :class:`LookupTimeout` (raised as it is, as the reason of a
+    URLError, or at the root of what urllib3 and requests made of it): said as it is, not as the
+    deadline that passed meanwhile."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:  # a cycle ends here
+        if isinstance(cause, LookupTimeout) or isinstance(getattr(cause, "reason", None),
+                                                          LookupTimeout):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _opener(bound: Deadline | LookupBound) -> urllib.request.OpenerDirector:
+    """urllib's opener, following only safe redirects, whose connections look host names up
+    (and watch their sockets) within ``bound``."""
+    return urllib.request.build_opener(
+        _SafeRedirects, *(_watched_handler(base, bound)
+                          for base in (urllib.request.HTTPHandler, urllib.request.HTTPSHandler)))
+
+
 def _watched(base: type[http.client.HTTPConnection],
-             deadline: Deadline) -> type[http.client.HTTPConnection]:
+             deadline: Deadline | LookupBound) -> type[http.client.HTTPConnection]:
     class Watched(base):  # type: ignore[valid-type, misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -250,19 +288,23 @@ class Resolver:
         self._failed: dict[Address, OSError] = {}
 
     def connect(self, create: Any, address: Address, seconds: float, *args: Any,
+                failures: tuple[type[Exception], ...] = (OSError,),
                 **kwargs: Any) -> socket.socket:
-        """``create`` (socket.create_connection) to each address ``address``'s host has, the
-        first that answers, with the name looked up within ``seconds``."""
+        """``create`` (socket.create_connection, or urllib3's connect) to each address
+        ``address``'s host has, the first that answers, with the name looked up within
+        ``seconds``. ``failures`` are what ``create`` raises for an address that does not
+        answer (the next is tried; the last one's error is raised); a lookup's own error, or
+        :class:`LookupTimeout`, is an OSError."""
         host, port = address[0], address[1]
         if _numeric(host):
             return create(address, *args, **kwargs)  # nothing to look up
-        error: OSError = OSError(f"getaddrinfo returned no address for port {port}")
+        error: Exception = OSError(f"getaddrinfo returned no address for port {port}")
         for family, _, _, _, sockaddr in self.lookup(host, port, seconds):
             try:
                 sock: socket.socket = create((_written(family, sockaddr), sockaddr[1]), *args,
                                              **kwargs)
                 return sock
-            except OSError as exc:
+            except failures as exc:
                 error = exc
         raise error
 
@@ -330,7 +372,7 @@ RESOLVER = Resolver()
 
 
 def _watched_handler(base: type[urllib.request.AbstractHTTPHandler],
-                     deadline: Deadline) -> urllib.request.BaseHandler:
+                     deadline: Deadline | LookupBound) -> urllib.request.BaseHandler:
     """``base`` (urllib's http or https handler) opening watched connections."""
 
     class Handler(base):  # type: ignore[valid-type, misc]

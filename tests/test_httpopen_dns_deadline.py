@@ -1,6 +1,8 @@
 """A request's deadline holds for the name lookup too (sparkwatch.httpopen): getaddrinfo has no
 timeout of its own, and a DNS server that never answers held the push thread for as long as the
-system's resolver waited, whatever the push timeout said.
+system's resolver waited, whatever the push timeout said. So did ``open_http`` (a local
+collector's start) and the OTLP exporter's session (sparkwatch.otlp.transport), which now look
+names up through the same Resolver.
 
 The DNS servers here are real UDP sockets, in a network and mount namespace of the test's own
 (``unshare``, as root): the child process sees a resolv.conf naming 127.0.0.1, its own loopback,
@@ -50,14 +52,40 @@ def dns_server() -> None:
 
 threading.Thread(target=dns_server, daemon=True).start()
 
-def timed(url: str, data: bytes | None = None) -> dict:
+def answered(url: str, data: bytes | None) -> str:
+    status, _ = read_http_answer(urllib.request.Request(url, data), 1.0)
+    return f"HTTP {status}"
+
+def timed(url: str, data: bytes | None = None, send=answered, say=request_failure) -> dict:
+    # What `send` made of the request to `url` (or `say` of its error), and how long it took.
     start = time.monotonic()
     try:
-        status, _ = read_http_answer(urllib.request.Request(url, data), 1.0)
-        said = f"HTTP {status}"
+        said = send(url, data)
     except Exception as exc:
-        said = request_failure(exc)
+        said = say(exc)
     return {"seconds": time.monotonic() - start, "said": said}
+"""
+
+SERVER = """
+import http.server
+
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.do_GET()
+
+    def log_message(self, *args):
+        pass
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+PORT = server.server_address[1]
 """
 
 SILENT = CHILD_COMMON + """
@@ -79,26 +107,44 @@ print(json.dumps({"requests": requests, "first_failure": first_failure,
                   "lookups": sum(t.name == "sparkwatch-resolve" for t in threading.enumerate())}))
 """
 
-CACHED = CHILD_COMMON + """
-import http.server
-
-class Ok(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args):
-        pass
-
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-url = f"http://{NAME}:{server.server_address[1]}/"
+CACHED = CHILD_COMMON + SERVER + """
+url = f"http://{NAME}:{PORT}/"
 answering.set()
 first = timed(url)
 answering.clear()
 print(json.dumps({"answered": first, "silent": timed(url)}))
+"""
+
+OPEN_HTTP = CHILD_COMMON + SERVER + """
+from sparkwatch.httpopen import open_http
+
+def opened(url: str, data: bytes | None) -> str:
+    with open_http(urllib.request.Request(url, data), 1.0) as response:
+        return f"HTTP {response.status} {response.read().decode()}"
+
+answering.set()
+first = timed(f"http://{NAME}:{PORT}/", send=opened)
+answering.clear()
+print(json.dumps({"answered": first,
+                  "silent": timed(f"http://silent.sparkwatch.test:{PORT}/", send=opened)}))
+"""
+
+OTLP = CHILD_COMMON + SERVER + """
+from sparkwatch.otlp.transport import BoundedSession
+
+session = BoundedSession()
+
+def posted(url: str, data: bytes | None) -> str:
+    # As the SDK's OTLP/HTTP exporter sends: a POST with the time left as its timeout.
+    response = session.post(url, data=data, timeout=1.0)
+    return f"HTTP {response.status_code} {response.content.decode()}"
+
+answering.set()
+first = timed(f"http://{NAME}:{PORT}/v1/metrics", b"metrics", send=posted, say=str)
+answering.clear()
+silent = timed(f"http://silent.sparkwatch.test:{PORT}/v1/metrics", b"metrics", send=posted,
+               say=str)
+print(json.dumps({"answered": first, "silent": silent}))
 """
 
 
@@ -138,3 +184,24 @@ def test_a_dns_server_gone_silent_leaves_the_last_address_it_gave(tmp_path: Path
     assert result["answered"]["said"] == "HTTP 200", result
     assert result["silent"]["said"] == "HTTP 200", result
     assert result["silent"]["seconds"] < 2.0, result  # half the 1 s deadline, then the cache
+
+
+def test_open_http_waits_for_a_dns_server_that_never_answers_no_longer_than_its_timeout(
+    tmp_path: Path,
+) -> None:
+    # The old open_http (a local collector's start polls with it) waited the resolver's own 8 s.
+    result = in_namespace(tmp_path, OPEN_HTTP)
+    assert result["answered"]["said"] == "HTTP 200 ok", result  # the answer still read after
+    assert result["silent"]["seconds"] < 2.5, result
+    assert result["silent"]["said"] == "no answer from DNS within 1 s", result
+
+
+def test_the_otlp_session_waits_for_a_dns_server_that_never_answers_no_longer_than_its_timeout(
+    tmp_path: Path,
+) -> None:
+    # The old session's urllib3 connection waited the resolver's own 8 s, whatever the timeout.
+    result = in_namespace(tmp_path, OTLP)
+    assert result["answered"]["said"] == "HTTP 200 ok", result
+    assert result["silent"]["seconds"] < 2.5, result
+    assert "Failed to resolve 'silent.sparkwatch.test'" in result["silent"]["said"], result
+    assert "no answer from DNS within" in result["silent"]["said"], result  # the time left

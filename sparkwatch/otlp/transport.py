@@ -12,6 +12,9 @@ exchange, connecting to the end of the answer, within the request's timeout (pas
 is shut down, which ends the read under way); at most :data:`REPLY_LIMIT` bytes of answer read
 (decoded); a 3xx is a failed export, not followed. The SDK gets each as an error of the request:
 not retried, logged once (redacted, :mod:`sparkwatch.otlp.export`), the export counted as failed.
+The host name is looked up within the deadline too (:class:`sparkwatch.httpopen.Resolver`): a DNS
+server that never answered held the export thread for the system resolver's whole wait (8 s and
+more a request, whatever the timeout said).
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError
 
-from sparkwatch.httpopen import Deadline, ResponseTooLarge
+from sparkwatch.httpopen import RESOLVER, Deadline, ResponseTooLarge, lookup_timed_out
 
 REPLY_LIMIT = 1 << 20
 """Bytes of a receiver's answer read at most: an ``ExportMetricsServiceResponse`` is a partial
@@ -51,26 +55,37 @@ def _watch(sock: Any) -> None:
         deadline.watch(sock)
 
 
+def _remaining() -> float:
+    deadline = getattr(_current, "deadline", None)
+    return deadline.remaining() if deadline is not None else DEFAULT_SECONDS
+
+
 class _WatchedHTTP(HTTPConnection):
     def _new_conn(self) -> Any:
-        sock = super()._new_conn()
+        try:
+            sock = RESOLVER.connect(self._connect_to, (self._dns_host, self.port), _remaining(),
+                                    failures=(ConnectTimeoutError,))
+        except OSError as exc:  # the lookup's own: no such name, or no answer in time
+            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]
         _watch(sock)  # from the start: a TLS handshake can drip too
         return sock
+
+    def _connect_to(self, address: tuple[str, int]) -> Any:
+        # urllib3's own connect (its socket options, timeout and errors) to an address already
+        # looked up: its getaddrinfo of a numeric host answers at once.
+        host, self._dns_host = self._dns_host, address[0]
+        try:
+            return super()._new_conn()
+        finally:
+            self._dns_host = host
 
     def getresponse(self, *args: Any, **kwargs: Any) -> Any:
         _watch(self.sock)  # a connection kept alive, or the TLS socket over the one watched
         return super().getresponse(*args, **kwargs)
 
 
-class _WatchedHTTPS(HTTPSConnection):
-    def _new_conn(self) -> Any:
-        sock = super()._new_conn()
-        _watch(sock)
-        return sock
-
-    def getresponse(self, *args: Any, **kwargs: Any) -> Any:
-        _watch(self.sock)
-        return super().getresponse(*args, **kwargs)
+class _WatchedHTTPS(_WatchedHTTP, HTTPSConnection):
+    """The same, over TLS (HTTPSConnection connects through ``_new_conn``)."""
 
 
 class _HTTPPool(HTTPConnectionPool):
@@ -108,8 +123,9 @@ class BoundedSession(requests.Session):
             try:
                 try:
                     response = super().request(method, url, *args, **kwargs)
-                except Exception:
-                    deadline.check()  # what the shut-down socket made the request raise
+                except Exception as exc:
+                    if not lookup_timed_out(exc):  # said as it is
+                        deadline.check()  # what the shut-down socket made the request raise
                     raise
                 try:
                     if 300 <= response.status_code < 400:
