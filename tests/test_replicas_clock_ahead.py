@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from sparkwatch.collector.stalls import StallDetection
 from sparkwatch.history import replicas, rollups
+from sparkwatch.history.clock import bounded_now
 from sparkwatch.history.schema import JobRun, QueryStall, ReplicaProgress
 from tests.test_collector_jobs import progress_at, write
 from tests.test_collector_support import fresh_ids
@@ -119,8 +120,9 @@ def rollup_claims(url: str, replicas_: set[str]) -> dict[str, datetime]:
 
 
 def roll_up(url: str, clock: datetime, replica: str) -> bool:
+    """A driver's rollup tick at ``clock``, bounded as the writer's ``roll_up`` bounds it."""
     with engine_for(url).begin() as conn:
-        return rollups.recompute_once_per_slot(conn, clock, 86_400, replica)
+        return rollups.recompute_once_per_slot(conn, bounded_now(conn, clock), 86_400, replica)
 
 
 def test_a_driver_whose_clock_jumped_ahead_rolls_up_in_the_others_slot_and_keeps_theirs(

@@ -31,7 +31,6 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from sparkwatch.history.bounds import widen_from_recent
-from sparkwatch.history.clock import bounded_now
 from sparkwatch.history.schema import (
     DAY,
     HOUR,
@@ -328,11 +327,10 @@ def claim_slot(conn: sa.Connection, job: str, slot: datetime, replica: str,
 def recompute_once_per_slot(conn: sa.Connection, now: datetime, interval_seconds: float,
                             replica: str, lookback_seconds: float = LOOKBACK_SECONDS) -> bool:
     """:func:`recompute`, unless a collector or another driver on this database already did for
-    the current ``interval_seconds`` slot (the collector's job claims the same slots). ``now``,
-    the driver's clock, is bounded by the database's as the collector's is (:mod:`.clock`): a
-    clock that jumped ahead claimed slots that far ahead, each then found taken by every other
+    the current ``interval_seconds`` slot (the collector's job claims the same slots). ``now``
+    is bounded by the database's clock already (:mod:`.clock`, as the writer's ``roll_up`` does):
+    a clock that jumped ahead claimed slots that far ahead, each then found taken by every other
     writer, and deleted every claim before them."""
-    now = bounded_now(conn, now)
     epoch = now.timestamp()
     slot = datetime.fromtimestamp(epoch - epoch % interval_seconds, tz=UTC)
     if not claim_slot(conn, JOB, slot, replica, now):
